@@ -1,0 +1,36 @@
+"""Where the Ansible collection (roles, playbooks, modules) lives at run time.
+
+An installed wheel carries the collection inside the package (``rdmaprov/_collection``, see
+pyproject.toml). An editable install of a source checkout has it at the top of the checkout,
+which is then the package's parent directory and holds ``galaxy.yml``.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import as_file, files
+from pathlib import Path
+
+COLLECTION_NAMESPACE = "rdmaprov"
+COLLECTION_NAME = "cluster"
+COLLECTION_FQCN = f"{COLLECTION_NAMESPACE}.{COLLECTION_NAME}"
+
+
+def collection_root() -> Path:
+    """The directory holding galaxy.yml, roles/, plugins/ and playbooks/."""
+    pkg = files("rdmaprov")
+    bundled = pkg / "_collection"
+    if bundled.is_dir():
+        with as_file(bundled) as path:
+            return Path(path)
+    with as_file(pkg) as path:
+        checkout = Path(path).parent
+    if (checkout / "galaxy.yml").is_file():
+        return checkout
+    raise RuntimeError("rdmaprov's Ansible collection is missing from this installation")
+
+
+def playbook(name: str) -> Path:
+    path = collection_root() / "playbooks" / name
+    if not path.is_file():
+        raise FileNotFoundError(f"no playbook {name!r} in {path.parent}")
+    return path
