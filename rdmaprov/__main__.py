@@ -1,0 +1,5 @@
+import sys
+
+from rdmaprov.cli import main
+
+sys.exit(main())
