@@ -1,0 +1,391 @@
+"""The lab: real Debian nodes on this machine, for tests and a newcomer's first run.
+
+A node is a network namespace on a bridge (fixed MAC, no default route), an overlay root over a
+shared debootstrapped base, and systemd as PID 1 in its own mount/PID/UTS/IPC/cgroup namespaces,
+running sshd with its own host key. `Lab.up` writes an Ansible inventory for the nodes. Lab
+traffic stays on the bridge: nodes have no route out and resolve names against 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from importlib.resources import as_file, files
+from pathlib import Path
+
+from rdmaprov.errors import UserError
+from rdmaprov.lab import base as lab_base
+
+STATE_ROOT = Path(os.environ.get("RDMAPROV_LAB_DIR", "/var/lib/rdmaprov/lab"))
+CGROUP_ROOT = Path("/sys/fs/cgroup/unified") if Path("/sys/fs/cgroup/unified/cgroup.procs").exists() else Path("/sys/fs/cgroup")
+NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,7}$")
+# Host-wide settings a misbehaving node could change; checked after every `up`.
+HOST_SENTINELS = ("/proc/sys/vm/swappiness", "/proc/sys/fs/protected_regular")
+
+
+@dataclass
+class Node:
+    name: str
+    index: int
+    address: str
+    mac: str
+    pid: int = 0
+
+
+@dataclass
+class LabState:
+    name: str
+    subnet: str
+    bridge: str
+    mtu: int = 1500
+    nodes: list[dict] = field(default_factory=list)
+    base: str = ""
+    repo: str = ""
+
+
+def _require_root() -> None:
+    if os.geteuid() != 0:
+        raise UserError("the lab needs root (network namespaces, mounts): run it with sudo")
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"ip {' '.join(args)}: {proc.stderr.strip()}")
+    return proc
+
+
+class Lab:
+    def __init__(self, name: str = "lab") -> None:
+        if not NAME_RE.match(name):
+            raise UserError(f"lab name {name!r}: use 1-8 lowercase letters/digits, starting with a letter")
+        self.name = name
+        self.dir = STATE_ROOT / name
+        self.state_file = self.dir / "state.json"
+        self.inventory = self.dir / "inventory.ini"
+        self.key = self.dir / "id_ed25519"
+        self.known_hosts = self.dir / "known_hosts"
+
+    # ----- state ---------------------------------------------------------------------------
+    def _load(self) -> LabState | None:
+        if not self.state_file.is_file():
+            return None
+        return LabState(**json.loads(self.state_file.read_text()))
+
+    def _save(self, state: LabState) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(state), indent=2))
+        tmp.replace(self.state_file)
+
+    def _netns(self, node: str) -> str:
+        return f"rdmaprov-{self.name}-{node}"
+
+    def _veth(self, index: int) -> str:
+        return f"r{self.name}h{index}"
+
+    def _cgroup(self, node: str) -> Path:
+        return CGROUP_ROOT / "rdmaprov-lab" / f"{self.name}-{node}"
+
+    @staticmethod
+    def _used_subnets() -> set[str]:
+        used = set()
+        if STATE_ROOT.is_dir():
+            for path in STATE_ROOT.glob("*/state.json"):
+                try:
+                    used.add(json.loads(path.read_text())["subnet"])
+                except (OSError, ValueError, KeyError):
+                    continue
+        return used
+
+    def _pick_subnet(self) -> str:
+        used = self._used_subnets()
+        for third in range(250, 150, -1):
+            cand = f"10.199.{third}.0/24"
+            if cand not in used:
+                return cand
+        raise UserError("no free lab subnet left under 10.199.0.0/16: remove old labs")
+
+    # ----- up ------------------------------------------------------------------------------
+    def up(self, nodes: int = 3, subnet: str | None = None, mirror: str | None = None,
+           suite: str | None = None, mtu: int = 1500, log=print) -> LabState:  # noqa: ANN001
+        _require_root()
+        if not 1 <= nodes <= 64:
+            raise UserError(f"--nodes {nodes}: a lab has 1 to 64 nodes")
+        state = self._load()
+        if state is None:
+            net = ipaddress.ip_network(subnet or self._pick_subnet(), strict=True)
+            if net.num_addresses < nodes + 12:
+                raise UserError(f"--subnet {net}: too small for {nodes} nodes")
+            state = LabState(name=self.name, subnet=str(net), bridge=f"rdmaprov-{self.name}"[:15], mtu=mtu)
+        elif len(state.nodes) > nodes:
+            raise UserError(
+                f"lab {self.name!r} has {len(state.nodes)} nodes; run 'rdmaprov lab down "
+                f"--name {self.name}' first to shrink it"
+            )
+        self.dir.mkdir(parents=True, exist_ok=True)
+        distro = lab_base.Distro(suite=suite or lab_base.host_suite(), mirror=mirror or lab_base.host_mirror())
+        started = time.monotonic()
+        log(f"base image {distro.key} (cached in {lab_base.CACHE_DIR})")
+        base, repo = lab_base.ensure_base(distro, self.dir / "build.log")
+        state.base, state.repo = str(base), str(repo)
+        sentinels = self._host_sentinels()
+        if not self.key.exists():
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"rdmaprov-lab-{self.name}",
+                            "-f", str(self.key)], check=True)
+        self._bridge_up(state)
+        net = ipaddress.ip_network(state.subnet)
+        hosts = list(net.hosts())
+        by_name = {n["name"]: n for n in state.nodes}
+        for i in range(1, nodes + 1):
+            name = f"node{i}"
+            entry = by_name.get(name) or asdict(Node(
+                name=name, index=i, address=str(hosts[10 + i - 1]),
+                mac="02:72:64:%02x:%02x:%02x" % (net.network_address.packed[2], i // 256, i % 256),
+            ))
+            if not self._running(entry):
+                self._start_node(state, entry, base, repo)
+            by_name[name] = entry
+        state.nodes = [by_name[k] for k in sorted(by_name, key=lambda n: int(n[4:]))]
+        self._save(state)
+        self._wait_ssh(state)
+        self._write_inventory(state)
+        changed = {k: v for k, v in sentinels.items() if self._host_sentinels()[k] != v}
+        if changed:
+            raise RuntimeError(f"a lab node changed host settings: {changed}")
+        log(f"lab {self.name!r}: {len(state.nodes)} nodes up in {time.monotonic() - started:.1f}s; "
+            f"inventory {self.inventory}")
+        return state
+
+    @staticmethod
+    def _host_sentinels() -> dict[str, str]:
+        out = {p: Path(p).read_text().strip() for p in HOST_SENTINELS if Path(p).exists()}
+        out["/dev/null"] = oct(os.stat("/dev/null").st_mode)
+        return out
+
+    def _bridge_up(self, state: LabState) -> None:
+        net = ipaddress.ip_network(state.subnet)
+        gw = next(net.hosts())
+        if _ip("link", "show", state.bridge, check=False).returncode != 0:
+            _ip("link", "add", state.bridge, "type", "bridge")
+        _ip("link", "set", state.bridge, "mtu", str(state.mtu), "up")
+        have = _ip("-o", "-4", "addr", "show", "dev", state.bridge).stdout
+        if f"{gw}/" not in have:
+            _ip("addr", "add", f"{gw}/{net.prefixlen}", "dev", state.bridge)
+
+    def _running(self, entry: dict) -> bool:
+        pid = entry.get("pid") or 0
+        if not pid:
+            return False
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+        return b"systemd" in cmdline or b"node-init" in cmdline
+
+    def _start_node(self, state: LabState, entry: dict, base: Path, repo: Path) -> None:
+        name, index = entry["name"], entry["index"]
+        ns, veth = self._netns(name), self._veth(index)
+        node_dir = self.dir / "nodes" / name
+        self._stop_node(entry)  # leftovers of a crashed node
+        for sub in ("upper", "work", "root"):
+            (node_dir / sub).mkdir(parents=True, exist_ok=True)
+        self._seed_upper(node_dir / "upper", name, state)
+
+        _ip("netns", "add", ns)
+        _ip("link", "add", veth, "mtu", str(state.mtu), "type", "veth", "peer", "name", "eth0",
+            "netns", ns)
+        _ip("link", "set", veth, "master", state.bridge, "up")
+        prefix = ipaddress.ip_network(state.subnet).prefixlen
+        _ip("-n", ns, "link", "set", "lo", "up")
+        _ip("-n", ns, "link", "set", "eth0", "address", entry["mac"], "mtu", str(state.mtu), "up")
+        _ip("-n", ns, "addr", "add", f"{entry['address']}/{prefix}", "dev", "eth0")
+
+        cgroup = self._cgroup(name)
+        cgroup.mkdir(parents=True, exist_ok=True)
+
+        def enter_cgroup() -> None:  # runs in the child, before exec: the node's cgroup root
+            (cgroup / "cgroup.procs").write_text(str(os.getpid()))
+
+        with as_file(files("rdmaprov.lab") / "node-init.sh") as script:
+            init = node_dir / "node-init.sh"
+            shutil.copy(script, init)
+        logf = (node_dir / "console.log").open("w")
+        proc = subprocess.Popen(
+            ["ip", "netns", "exec", ns, "unshare", "--mount", "--pid", "--uts", "--ipc", "--cgroup",
+             "--fork", "--kill-child", "/bin/sh", str(init), str(node_dir / "root"), str(base),
+             str(node_dir / "upper"), str(node_dir / "work"), str(repo), name],
+            stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+            start_new_session=True, close_fds=True, preexec_fn=enter_cgroup,
+        )
+        logf.close()
+        entry["pid"] = self._wait_child(proc.pid, node_dir / "console.log")
+
+    @staticmethod
+    def _wait_child(unshare_pid: int, console: Path) -> int:
+        """The node's PID 1 as the host sees it: unshare's forked child."""
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                children = Path(f"/proc/{unshare_pid}/task/{unshare_pid}/children").read_text().split()
+            except OSError:
+                break
+            if children:
+                return int(children[0])
+            time.sleep(0.02)
+        raise RuntimeError(f"lab node did not start: {console.read_text(errors='replace')[-500:]}")
+
+    def _seed_upper(self, upper: Path, name: str, state: LabState) -> None:
+        """Node-specific files, written into the overlay's upper layer before boot."""
+        etc = upper / "etc"
+        (etc / "ssh").mkdir(parents=True, exist_ok=True)
+        (etc / "hostname").write_text(name + "\n")
+        lines = ["127.0.0.1 localhost", f"127.0.1.1 {name}"]
+        lines += [f"{n['address']} {n['name']}" for n in state.nodes]
+        (etc / "hosts").write_text("\n".join(lines) + "\n")
+        (etc / "machine-id").write_text(os.urandom(16).hex() + "\n")
+        hostkey = etc / "ssh/ssh_host_ed25519_key"
+        if not hostkey.exists():
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{name}",
+                            "-f", str(hostkey)], check=True)
+        ssh_dir = upper / "root/.ssh"
+        ssh_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        auth = ssh_dir / "authorized_keys"
+        auth.write_text(self.key.with_suffix(".pub").read_text())
+        auth.chmod(0o600)
+
+    def _wait_ssh(self, state: LabState, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        pending = {n["name"]: n["address"] for n in state.nodes}
+        while pending and time.monotonic() < deadline:
+            for name, addr in list(pending.items()):
+                try:
+                    with socket.create_connection((addr, 22), timeout=0.5) as sock:
+                        if sock.recv(4).startswith(b"SSH"):
+                            del pending[name]
+                except OSError:
+                    pass
+            if pending:
+                time.sleep(0.2)
+        if pending:
+            raise RuntimeError(f"lab nodes did not answer on SSH within {timeout:.0f}s: "
+                               f"{', '.join(sorted(pending))} (see {self.dir}/nodes/*/console.log)")
+
+    def _write_inventory(self, state: LabState) -> None:
+        known = []
+        for n in state.nodes:
+            pub = (self.dir / "nodes" / n["name"] / "upper/etc/ssh/ssh_host_ed25519_key.pub")
+            keytype, key = pub.read_text().split()[:2]
+            known.append(f"{n['address']} {keytype} {key}")
+        self.known_hosts.write_text("\n".join(known) + "\n")
+        lines = ["# Written by 'rdmaprov lab up'; host keys are recorded in known_hosts.", "[lab]"]
+        lines += [f"{n['name']} ansible_host={n['address']}" for n in state.nodes]
+        lines += [
+            "", "[lab:vars]", "ansible_user=root",
+            f"ansible_ssh_private_key_file={self.key}",
+            f"ansible_ssh_common_args='-o UserKnownHostsFile={self.known_hosts} -o StrictHostKeyChecking=yes'",
+            "ansible_python_interpreter=/usr/bin/python3",
+            "rdmaprov_lab=true",
+        ]
+        self.inventory.write_text("\n".join(lines) + "\n")
+
+    # ----- down / status / exec ------------------------------------------------------------
+    def down(self, log=print) -> None:  # noqa: ANN001
+        _require_root()
+        state = self._load()
+        if state is None:
+            log(f"lab {self.name!r}: nothing to do")
+            return
+        for entry in state.nodes:
+            self._stop_node(entry)
+        if _ip("link", "show", state.bridge, check=False).returncode == 0:
+            _ip("link", "del", state.bridge)
+        shutil.rmtree(self.dir / "nodes", ignore_errors=True)
+        try:
+            (CGROUP_ROOT / "rdmaprov-lab").rmdir()  # only succeeds once no lab is left
+        except OSError:
+            pass
+        for path in (self.state_file, self.inventory, self.known_hosts):
+            path.unlink(missing_ok=True)
+        log(f"lab {self.name!r}: down")
+
+    def _stop_node(self, entry: dict) -> None:
+        pid = entry.get("pid") or 0
+        if pid and self._running(entry):
+            os.kill(pid, signal.SIGKILL)  # the PID namespace dies with its init
+            deadline = time.monotonic() + 10
+            while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        entry["pid"] = 0
+        ns = self._netns(entry["name"])
+        if ns in _ip("netns", "list").stdout.split():
+            _ip("netns", "del", ns)
+        _ip("link", "del", self._veth(entry["index"]), check=False)
+        cgroup = self._cgroup(entry["name"])
+        if cgroup.exists():
+            self._rmdir_cgroup(cgroup)
+
+    @staticmethod
+    def _rmdir_cgroup(path: Path) -> None:
+        deadline = time.monotonic() + 5
+        for sub in sorted((p for p in path.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+            sub.rmdir()
+        while True:
+            try:
+                path.rmdir()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def status(self) -> list[dict]:
+        state = self._load()
+        if state is None:
+            return []
+        rows = []
+        for n in state.nodes:
+            up = self._running(n)
+            ssh = False
+            if up:
+                try:
+                    with socket.create_connection((n["address"], 22), timeout=0.5):
+                        ssh = True
+                except OSError:
+                    pass
+            rows.append({"node": n["name"], "address": n["address"], "pid": n["pid"],
+                         "running": up, "ssh": ssh})
+        return rows
+
+    def node_pid(self, node: str) -> int:
+        state = self._load()
+        for n in (state.nodes if state else []):
+            if n["name"] == node and self._running(n):
+                return int(n["pid"])
+        raise UserError(f"lab {self.name!r} has no running node {node!r}")
+
+    def exec(self, node: str, argv: list[str], check: bool = True,
+             input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:  # noqa: A002
+        """Run argv inside a node (its namespaces and root), without SSH."""
+        pid = self.node_pid(node)
+        proc = subprocess.run(
+            ["nsenter", "-t", str(pid), "-m", "-u", "-i", "-n", "-p", "-C", "-r", "-w",
+             "/usr/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", *argv],
+            capture_output=True, text=True, input=input, timeout=timeout, check=False,
+        )
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"{node}: {' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()}")
+        return proc
+
+    @property
+    def addresses(self) -> dict[str, str]:
+        state = self._load()
+        return {n["name"]: n["address"] for n in (state.nodes if state else [])}

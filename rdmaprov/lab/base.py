@@ -1,0 +1,178 @@
+"""The lab's shared base root filesystem and its local apt repository.
+
+Both are built once on the host and cached under /var/cache/rdmaprov/lab: a debootstrapped
+Debian (or Ubuntu) matching the host's distribution, from the mirror in the host's own apt
+configuration, and a flat apt repository of the packages the roles install (nodes have no
+internet, so they install from it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from rdmaprov.errors import UserError
+
+CACHE_DIR = Path(os.environ.get("RDMAPROV_LAB_CACHE", "/var/cache/rdmaprov/lab"))
+
+# What every node has, as a freshly installed server would.
+BASE_PACKAGES = (
+    "openssh-server", "python3", "python3-apt", "iproute2", "nftables", "kmod", "netbase",
+    "sudo", "systemd", "systemd-sysv", "dbus", "iputils-ping", "procps", "ca-certificates",
+)
+
+# What the roles install on nodes, served from the lab's local repository.
+REPO_PACKAGES = (
+    # rdma_ofed, inbox source (Debian names)
+    "rdma-core", "ibverbs-providers", "ibverbs-utils", "infiniband-diags", "rdmacm-utils",
+    "perftest", "python3-pyverbs",
+)
+
+# Units that make no sense in a node, or that would reach outside the lab.
+MASKED_UNITS = (
+    "getty@.service", "console-getty.service", "serial-getty@.service",
+    "apt-daily.timer", "apt-daily-upgrade.timer", "e2scrub_all.timer", "fstrim.timer",
+    "systemd-timesyncd.service", "systemd-networkd-wait-online.service",
+)
+
+REPO_LIST = "deb [trusted=yes] file:/srv/rdmaprov-repo ./\n"
+
+
+@dataclass(frozen=True)
+class Distro:
+    suite: str
+    mirror: str
+
+    @property
+    def key(self) -> str:
+        digest = hashlib.sha256(
+            "\n".join([self.mirror, *BASE_PACKAGES, "|", *REPO_PACKAGES]).encode()
+        ).hexdigest()[:10]
+        return f"{self.suite}-{digest}"
+
+
+def host_suite() -> str:
+    text = Path("/etc/os-release").read_text()
+    match = re.search(r"^VERSION_CODENAME=\"?([a-z]+)\"?$", text, re.M)
+    if not match:
+        raise UserError("/etc/os-release has no VERSION_CODENAME: pass --suite")
+    return match.group(1)
+
+
+def host_mirror() -> str:
+    """The first Debian/Ubuntu archive URL in the host's own apt configuration."""
+    candidates: list[Path] = [Path("/etc/apt/sources.list")]
+    src_dir = Path("/etc/apt/sources.list.d")
+    if src_dir.is_dir():
+        candidates += sorted(src_dir.glob("*.list")) + sorted(src_dir.glob("*.sources"))
+    for path in candidates:
+        if not path.is_file():
+            continue
+        for line in path.read_text(errors="replace").splitlines():
+            line = line.strip()
+            if line.startswith("deb ") and "security" not in line:
+                for token in line.split()[1:]:
+                    if re.match(r"https?://", token):
+                        return token
+            if line.startswith("URIs:"):
+                for token in line.split()[1:]:
+                    if re.match(r"https?://", token) and "security" not in token:
+                        return token
+    raise UserError("no archive mirror in this host's apt configuration: pass --mirror URL")
+
+
+def _run(argv: list[str], log: Path, **kw: object) -> None:
+    with log.open("a") as out:
+        out.write(f"$ {' '.join(argv)}\n")
+        out.flush()
+        proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, check=False, **kw)  # type: ignore[call-overload]
+    if proc.returncode != 0:
+        tail = log.read_text(errors="replace").splitlines()[-5:]
+        raise UserError(f"{argv[0]} failed (exit {proc.returncode}), see {log}: {' | '.join(tail)}")
+
+
+def ensure_base(distro: Distro, log: Path) -> tuple[Path, Path]:
+    """Return (base root, repo dir), building what the cache lacks."""
+    for tool in ("debootstrap", "apt-ftparchive", "ssh-keygen"):
+        if not shutil.which(tool):
+            raise UserError(f"the lab needs '{tool}' on this host (run ./run.sh setup)")
+    base = CACHE_DIR / f"base-{distro.key}"
+    repo = CACHE_DIR / f"repo-{distro.key}"
+    if (base / ".rdmaprov-done").is_file() and (repo / "Packages").is_file():
+        return base, repo
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    tmp = base.with_name(base.name + ".tmp")
+    if tmp.exists():
+        _umount_below(tmp)
+        shutil.rmtree(tmp)
+    _run(
+        ["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}",
+         distro.suite, str(tmp), distro.mirror],
+        log,
+    )
+    _build_repo(tmp, repo, log)
+    _customise(tmp)
+    tmp.rename(base)
+    (base / ".rdmaprov-done").write_text(distro.mirror + "\n")
+    return base, repo
+
+
+def _umount_below(path: Path) -> None:
+    mounts = [
+        line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
+        if line.split()[1].startswith(str(path) + "/")
+    ]
+    for target in sorted(mounts, reverse=True):
+        subprocess.run(["umount", "-l", target], check=False)
+
+
+def _build_repo(root: Path, repo: Path, log: Path) -> None:
+    """Download REPO_PACKAGES and whatever they need beyond the base, inside the base itself,
+    so the dependency closure is exactly what a node lacks."""
+    archives = root / "var/cache/apt/archives"
+    shutil.copy("/etc/resolv.conf", root / "etc/resolv.conf")
+    subprocess.run(["mount", "-t", "proc", "proc", str(root / "proc")], check=True)
+    try:
+        _run(["chroot", str(root), "apt-get", "-q", "update"], log)
+        _run(
+            ["chroot", str(root), "apt-get", "-q", "-y", "--no-install-recommends",
+             "install", "--download-only", *REPO_PACKAGES],
+            log, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+        )
+    finally:
+        subprocess.run(["umount", "-l", str(root / "proc")], check=False)
+    if repo.exists():
+        shutil.rmtree(repo)
+    repo.mkdir(parents=True)
+    for deb in archives.glob("*.deb"):
+        shutil.move(str(deb), repo / deb.name)
+    with (repo / "Packages").open("w") as out:
+        subprocess.run(["apt-ftparchive", "packages", "."], cwd=repo, stdout=out, check=True)
+
+
+def _customise(root: Path) -> None:
+    """Make the base a node template: no apt sources but the lab's repo, no host keys (each node
+    gets its own), no consoles, nothing that reaches outside."""
+    for path in [root / "etc/apt/sources.list", *(root / "etc/apt/sources.list.d").glob("*")]:
+        path.unlink(missing_ok=True)
+    (root / "etc/apt/sources.list.d/rdmaprov-lab.list").write_text(REPO_LIST)
+    shutil.rmtree(root / "var/lib/apt/lists", ignore_errors=True)
+    (root / "var/lib/apt/lists/partial").mkdir(parents=True)
+    for key in (root / "etc/ssh").glob("ssh_host_*"):
+        key.unlink()
+    (root / "etc/ssh/sshd_config.d/rdmaprov-lab.conf").write_text(
+        "PermitRootLogin prohibit-password\nPasswordAuthentication no\nUseDNS no\n"
+        "HostKey /etc/ssh/ssh_host_ed25519_key\n"
+    )
+    (root / "etc/resolv.conf").write_text("nameserver 127.0.0.1\n")
+    (root / "etc/machine-id").write_text("")
+    for unit in MASKED_UNITS:
+        link = root / "etc/systemd/system" / unit
+        link.unlink(missing_ok=True)
+        link.symlink_to("/dev/null")
+    (root / "root/.ssh").mkdir(mode=0o700, exist_ok=True)

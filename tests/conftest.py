@@ -1,0 +1,65 @@
+"""Shared fixtures. The `lab` fixture brings up real lab nodes once per test session."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rdmaprov.lab import Lab
+
+LAB_NAME = os.environ.get("RDMAPROV_TEST_LAB", "test")
+LAB_NODES = int(os.environ.get("RDMAPROV_TEST_LAB_NODES", "3"))
+
+
+class LabHandle:
+    def __init__(self, lab: Lab) -> None:
+        self._lab = lab
+        self.name = lab.name
+        self.inventory: Path = lab.inventory
+        self.addresses: dict[str, str] = lab.addresses
+        self.nodes: list[str] = list(self.addresses)
+        self.dir: Path = lab.dir
+
+    def exec(self, node: str, argv: list[str], check: bool = True,
+             input: str | None = None) -> subprocess.CompletedProcess[str]:  # noqa: A002
+        return self._lab.exec(node, argv, check=check, input=input)
+
+    def ssh_argv(self, node: str) -> list[str]:
+        return ["ssh", "-i", str(self._lab.key), "-o", f"UserKnownHostsFile={self._lab.known_hosts}",
+                "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
+                f"root@{self.addresses[node]}"]
+
+    @property
+    def lab(self) -> Lab:
+        return self._lab
+
+
+def _lab_unavailable() -> str | None:
+    if os.geteuid() != 0:
+        return "the lab needs root"
+    for tool in ("debootstrap", "apt-ftparchive", "unshare", "nsenter", "ssh"):
+        if not shutil.which(tool):
+            return f"the lab needs {tool} (./run.sh setup installs it)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def lab() -> Iterator[LabHandle]:
+    why = _lab_unavailable()
+    if why:
+        # CI sets RDMAPROV_REQUIRE_LAB=1: there a missing lab is a failure, not a skip.
+        if os.environ.get("RDMAPROV_REQUIRE_LAB") == "1":
+            pytest.fail(why)
+        pytest.skip(why)
+    lab = Lab(LAB_NAME)
+    lab.up(nodes=LAB_NODES, log=lambda msg: None)
+    try:
+        yield LabHandle(lab)
+    finally:
+        if os.environ.get("RDMAPROV_KEEP_LAB") != "1":
+            lab.down(log=lambda msg: None)
