@@ -1,0 +1,327 @@
+"""All-reduce bandwidth worker: runs under torchrun on every host, prints one JSON document.
+
+Runs as ``python -m rdmaprov.validate.worker`` or as a plain file mounted into a container
+(``python /rdmaprov/worker.py``): it imports nothing from rdmaprov, only the standard library
+and torch, because the validation image has torch but not rdmaprov.
+
+Rank 0 prints the document on stdout; every other rank prints nothing there, so the launcher
+reads exactly one document. A rank that fails writes one JSON line on stderr and exits 1.
+
+Figures follow nccl-tests: algbw = bytes / time, busbw = algbw * 2(n-1)/n for all_reduce,
+GB/s = 1e9 bytes/s. The time of a size is the slowest rank's mean per-iteration time (a
+collective is done when the last rank is), with the mean over ranks kept beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import socket
+import sys
+import time
+import traceback
+from typing import Any
+
+SCHEMA = "rdmaprov.validate.worker/1"
+
+# Environment variables worth recording: they decide which transport NCCL or gloo picks.
+_ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_NCCL_", "CUDA_VISIBLE_DEVICES", "MASTER_", "UCX_")
+
+_DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4}
+
+# Per-backend defaults: gloo on a lab node moves ~1 GB/s, so its sweep stops earlier.
+_DEFAULTS = {
+    "nccl": {"min_bytes": 1 << 20, "max_bytes": 1 << 30, "warmup": 5, "iters": 20},
+    "gloo": {"min_bytes": 1 << 16, "max_bytes": 64 << 20, "warmup": 2, "iters": 5},
+}
+
+
+def bus_factor(world_size: int) -> float:
+    """all_reduce moves 2(n-1)/n of the buffer over each rank's link (nccl-tests' factor)."""
+    return 2.0 * (world_size - 1) / world_size
+
+
+def size_sweep(min_bytes: int, max_bytes: int, factor: int, elem_size: int) -> list[int]:
+    """Byte sizes from min to max (both kept), each a whole number of elements."""
+    if min_bytes <= 0 or max_bytes < min_bytes:
+        raise ValueError(f"bad sweep: min {min_bytes} max {max_bytes}")
+    if factor < 2:
+        raise ValueError(f"sweep factor must be >= 2, got {factor}")
+    sizes: list[int] = []
+    size = min_bytes
+    while size <= max_bytes:
+        sizes.append(max(elem_size, size - size % elem_size))
+        size *= factor
+    last = max(elem_size, max_bytes - max_bytes % elem_size)
+    if sizes[-1] != last:
+        sizes.append(last)
+    return sizes
+
+
+def parse_bytes(text: str) -> int:
+    """'64M', '1G', '4096', '512K' -> bytes (binary units, as nccl-tests' -b/-e)."""
+    text = text.strip().upper().removesuffix("B").removesuffix("I")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+    number = text[:-1] if mult != 1 else text
+    try:
+        return int(float(number) * mult)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r}") from None
+
+
+def rates(nbytes: int, seconds: float, world_size: int) -> tuple[float, float]:
+    """(algbw, busbw) in GB/s for one all_reduce of nbytes that took seconds."""
+    if seconds <= 0:
+        raise ValueError(f"non-positive time {seconds} for {nbytes} bytes")
+    algbw = nbytes / seconds / 1e9
+    return algbw, algbw * bus_factor(world_size)
+
+
+def _env_snapshot() -> dict[str, str]:
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(_ENV_PREFIXES)}
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="rdmaprov-worker",
+        description="all_reduce size sweep; rank 0 prints one JSON document on stdout.",
+    )
+    p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
+                   help="auto: nccl when CUDA is available, else gloo")
+    p.add_argument("--min-bytes", type=parse_bytes, default=None)
+    p.add_argument("--max-bytes", type=parse_bytes, default=None)
+    p.add_argument("--factor", type=int, default=2, help="size multiplier between steps")
+    p.add_argument("--warmup", type=int, default=None, help="untimed iterations per size")
+    p.add_argument("--iters", type=int, default=None, help="timed iterations per size")
+    p.add_argument("--dtype", choices=sorted(_DTYPES), default="float32")
+    p.add_argument("--timeout", type=float, default=300.0,
+                   help="seconds for rendezvous and for any one collective")
+    # Explicit rendezvous, for runs without torchrun; torchrun's env:// is the default.
+    p.add_argument("--master-addr")
+    p.add_argument("--master-port", type=int)
+    p.add_argument("--rank", type=int)
+    p.add_argument("--world-size", type=int)
+    p.add_argument("--local-rank", type=int)
+    return p
+
+
+class _Ctx:
+    """What one rank knows about itself once the process group is up."""
+
+    def __init__(self, torch: Any, dist: Any, backend: str, rank: int, world: int,
+                 local_rank: int) -> None:
+        self.torch, self.dist, self.backend = torch, dist, backend
+        self.rank, self.world, self.local_rank = rank, world, local_rank
+        self.device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
+
+    def sync(self) -> None:
+        if self.backend == "nccl":
+            self.torch.cuda.synchronize(self.device)
+
+
+def _init(args: argparse.Namespace) -> _Ctx:
+    import torch
+    import torch.distributed as dist
+
+    backend = args.backend
+    if backend == "auto":
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if backend == "nccl" and not torch.cuda.is_available():
+        raise RuntimeError("backend nccl asked for, but torch sees no CUDA device")
+
+    env = os.environ
+    rank = args.rank if args.rank is not None else int(env.get("RANK", "0"))
+    world = args.world_size if args.world_size is not None else int(env.get("WORLD_SIZE", "1"))
+    local_rank = (args.local_rank if args.local_rank is not None
+                  else int(env.get("LOCAL_RANK", "0")))
+    timeout = _dt.timedelta(seconds=args.timeout)
+    kwargs: dict[str, Any] = {"backend": backend, "rank": rank, "world_size": world,
+                              "timeout": timeout}
+    if args.master_addr:
+        port = args.master_port or int(env.get("MASTER_PORT", "29500"))
+        kwargs["init_method"] = f"tcp://{args.master_addr}:{port}"
+    else:
+        kwargs["init_method"] = "env://"
+        env.setdefault("MASTER_ADDR", "127.0.0.1")
+        env.setdefault("MASTER_PORT", "29500")
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)
+        # device_id makes NCCL set up its communicator now, so a transport failure shows here
+        # and not inside the first timed collective.
+        kwargs["device_id"] = torch.device("cuda", local_rank)
+    dist.init_process_group(**kwargs)
+    return _Ctx(torch, dist, backend, rank, world, local_rank)
+
+
+def _rank_info(ctx: _Ctx) -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "rank": ctx.rank,
+        "local_rank": ctx.local_rank,
+        "hostname": socket.gethostname(),
+        "pid": os.getpid(),
+    }
+    if ctx.backend == "nccl":
+        info["device"] = ctx.torch.cuda.get_device_name(ctx.device)
+    return info
+
+
+def _gather_json(ctx: _Ctx, obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every rank's small JSON object, in rank order.
+
+    Done with byte tensors rather than all_gather_object, which needs numpy in some torch
+    builds, and the worker must run on a bare torch image.
+    """
+    torch, dist = ctx.torch, ctx.dist
+    data = json.dumps(obj).encode()
+    length = torch.tensor([len(data)], dtype=torch.int64, device=ctx.device)
+    lengths = [torch.zeros_like(length) for _ in range(ctx.world)]
+    dist.all_gather(lengths, length)
+    width = max(int(t.item()) for t in lengths)
+    mine = torch.zeros(width, dtype=torch.uint8, device=ctx.device)
+    mine[: len(data)] = torch.tensor(list(data), dtype=torch.uint8, device=ctx.device)
+    bufs = [torch.zeros_like(mine) for _ in range(ctx.world)]
+    dist.all_gather(bufs, mine)
+    return [json.loads(bytes(b[: int(n.item())].cpu().tolist()).decode())
+            for b, n in zip(bufs, lengths, strict=True)]
+
+
+def _versions(torch: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
+                           "cuda": torch.version.cuda, "nccl": None}
+    if torch.cuda.is_available():
+        try:
+            out["nccl"] = ".".join(str(x) for x in torch.cuda.nccl.version())
+        except Exception:  # a CPU build has no NCCL; the key stays null
+            pass
+    return out
+
+
+def _time_size(ctx: _Ctx, nbytes: int, dtype: Any, elem: int, warmup: int, iters: int,
+               check: bool) -> tuple[float, bool]:
+    """Mean seconds per all_reduce of nbytes on this rank, and whether the sum was right."""
+    torch, dist = ctx.torch, ctx.dist
+    count = nbytes // elem
+    buf = torch.full((count,), float(ctx.rank + 1), dtype=dtype, device=ctx.device)
+    correct = True
+    if check:
+        # One checked reduction: each rank holds rank+1, so every element must be n(n+1)/2.
+        dist.all_reduce(buf)
+        expected = ctx.world * (ctx.world + 1) / 2
+        correct = bool(torch.all(buf == expected).item())
+    # Zeros for the timed loop so that repeated in-place sums never overflow to inf.
+    buf.zero_()
+    for _ in range(warmup):
+        dist.all_reduce(buf)
+    ctx.sync()
+    dist.barrier()
+    if ctx.backend == "nccl":
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            dist.all_reduce(buf)
+        end.record()
+        end.synchronize()
+        seconds = start.elapsed_time(end) / 1e3 / iters
+    else:
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            dist.all_reduce(buf)
+        seconds = (time.perf_counter() - t0) / iters
+    del buf
+    return seconds, correct
+
+
+def sweep(ctx: _Ctx, sizes: list[int], dtype_name: str, warmup: int,
+          iters: int) -> list[dict[str, Any]]:
+    """One row per size: the slowest rank's time, algbw, busbw and whether the sum was right."""
+    torch, dist = ctx.torch, ctx.dist
+    elem = _DTYPES[dtype_name]
+    dtype = getattr(torch, dtype_name)
+    rows = []
+    for nbytes in sizes:
+        seconds, correct = _time_size(ctx, nbytes, dtype, elem, warmup, iters, check=True)
+        # The slowest rank's time is the collective's time; the mean is kept for comparison.
+        stats = torch.tensor([seconds, seconds, 0.0 if correct else 1.0],
+                             dtype=torch.float64, device=ctx.device)
+        mx = stats.clone()
+        dist.all_reduce(mx, op=dist.ReduceOp.MAX)
+        dist.all_reduce(stats, op=dist.ReduceOp.SUM)
+        t_max, t_avg = mx[0].item(), stats[1].item() / ctx.world
+        algbw, busbw = rates(nbytes, t_max, ctx.world)
+        rows.append({
+            "bytes": nbytes,
+            "count": nbytes // elem,
+            "time_us": round(t_max * 1e6, 3),
+            "time_us_avg": round(t_avg * 1e6, 3),
+            "algbw_GBps": round(algbw, 4),
+            "busbw_GBps": round(busbw, 4),
+            "correct": mx[2].item() == 0.0,
+        })
+    return rows
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    t_start = time.perf_counter()
+    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    ctx = _init(args)
+    defaults = _DEFAULTS[ctx.backend]
+    min_b = args.min_bytes if args.min_bytes is not None else defaults["min_bytes"]
+    max_b = args.max_bytes if args.max_bytes is not None else defaults["max_bytes"]
+    warmup = args.warmup if args.warmup is not None else defaults["warmup"]
+    iters = args.iters if args.iters is not None else defaults["iters"]
+    try:
+        if iters < 1 or warmup < 0:
+            raise ValueError(f"need iters >= 1 and warmup >= 0, got {iters}, {warmup}")
+        sizes = size_sweep(min_b, max_b, args.factor, _DTYPES[args.dtype])
+        ranks = _gather_json(ctx, _rank_info(ctx))
+        rows = sweep(ctx, sizes, args.dtype, warmup, iters)
+        ctx.dist.barrier()
+    finally:
+        ctx.dist.destroy_process_group()
+
+    doc = {
+        "schema": SCHEMA,
+        "ok": all(r["correct"] for r in rows),
+        "error": None if all(r["correct"] for r in rows) else "all_reduce returned a wrong sum",
+        "backend": ctx.backend,
+        "world_size": ctx.world,
+        "versions": _versions(ctx.torch),
+        "ranks": ranks,
+        "hosts": sorted({r["hostname"] for r in ranks}),
+        "sweep": {"min_bytes": min_b, "max_bytes": max_b, "factor": args.factor,
+                  "warmup": warmup, "iters": iters, "dtype": args.dtype,
+                  "timing": "cuda_events" if ctx.backend == "nccl" else "perf_counter"},
+        "results": rows,
+        "env": _env_snapshot(),
+        "started_utc": started,
+        "elapsed_s": None,
+    }
+    doc["elapsed_s"] = round(time.perf_counter() - t_start, 3)
+    return doc
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _build_parser().parse_args(argv)
+    rank = args.rank if args.rank is not None else int(os.environ.get("RANK", "0"))
+    try:
+        doc = run(args)
+    except Exception as exc:
+        err = {"schema": SCHEMA, "ok": False, "rank": rank, "hostname": socket.gethostname(),
+               "error": f"{type(exc).__name__}: {exc}".strip()}
+        print(json.dumps(err), file=sys.stderr, flush=True)
+        if os.environ.get("RDMAPROV_WORKER_TRACEBACK"):
+            traceback.print_exc()
+        if rank == 0:
+            print(json.dumps(err, indent=1), flush=True)
+        return 1
+    if rank == 0:
+        print(json.dumps(doc, indent=1), flush=True)
+    return 0 if doc["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
