@@ -135,7 +135,8 @@ class Lab:
         distro = lab_base.Distro(suite=suite or lab_base.host_suite(), mirror=mirror or lab_base.host_mirror())
         started = time.monotonic()
         log(f"base image {distro.key} (cached in {lab_base.CACHE_DIR})")
-        base, repo = lab_base.ensure_base(distro, self.dir / "build.log")
+        base = lab_base.ensure_base(distro, self.dir / "build.log")
+        repo = lab_base.ensure_repo(distro, base, self.dir / "build.log")
         state.base, state.repo = str(base), str(repo)
         sentinels = self._host_sentinels()
         if not self.key.exists():

@@ -31,6 +31,8 @@ REPO_PACKAGES = (
     # rdma_ofed, inbox source (Debian names)
     "rdma-core", "ibverbs-providers", "ibverbs-utils", "infiniband-diags", "rdmacm-utils",
     "perftest", "python3-pyverbs",
+    # container_runtime: podman, with runc as the OCI runtime the lab nodes were seen to run
+    "podman", "runc", "conmon", "uidmap", "catatonit",
 )
 
 # Units that make no sense in a node, or that would reach outside the lab.
@@ -50,10 +52,11 @@ class Distro:
 
     @property
     def key(self) -> str:
-        digest = hashlib.sha256(
-            "\n".join([self.mirror, *BASE_PACKAGES, "|", *REPO_PACKAGES]).encode()
-        ).hexdigest()[:10]
-        return f"{self.suite}-{digest}"
+        return f"{self.suite}-{_digest(self.mirror, *BASE_PACKAGES)}"
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:10]
 
 
 def host_suite() -> str:
@@ -96,15 +99,18 @@ def _run(argv: list[str], log: Path, **kw: object) -> None:
         raise UserError(f"{argv[0]} failed (exit {proc.returncode}), see {log}: {' | '.join(tail)}")
 
 
-def ensure_base(distro: Distro, log: Path) -> tuple[Path, Path]:
-    """Return (base root, repo dir), building what the cache lacks."""
-    for tool in ("debootstrap", "apt-ftparchive", "ssh-keygen"):
+def _check_tools() -> None:
+    for tool in ("debootstrap", "apt-ftparchive", "ssh-keygen", "unshare", "nsenter"):
         if not shutil.which(tool):
             raise UserError(f"the lab needs '{tool}' on this host (run ./run.sh setup)")
+
+
+def ensure_base(distro: Distro, log: Path) -> Path:
+    """The node template root filesystem, built once per distribution and package set."""
+    _check_tools()
     base = CACHE_DIR / f"base-{distro.key}"
-    repo = CACHE_DIR / f"repo-{distro.key}"
-    if (base / ".rdmaprov-done").is_file() and (repo / "Packages").is_file():
-        return base, repo
+    if (base / ".rdmaprov-done").is_file():
+        return base
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     tmp = base.with_name(base.name + ".tmp")
     if tmp.exists():
@@ -115,11 +121,54 @@ def ensure_base(distro: Distro, log: Path) -> tuple[Path, Path]:
          distro.suite, str(tmp), distro.mirror],
         log,
     )
-    _build_repo(tmp, repo, log)
     _customise(tmp)
+    (tmp / ".rdmaprov-done").write_text(distro.mirror + "\n")
     tmp.rename(base)
-    (base / ".rdmaprov-done").write_text(distro.mirror + "\n")
-    return base, repo
+    return base
+
+
+def ensure_repo(distro: Distro, base: Path, log: Path,
+                packages: tuple[str, ...] = REPO_PACKAGES) -> Path:
+    """A flat apt repository of `packages` and whatever they need beyond the base."""
+    repo = CACHE_DIR / f"repo-{distro.key}-{_digest(*packages)}"
+    if (repo / "Packages").is_file():
+        return repo
+    _check_tools()
+    work = CACHE_DIR / f"repo-build-{os.getpid()}"
+    root = work / "root"
+    for sub in ("upper", "work", "root"):
+        (work / sub).mkdir(parents=True, exist_ok=True)
+    # Resolve inside a throwaway overlay of the base, so the dependency closure is exactly
+    # what a node lacks, and the cached base stays untouched.
+    subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                    f"lowerdir={base},upperdir={work / 'upper'},workdir={work / 'work'}",
+                    str(root)], check=True)
+    try:
+        (root / "etc/apt/sources.list.d/rdmaprov-lab.list").unlink(missing_ok=True)
+        (root / "etc/apt/sources.list").write_text(f"deb {distro.mirror} {distro.suite} main\n")
+        shutil.copy("/etc/resolv.conf", root / "etc/resolv.conf")
+        subprocess.run(["mount", "-t", "proc", "proc", str(root / "proc")], check=True)
+        _run(["chroot", str(root), "apt-get", "-q", "update"], log)
+        _run(
+            ["chroot", str(root), "apt-get", "-q", "-y", "--no-install-recommends",
+             "install", "--download-only", *packages],
+            log, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+        )
+        tmp_repo = repo.with_name(repo.name + ".tmp")
+        shutil.rmtree(tmp_repo, ignore_errors=True)
+        tmp_repo.mkdir(parents=True)
+        for deb in (root / "var/cache/apt/archives").glob("*.deb"):
+            shutil.copy(deb, tmp_repo / deb.name)
+        with (tmp_repo / "Packages").open("w") as out:
+            subprocess.run(["apt-ftparchive", "packages", "."], cwd=tmp_repo, stdout=out,
+                           check=True)
+        shutil.rmtree(repo, ignore_errors=True)
+        tmp_repo.rename(repo)
+    finally:
+        _umount_below(root)
+        subprocess.run(["umount", "-l", str(root)], check=False)
+        shutil.rmtree(work, ignore_errors=True)
+    return repo
 
 
 def _umount_below(path: Path) -> None:
@@ -129,30 +178,6 @@ def _umount_below(path: Path) -> None:
     ]
     for target in sorted(mounts, reverse=True):
         subprocess.run(["umount", "-l", target], check=False)
-
-
-def _build_repo(root: Path, repo: Path, log: Path) -> None:
-    """Download REPO_PACKAGES and whatever they need beyond the base, inside the base itself,
-    so the dependency closure is exactly what a node lacks."""
-    archives = root / "var/cache/apt/archives"
-    shutil.copy("/etc/resolv.conf", root / "etc/resolv.conf")
-    subprocess.run(["mount", "-t", "proc", "proc", str(root / "proc")], check=True)
-    try:
-        _run(["chroot", str(root), "apt-get", "-q", "update"], log)
-        _run(
-            ["chroot", str(root), "apt-get", "-q", "-y", "--no-install-recommends",
-             "install", "--download-only", *REPO_PACKAGES],
-            log, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-        )
-    finally:
-        subprocess.run(["umount", "-l", str(root / "proc")], check=False)
-    if repo.exists():
-        shutil.rmtree(repo)
-    repo.mkdir(parents=True)
-    for deb in archives.glob("*.deb"):
-        shutil.move(str(deb), repo / deb.name)
-    with (repo / "Packages").open("w") as out:
-        subprocess.run(["apt-ftparchive", "packages", "."], cwd=repo, stdout=out, check=True)
 
 
 def _customise(root: Path) -> None:
