@@ -197,7 +197,7 @@ class Lab:
         ns, veth = self._netns(name), self._veth(index)
         node_dir = self.dir / "nodes" / name
         self._stop_node(entry)  # leftovers of a crashed node
-        for sub in ("upper", "work", "root"):
+        for sub in ("upper", "work", "root", "containers"):
             (node_dir / sub).mkdir(parents=True, exist_ok=True)
         self._seed_upper(node_dir / "upper", name, state)
 
@@ -223,7 +223,8 @@ class Lab:
         proc = subprocess.Popen(
             ["ip", "netns", "exec", ns, "unshare", "--mount", "--pid", "--uts", "--ipc", "--cgroup",
              "--fork", "--kill-child", "/bin/sh", str(init), str(node_dir / "root"), str(base),
-             str(node_dir / "upper"), str(node_dir / "work"), str(repo), name],
+             str(node_dir / "upper"), str(node_dir / "work"), str(repo), name,
+             str(node_dir / "containers")],
             stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
             start_new_session=True, close_fds=True, preexec_fn=enter_cgroup,
         )

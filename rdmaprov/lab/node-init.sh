@@ -2,9 +2,9 @@
 # PID 1 of a lab node until it execs systemd. Runs inside the node's own network, mount, PID,
 # UTS, IPC and cgroup namespaces (made by the caller), so every mount below is private to the
 # node and vanishes with it.
-#   node-init.sh ROOT LOWER UPPER WORK REPO HOSTNAME
+#   node-init.sh ROOT LOWER UPPER WORK REPO HOSTNAME CONTAINERS
 set -eu
-root=$1 lower=$2 upper=$3 work=$4 repo=$5 name=$6
+root=$1 lower=$2 upper=$3 work=$4 repo=$5 name=$6 containers=$7
 
 mount --make-rprivate /
 mount -t overlay overlay -o "lowerdir=$lower,upperdir=$upper,workdir=$work" "$root"
@@ -40,6 +40,10 @@ mount -t tmpfs -o nosuid,nodev,mode=755 tmpfs "$root/run"
 mkdir -p "$root/srv/rdmaprov-repo"
 mount --bind -o ro "$repo" "$root/srv/rdmaprov-repo"
 mount -o remount,bind,ro "$root/srv/rdmaprov-repo"
+
+# Container storage cannot be an overlay on an overlay: give it the host's own filesystem.
+mkdir -p "$root/var/lib/containers"
+mount --bind "$containers" "$root/var/lib/containers"
 
 hostname "$name"
 
