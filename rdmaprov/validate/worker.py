@@ -296,6 +296,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                   "warmup": warmup, "iters": iters, "dtype": args.dtype,
                   "timing": "cuda_events" if ctx.backend == "nccl" else "perf_counter"},
         "results": rows,
+        "notes": (["1 rank: all_reduce moves no data between ranks, so algbw here is not a "
+                   "link figure and busbw is 0 by its formula"] if ctx.world == 1 else []),
         "env": _env_snapshot(),
         "started_utc": started,
         "elapsed_s": None,
@@ -304,23 +306,59 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return doc
 
 
+def _claim_stdout() -> Any:
+    """Keep the real stdout for the JSON document alone; send fd 1 to stderr.
+
+    NCCL writes its NCCL_DEBUG log to the C stdout unless NCCL_DEBUG_FILE is set (seen on
+    NCCL 2.28.9: the log and the document came out interleaved), and so may any other
+    library. After this, all of that lands on stderr, where the launcher keeps NCCL's log.
+    """
+    sys.stdout.flush()
+    doc_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return os.fdopen(doc_fd, "w")
+
+
+def one_line(exc: BaseException) -> str:
+    """The most telling line of an error: NCCL's 'Last error:' when torch wraps one."""
+    text = str(exc).strip()
+    if "Last error:" in text:
+        text = text.split("Last error:", 1)[1].strip()
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
+    out = _claim_stdout()
     rank = args.rank if args.rank is not None else int(os.environ.get("RANK", "0"))
     try:
         doc = run(args)
     except Exception as exc:
         err = {"schema": SCHEMA, "ok": False, "rank": rank, "hostname": socket.gethostname(),
-               "error": f"{type(exc).__name__}: {exc}".strip()}
+               "error": one_line(exc), "detail": str(exc)}
+        _destroy_quietly()
         print(json.dumps(err), file=sys.stderr, flush=True)
         if os.environ.get("RDMAPROV_WORKER_TRACEBACK"):
             traceback.print_exc()
         if rank == 0:
-            print(json.dumps(err, indent=1), flush=True)
+            print(json.dumps(err, indent=1), file=out, flush=True)
         return 1
     if rank == 0:
-        print(json.dumps(doc, indent=1), flush=True)
+        print(json.dumps(doc, indent=1), file=out, flush=True)
     return 0 if doc["ok"] else 1
+
+
+def _destroy_quietly() -> None:
+    """Tear down a process group left by a failed run, so exit does not hang or warn."""
+    try:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception:  # already failing; the original error is the one to report
+        pass
 
 
 if __name__ == "__main__":
