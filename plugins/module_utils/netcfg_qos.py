@@ -1,0 +1,238 @@
+# -*- coding: utf-8 -*-
+# Copyright: rdmaprov developers
+# Apache-2.0
+"""Pure logic of the roce_qos role: ToS arithmetic, parsers for `mlnx_qos -i` and iproute2
+`dcb -j` output, the drift between what a NIC has and what the role wants, and the shell
+commands that apply it (written into the boot-time script the role installs).
+
+Unit-tested in tests/unit/test_qos_logic.py against the tools' real output formats.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+
+# ECN field (the two low bits of the IPv4 ToS / IPv6 traffic class byte), RFC 3168.
+ECN_CODEPOINTS = {"not-ect": 0, "ect1": 1, "ect0": 2, "ce": 3}
+
+# iproute2 prints DSCP names unless -N; these are the ones it knows (RFC 2474/2597/3246).
+DSCP_NAMES = {"CS%d" % i: i * 8 for i in range(8)}
+DSCP_NAMES.update({"AF%d%d" % (c, d): c * 8 + d * 2 for c in range(1, 5) for d in range(1, 4)})
+DSCP_NAMES.update({"EF": 46, "VA": 44, "LE": 1})
+
+NOT_SUPPORTED = "Operation not supported"
+
+
+def tos_from_dscp(dscp, ecn="ect0"):
+    """RoCE ToS byte: DSCP in the upper six bits, the ECN codepoint in the lower two.
+
+    DSCP 26 << 2 = 104; with ECT(0) (binary 10 = 2) that is 106, the value NCCL_IB_TC and
+    rdma_cm's default_roce_tos take. ECT marks the packet as ECN-capable, so a congested switch
+    marks it (CE) instead of dropping it and DCQCN can slow the sender.
+    """
+    dscp = int(dscp)
+    if not 0 <= dscp <= 63:
+        raise ValueError(f"DSCP {dscp} is outside 0..63")
+    if ecn not in ECN_CODEPOINTS:
+        raise ValueError(f"ECN codepoint {ecn!r}: one of {', '.join(ECN_CODEPOINTS)}")
+    return (dscp << 2) | ECN_CODEPOINTS[ecn]
+
+
+def pfc_vector(priority):
+    """Eight 0/1 flags with only `priority` lossless."""
+    priority = int(priority)
+    if not 0 <= priority <= 7:
+        raise ValueError(f"PFC priority {priority} is outside 0..7")
+    return [1 if i == priority else 0 for i in range(8)]
+
+
+# ----- parsers ---------------------------------------------------------------------------------
+
+def parse_mlnx_qos(text):
+    """`mlnx_qos -i IF` output → {trust, pfc: [8 ints], dscp2prio: {dscp: prio}, prio_tc: {prio: tc}}."""
+    out = {"trust": None, "pfc": None, "dscp2prio": {}, "prio_tc": {}}
+    lines = text.splitlines()
+    tc = None
+    for i, raw in enumerate(lines):
+        line = raw.strip()
+        m = re.match(r"Priority trust state:\s*(\w+)", line, re.I)
+        if m:
+            out["trust"] = m.group(1).lower()
+            continue
+        m = re.match(r"prio:\s*(\d+)\s+dscp:\s*([\d,\s]+)", line)
+        if m:
+            for d in filter(None, (x.strip() for x in m.group(2).split(","))):
+                out["dscp2prio"][int(d)] = int(m.group(1))
+            continue
+        if re.match(r"enabled\s+[01](\s+[01]){7}\s*$", line) and i > 0 \
+                and lines[i - 1].strip().startswith("priority"):
+            out["pfc"] = [int(x) for x in line.split()[1:9]]
+            continue
+        m = re.match(r"tc:\s*(\d+)", line)
+        if m:
+            tc = int(m.group(1))
+            continue
+        m = re.match(r"priority:\s*(\d+)\s*$", line)
+        if m and tc is not None:
+            out["prio_tc"][int(m.group(1))] = tc
+    return out
+
+
+def parse_dcb_pfc(text):
+    """`dcb -j pfc show dev IF` → {pfc_cap, pfc: [8 ints]}."""
+    data = json.loads(text) if isinstance(text, str) else text
+    prio = data.get("prio_pfc") or []
+    return {"pfc_cap": data.get("pfc_cap"), "pfc": [1 if v in (True, "on", 1) else 0 for v in prio]}
+
+
+def _dscp_key(key):
+    if isinstance(key, int):
+        return key
+    key = str(key).strip()
+    if key.isdigit():
+        return int(key)
+    return DSCP_NAMES[key.upper()]
+
+
+def parse_dcb_app(text):
+    """`dcb -j -N app show dev IF` → {dscp2prio: {dscp: prio}} (DSCP names accepted too)."""
+    data = json.loads(text) if isinstance(text, str) else text
+    pairs = data.get("dscp_prio") or []
+    return {"dscp2prio": {_dscp_key(k): int(p) for k, p in pairs}}
+
+
+def not_capable_reason(iface, tool, rc, stderr):
+    """A one-line reason when a DCB tool says the interface has no DCB, else None."""
+    if rc == 0:
+        return None
+    err = (stderr or "").strip().splitlines()
+    last = err[-1] if err else f"exit {rc}"
+    if NOT_SUPPORTED.lower() in (stderr or "").lower():
+        return (f"{iface}: {tool} answers '{last}': the driver has no DCB (IEEE 802.1Qaz) support "
+                "(veth, bridges, most virtual NICs)")
+    return None
+
+
+# ----- state and drift -------------------------------------------------------------------------
+
+def qos_state(probe):
+    """One interface's probe (from roce_qos_probe) → normalised state with capability."""
+    iface = probe["name"]
+    state = {"name": iface, "backend": None, "capable": False, "reason": None, "trust": None,
+             "pfc": None, "dscp2prio": {}, "ecn_np": probe.get("ecn_np") or {},
+             "ecn_rp": probe.get("ecn_rp") or {}, "ibdev": probe.get("ibdev"),
+             "roce_tos": probe.get("roce_tos"), "roce_mode": probe.get("roce_mode")}
+    if not probe.get("exists", True):
+        state["reason"] = f"{iface}: no such interface"
+        return state
+    mq = probe.get("mlnx_qos")
+    if mq and mq.get("rc") == 0:
+        parsed = parse_mlnx_qos(mq.get("stdout", ""))
+        state.update(backend="mlnx_qos", capable=True, trust=parsed["trust"], pfc=parsed["pfc"],
+                     dscp2prio=parsed["dscp2prio"])
+        return state
+    pfc = probe.get("dcb_pfc")
+    if pfc is None:
+        state["reason"] = f"{iface}: neither mlnx_qos nor iproute2 dcb is installed"
+        return state
+    if pfc.get("rc") != 0:
+        state["backend"] = "dcb"
+        state["reason"] = (not_capable_reason(iface, "dcb pfc show", pfc.get("rc"), pfc.get("stderr"))
+                           or f"{iface}: dcb pfc show failed: {(pfc.get('stderr') or '').strip()}")
+        return state
+    app = probe.get("dcb_app") or {}
+    parsed_app = parse_dcb_app(app.get("stdout") or "{}") if app.get("rc") == 0 else {"dscp2prio": {}}
+    state.update(backend="dcb", capable=True, pfc=parse_dcb_pfc(pfc.get("stdout") or "{}")["pfc"],
+                 dscp2prio=parsed_app["dscp2prio"],
+                 # The kernel's DCB API has no trust knob before iproute2's apptrust; a DSCP
+                 # app entry is what switches mlx5 to DSCP trust.
+                 trust="dscp" if parsed_app["dscp2prio"] else "pcp")
+    return state
+
+
+def desired(settings):
+    """The role's variables → what every capable interface should show."""
+    prio = int(settings["pfc_priority"])
+    want = {"trust": "dscp", "pfc": pfc_vector(prio), "dscp2prio": {int(settings["dscp"]): prio},
+            "ecn_priorities": [prio] if settings.get("ecn", True) else [],
+            "tos": tos_from_dscp(settings["dscp"], settings.get("ecn_codepoint", "ect0")),
+            "roce_mode": "RoCE v2" if settings.get("roce_v2", True) else None}
+    if settings.get("cnp_dscp") is not None and settings.get("cnp_priority") is not None:
+        want["dscp2prio"][int(settings["cnp_dscp"])] = int(settings["cnp_priority"])
+    return want
+
+
+def drift(state, want):
+    """What differs on one interface, as short strings; [] when in line or not capable."""
+    if not state.get("capable"):
+        return []
+    diffs = []
+    if state.get("trust") != want["trust"]:
+        diffs.append(f"trust {state.get('trust')} -> {want['trust']}")
+    if state.get("pfc") != want["pfc"]:
+        diffs.append(f"pfc {state.get('pfc')} -> {want['pfc']}")
+    for dscp, prio in want["dscp2prio"].items():
+        have = state.get("dscp2prio", {}).get(dscp, state.get("dscp2prio", {}).get(str(dscp)))
+        if have != prio:
+            diffs.append(f"dscp {dscp} -> prio {have} -> {prio}")
+    for kind in ("ecn_np", "ecn_rp"):
+        have = state.get(kind) or {}
+        if not have:
+            continue  # no ECN sysfs: reported, not drift
+        for p in want["ecn_priorities"]:
+            if str(have.get(str(p), have.get(p))) != "1":
+                diffs.append(f"{kind} priority {p} -> enabled")
+    if state.get("ibdev") and state.get("roce_tos") is not None \
+            and int(state["roce_tos"]) != want["tos"]:
+        diffs.append(f"default_roce_tos {state['roce_tos']} -> {want['tos']}")
+    if state.get("ibdev") and want.get("roce_mode") and state.get("roce_mode") is not None \
+            and state["roce_mode"] != want["roce_mode"]:
+        diffs.append(f"default_roce_mode {state['roce_mode']} -> {want['roce_mode']}")
+    return diffs
+
+
+# ----- command builders ------------------------------------------------------------------------
+
+def mlnx_qos_commands(iface, want):
+    """argv lists that bring one interface to `want` with mlnx_qos."""
+    cmds = [["mlnx_qos", "-i", iface, "--trust", "dscp"],
+            ["mlnx_qos", "-i", iface, "--pfc", ",".join(str(x) for x in want["pfc"])]]
+    for dscp, prio in sorted(want["dscp2prio"].items()):
+        cmds.append(["mlnx_qos", "-i", iface, "--dscp2prio", f"set,{dscp},{prio}"])
+    return cmds
+
+
+def dcb_commands(iface, want):
+    """argv lists that bring one interface to `want` with iproute2 dcb."""
+    pfc = " ".join(f"{i}:{'on' if v else 'off'}" for i, v in enumerate(want["pfc"])).split()
+    cmds = [["dcb", "pfc", "set", "dev", iface, "prio-pfc", *pfc]]
+    mapping = [f"{d}:{p}" for d, p in sorted(want["dscp2prio"].items())]
+    if mapping:
+        # `replace` drops other priorities for these DSCP keys and leaves unrelated entries.
+        cmds.append(["dcb", "app", "replace", "dev", iface, "dscp-prio", *mapping])
+    return cmds
+
+
+def sysfs_writes(iface, ibdev, port, want, cnp=None):
+    """(path, value) pairs for ECN, CNP marking and rdma_cm defaults; the script skips absent paths."""
+    writes = []
+    for p in want["ecn_priorities"]:
+        writes.append((f"/sys/class/net/{iface}/ecn/roce_np/enable/{p}", "1"))
+        writes.append((f"/sys/class/net/{iface}/ecn/roce_rp/enable/{p}", "1"))
+    if cnp:
+        writes.append((f"/sys/class/net/{iface}/ecn/roce_np/cnp_dscp", str(cnp["dscp"])))
+        writes.append((f"/sys/class/net/{iface}/ecn/roce_np/cnp_802p_prio", str(cnp["priority"])))
+    if ibdev:
+        base = f"/sys/kernel/config/rdma_cm/{ibdev}/ports/{port}"
+        writes.append((f"{base}/default_roce_tos", str(want["tos"])))
+        if want.get("roce_mode"):
+            writes.append((f"{base}/default_roce_mode", want["roce_mode"]))
+        # MLNX_OFED only: the traffic class of QPs that do not set their own.
+        writes.append((f"/sys/class/infiniband/{ibdev}/tc/{port}/traffic_class", str(want["tos"])))
+    return writes
+
+
+def shell_line(argv):
+    return " ".join(shlex.quote(str(a)) for a in argv)
