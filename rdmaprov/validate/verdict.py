@@ -1,0 +1,307 @@
+"""Verdicts: did each host, and the fabric, get the transport and bandwidth it should?
+
+Pure functions over three inputs, all already parsed:
+- the worker's JSON document (rdmaprov/validate/worker.py),
+- per host, the report of NCCL's own ``NCCL_DEBUG=INFO`` log (rdmaprov/parsers/nccl_log.py):
+  ``network``, ``fallback_to_socket``, ``hcas``, ``gdr``, ``nccl_version``; read by attribute
+  or by key, so a dataclass or its ``asdict`` both work,
+- per host, the ``rdma`` facts of the rdma_facts module (docs/CONTRACTS.md): ports and rates.
+
+Bandwidth threshold. busbw must reach ``bw_fraction`` (default 0.8) of the line rate of the
+ports NCCL can use, unless an explicit ``min_busbw_GBps`` is given. Why 0.8: a healthy HDR
+(200 Gb/s = 25 GB/s) NIC gives about 24 GB/s of NCCL all_reduce busbw and NDR (400 Gb/s =
+50 GB/s) about 48 GB/s, i.e. ~96% of line rate, and published cluster health checks fail NCCL
+below ~72-80% (ib_write_bw below ~90%). 0.8 passes every healthy link with room for run-to-run
+noise, and fails the usual faults: a link trained down one speed (half the rate), GPUDirect
+RDMA off on a busy PCIe path, traffic on the wrong NIC or on TCP.
+
+A host's rate is the sum of its ACTIVE ports (those NCCL names, when its log names any):
+NCCL spreads an all_reduce over all the NICs it uses. The fabric's threshold is set by its
+slowest host, since every ring passes through every host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+PASS, FAIL, SKIP = "pass", "fail", "skip"
+
+DEFAULT_BW_FRACTION = 0.8
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What a run must show. ``transport`` None means: IB for nccl, Socket for gloo."""
+
+    transport: str | None = None  # "IB" (verbs: InfiniBand or RoCE) or "Socket"
+    allow_socket: bool = False  # accept NCCL on Socket even when IB is the requirement
+    require_gdr: bool = False
+    bw_fraction: float = DEFAULT_BW_FRACTION
+    min_busbw_GBps: float | None = None  # explicit threshold; replaces fraction x line rate
+
+    def __post_init__(self) -> None:
+        if self.transport not in (None, "IB", "Socket"):
+            raise ValueError(f"transport must be IB or Socket, not {self.transport!r}")
+        if not 0 < self.bw_fraction <= 1:
+            raise ValueError(f"bw_fraction must be in (0, 1], not {self.bw_fraction}")
+        if self.min_busbw_GBps is not None and self.min_busbw_GBps <= 0:
+            raise ValueError(f"min_busbw_GBps must be positive, not {self.min_busbw_GBps}")
+
+    def required_transport(self, backend: str) -> str:
+        if self.transport:
+            return self.transport
+        return "IB" if backend == "nccl" else "Socket"
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # pass | fail | skip
+    reason: str
+
+
+@dataclass
+class HostVerdict:
+    host: str
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(c.status != FAIL for c in self.checks)
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why the host failed, one line each: fit for a Slurm drain reason."""
+        return [c.reason for c in self.checks if c.status == FAIL]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"host": self.host, "passed": self.passed, "reasons": self.reasons,
+                "checks": [asdict(c) for c in self.checks]}
+
+
+@dataclass
+class FabricVerdict:
+    hosts: list[HostVerdict]
+    checks: list[Check]
+    busbw_GBps: float | None
+    threshold_GBps: float | None
+
+    @property
+    def passed(self) -> bool:
+        return all(c.status != FAIL for c in self.checks) and all(h.passed for h in self.hosts)
+
+    @property
+    def reasons(self) -> list[str]:
+        out = [c.reason for c in self.checks if c.status == FAIL]
+        out += [f"{h.host}: {r}" for h in self.hosts for r in h.reasons]
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"passed": self.passed, "reasons": self.reasons,
+                "busbw_GBps": self.busbw_GBps, "threshold_GBps": self.threshold_GBps,
+                "checks": [asdict(c) for c in self.checks],
+                "hosts": [h.to_dict() for h in self.hosts]}
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    if obj is None:
+        return default
+    if isinstance(obj, Mapping):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def is_ib_network(network: str | None) -> bool:
+    """NCCL's verbs transports: the built-in "IB" (InfiniBand and RoCE) and plugins on it
+    such as the SHARP plugin's "IBext" / "IBext_v8"."""
+    return bool(network) and network.upper().startswith("IB")
+
+
+def _hca_label(hca: Any) -> str:
+    if isinstance(hca, str):
+        return hca
+    name = _get(hca, "name") or _get(hca, "device") or "?"
+    port = _get(hca, "port")
+    layer = _get(hca, "link_layer")
+    label = f"{name}:{port}" if port is not None else str(name)
+    return f"{label}/{layer}" if layer else label
+
+
+def _hca_names(report: Any) -> set[str]:
+    names = set()
+    for hca in _get(report, "hcas") or ():
+        names.add(hca if isinstance(hca, str) else str(_get(hca, "name") or _get(hca, "device")))
+    return {n.split(":")[0] for n in names}
+
+
+def active_ports(facts: Mapping[str, Any] | None,
+                 only_devices: Iterable[str] = ()) -> list[tuple[str, int, float]]:
+    """(device, port, rate_gbps) for each ACTIVE port in rdma facts, optionally only the named
+    devices (those NCCL said it uses)."""
+    if not facts:
+        return []
+    rdma = facts.get("rdma", facts)
+    wanted = set(only_devices)
+    out = []
+    for dev in rdma.get("devices") or ():
+        if wanted and dev.get("name") not in wanted:
+            continue
+        for port in dev.get("ports") or ():
+            if str(port.get("state", "")).upper().endswith("ACTIVE"):
+                out.append((dev.get("name"), port.get("port"), float(port.get("rate_gbps") or 0)))
+    return out
+
+
+def line_rate_GBps(facts: Mapping[str, Any] | None, report: Any = None) -> float | None:
+    """Sum of the ACTIVE ports' rates in GB/s; restricted to NCCL's HCAs when it named any
+    that the facts know. None when nothing is known."""
+    ports = active_ports(facts)
+    used = _hca_names(report)
+    if used:
+        narrowed = active_ports(facts, used)
+        ports = narrowed or ports
+    total = sum(rate for _, _, rate in ports)
+    return total / 8 if total > 0 else None
+
+
+def threshold_GBps(policy: Policy, line_rate: float | None) -> float | None:
+    if policy.min_busbw_GBps is not None:
+        return policy.min_busbw_GBps
+    if line_rate is None:
+        return None
+    return policy.bw_fraction * line_rate
+
+
+def _on_socket(report: Any) -> bool:
+    return bool(_get(report, "fallback_to_socket")) or _get(report, "network") == "Socket"
+
+
+def check_transport(backend: str, report: Any, policy: Policy) -> Check:
+    want = policy.required_transport(backend)
+    if backend != "nccl":
+        if want == "IB":
+            return Check("transport", FAIL, f"backend {backend} cannot use IB: it runs on TCP")
+        return Check("transport", PASS, f"backend {backend} runs on TCP sockets")
+    if report is None:
+        return Check("transport", FAIL,
+                     "no NCCL log from this host: transport unproven (run with NCCL_DEBUG=INFO)")
+    network = _get(report, "network")
+    socket = _on_socket(report)
+    if network is None and not socket:
+        return Check("transport", FAIL,
+                     "NCCL's log does not say which network it used (is NCCL_DEBUG=INFO set?)")
+    if socket:
+        cause = _get(report, "fallback_reason")
+        text = "NCCL fell back to Socket" + (f" ({cause})" if cause else "")
+        if want == "IB" and not policy.allow_socket:
+            return Check("transport", FAIL, text)
+        return Check("transport", PASS, text + ": allowed")
+    if is_ib_network(network):
+        hcas = ", ".join(_hca_label(h) for h in _get(report, "hcas") or ()) or "HCAs not logged"
+        return Check("transport", PASS, f"NCCL used network {network} ({hcas})")
+    return Check("transport", FAIL if want == "IB" else PASS,
+                 f"NCCL used network {network}, not IB")
+
+
+def check_gdr(backend: str, report: Any, policy: Policy) -> Check:
+    if not policy.require_gdr:
+        gdr = _get(report, "gdr")
+        return Check("gdr", SKIP, f"not required (NCCL reported GDR={gdr})")
+    if backend != "nccl":
+        return Check("gdr", FAIL, f"GPUDirect RDMA required but backend is {backend}")
+    gdr = _get(report, "gdr")
+    if gdr is True:
+        return Check("gdr", PASS, "GPUDirect RDMA in use (GDRDMA on NCCL's channels)")
+    if gdr is False:
+        return Check("gdr", FAIL, "GPUDirect RDMA off: NCCL copies through host memory")
+    return Check("gdr", FAIL, "GPUDirect RDMA required but NCCL's log does not show it")
+
+
+def check_ports(backend: str, facts: Mapping[str, Any] | None, policy: Policy) -> Check:
+    if policy.required_transport(backend) != "IB":
+        return Check("ports", SKIP, "IB not required")
+    if facts is None:
+        return Check("ports", SKIP, "no RDMA facts for this host")
+    rdma = facts.get("rdma", facts)
+    kernel = rdma.get("kernel") or {}
+    if kernel.get("uverbs") is False:
+        return Check("ports", FAIL, kernel.get("reason") or "kernel has no RDMA (ib_uverbs)")
+    ports = active_ports(facts)
+    if not ports:
+        return Check("ports", FAIL, "no ACTIVE RDMA port on this host")
+    listed = ", ".join(f"{d}:{p} {r:g} Gb/s" for d, p, r in ports)
+    return Check("ports", PASS, f"ACTIVE: {listed}")
+
+
+def check_bandwidth(busbw: float | None, threshold: float | None, world_size: int,
+                    policy: Policy, line_rate: float | None) -> Check:
+    if world_size < 2:
+        return Check("bandwidth", SKIP,
+                     "1 rank: all_reduce sends nothing over a link (busbw factor 2(n-1)/n = 0)")
+    if busbw is None:
+        return Check("bandwidth", FAIL, "no busbw measured")
+    if threshold is None:
+        return Check("bandwidth", SKIP,
+                     f"busbw {busbw:.2f} GB/s; no line rate known and no explicit threshold")
+    how = (f"explicit {threshold:.2f} GB/s" if policy.min_busbw_GBps is not None
+           else f"{policy.bw_fraction:g} x {line_rate:.2f} GB/s line rate = {threshold:.2f} GB/s")
+    if busbw >= threshold:
+        return Check("bandwidth", PASS, f"busbw {busbw:.2f} GB/s >= {how}")
+    return Check("bandwidth", FAIL, f"busbw {busbw:.2f} GB/s below {how}")
+
+
+def peak_busbw(doc: Mapping[str, Any]) -> float | None:
+    """The sweep's best busbw: large sizes approach link speed, small ones measure latency."""
+    rows = doc.get("results") or []
+    return max((float(r["busbw_GBps"]) for r in rows), default=None)
+
+
+def host_verdict(host: str, backend: str, report: Any, facts: Mapping[str, Any] | None,
+                 policy: Policy, busbw: float | None = None,
+                 world_size: int = 1) -> HostVerdict:
+    """One host's checks. ``busbw`` is a measurement of this host alone (single-node NIC
+    loopback, or a pairwise round); a fabric-wide figure belongs to fabric_verdict."""
+    v = HostVerdict(host, [check_transport(backend, report, policy),
+                           check_gdr(backend, report, policy),
+                           check_ports(backend, facts, policy)])
+    if busbw is not None:
+        rate = line_rate_GBps(facts, report)
+        v.checks.append(check_bandwidth(busbw, threshold_GBps(policy, rate), world_size,
+                                        policy, rate))
+    return v
+
+
+def fabric_verdict(doc: Mapping[str, Any], reports: Mapping[str, Any],
+                   facts: Mapping[str, Mapping[str, Any]] | None = None,
+                   policy: Policy | None = None) -> FabricVerdict:
+    """Verdict of one worker run over every host in it.
+
+    ``reports`` and ``facts`` are keyed by the host names the worker recorded (``doc['hosts']``).
+    """
+    policy = policy or Policy()
+    facts = facts or {}
+    backend = doc.get("backend", "nccl")
+    checks: list[Check] = []
+    if not doc.get("ok"):
+        checks.append(Check("worker", FAIL, f"worker failed: {doc.get('error') or 'unknown'}"))
+        hosts = [doc["hostname"]] if doc.get("hostname") else []
+        return FabricVerdict([HostVerdict(h) for h in hosts], checks, None, None)
+    checks.append(Check("worker", PASS,
+                        f"{len(doc.get('results') or [])} sizes, sums correct, "
+                        f"{doc.get('world_size')} ranks"))
+
+    hosts = list(doc.get("hosts") or [])
+    verdicts = [host_verdict(h, backend, reports.get(h), facts.get(h), policy) for h in hosts]
+
+    rates = [line_rate_GBps(facts.get(h), reports.get(h)) for h in hosts]
+    known = [r for r in rates if r is not None]
+    # Only when every host's rate is known can the slowest one set the bar; and RDMA port
+    # rates say nothing about a run that went over TCP.
+    on_tcp = backend != "nccl" or any(_on_socket(reports.get(h)) for h in hosts)
+    line = min(known) if known and len(known) == len(rates) and not on_tcp else None
+    threshold = threshold_GBps(policy, line)
+    busbw = peak_busbw(doc)
+    checks.append(check_bandwidth(busbw, threshold, int(doc.get("world_size") or 1), policy, line))
+    return FabricVerdict(verdicts, checks, busbw, threshold)

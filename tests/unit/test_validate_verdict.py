@@ -1,0 +1,274 @@
+"""Verdicts from worker documents, NCCL log reports and rdma facts."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from rdmaprov.validate import verdict as v
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
+
+# What NCCL 2.28.9 said on the H200 machine (h200-nccl2.28.9-1rank-socket-fallback.log):
+# `NET/IB : No device found.` ... `Using network Socket`. Written here as the report the parser
+# gives, so that the verdict is tested on the real case.
+SOCKET_REPORT = {
+    "network": "Socket",
+    "fallback_to_socket": True,
+    "fallback_reason": "NET/IB : No device found",
+    "hcas": [],
+    "gdr": False,
+    "nccl_version": "2.28.9",
+}
+
+
+def ib_report(*hcas, gdr=True):
+    return {"network": "IB", "fallback_to_socket": False, "gdr": gdr, "nccl_version": "2.21.5",
+            "hcas": [{"name": n, "port": 1, "link_layer": "IB"} for n in hcas]}
+
+
+def facts(*ports, uverbs=True):
+    """ports: (device, rate_gbps, state)."""
+    devices: dict[str, list] = {}
+    for dev, rate, state in ports:
+        devices.setdefault(dev, []).append(
+            {"port": len(devices.get(dev, [])) + 1, "state": state, "rate_gbps": rate,
+             "link_layer": "InfiniBand"})
+    return {"rdma": {"kernel": {"uverbs": uverbs, "reason": None if uverbs else
+                                "no /sys/class/infiniband_verbs: the kernel has no RDMA"},
+                     "devices": [{"name": d, "ports": p} for d, p in devices.items()]}}
+
+
+def worker_doc(hosts, busbw_peak, world_size=None, backend="nccl"):
+    world = world_size or len(hosts)
+    return {"schema": "rdmaprov.validate.worker/1", "ok": True, "error": None,
+            "backend": backend, "world_size": world, "hosts": list(hosts),
+            "results": [{"bytes": 1 << 20, "algbw_GBps": 1.0, "busbw_GBps": busbw_peak / 10,
+                         "correct": True},
+                        {"bytes": 1 << 30, "algbw_GBps": 1.0, "busbw_GBps": busbw_peak,
+                         "correct": True}]}
+
+
+@pytest.fixture
+def h200_doc():
+    return json.loads((FIXTURES / "h200-nccl2.28.9-1rank-socket-fallback.worker.json").read_text())
+
+
+# --- the GPU proof: the real single-H200 run -------------------------------------------------
+
+def test_h200_socket_fallback_fails_when_ib_required(h200_doc):
+    res = v.fabric_verdict(h200_doc, {"vm": SOCKET_REPORT})
+    assert not res.passed
+    assert res.reasons == ["vm: NCCL fell back to Socket (NET/IB : No device found)"]
+    bw = next(c for c in res.checks if c.name == "bandwidth")
+    assert bw.status == v.SKIP and "1 rank" in bw.reason
+
+
+def test_h200_socket_fallback_passes_when_socket_allowed(h200_doc):
+    res = v.fabric_verdict(h200_doc, {"vm": SOCKET_REPORT}, policy=v.Policy(allow_socket=True))
+    assert res.passed, res.reasons
+    transport = res.hosts[0].checks[0]
+    assert transport.status == v.PASS and "fell back to Socket" in transport.reason
+
+
+def test_h200_doc_is_what_the_worker_printed(h200_doc):
+    assert h200_doc["backend"] == "nccl" and h200_doc["world_size"] == 1
+    assert h200_doc["versions"]["nccl"] == "2.28.9"
+    assert h200_doc["ranks"][0]["device"] == "NVIDIA H200"
+    assert all(r["busbw_GBps"] == 0.0 for r in h200_doc["results"])
+
+
+def test_fallback_without_a_cause_still_named():
+    rep = {"network": "Socket", "fallback_to_socket": True, "hcas": []}
+    chk = v.check_transport("nccl", rep, v.Policy())
+    assert (chk.status, chk.reason) == (v.FAIL, "NCCL fell back to Socket")
+
+
+# --- transport -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("network", ["IB", "IBext", "IBext_v8"])
+def test_ib_and_ib_plugins_pass(network):
+    rep = ib_report("mlx5_0") | {"network": network}
+    chk = v.check_transport("nccl", rep, v.Policy())
+    assert chk.status == v.PASS and "mlx5_0:1/IB" in chk.reason
+
+
+def test_other_net_plugin_fails_when_ib_required():
+    rep = {"network": "AWS Libfabric", "fallback_to_socket": False}
+    assert v.check_transport("nccl", rep, v.Policy()).status == v.FAIL
+    assert v.check_transport("nccl", rep, v.Policy(transport="Socket")).status == v.PASS
+
+
+def test_missing_log_or_network_is_a_failure_not_a_pass():
+    assert v.check_transport("nccl", None, v.Policy()).status == v.FAIL
+    chk = v.check_transport("nccl", {"network": None}, v.Policy())
+    assert chk.status == v.FAIL and "NCCL_DEBUG=INFO" in chk.reason
+
+
+def test_gloo_is_tcp():
+    assert v.check_transport("gloo", None, v.Policy()).status == v.PASS
+    chk = v.check_transport("gloo", None, v.Policy(transport="IB"))
+    assert chk.status == v.FAIL and "cannot use IB" in chk.reason
+
+
+def test_report_may_be_an_object():
+    class Report:
+        network = "Socket"
+        fallback_to_socket = True
+        hcas = ()
+        gdr = None
+
+    assert v.check_transport("nccl", Report(), v.Policy()).status == v.FAIL
+
+
+# --- GDR and ports -------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("gdr", "status"), [(True, v.PASS), (False, v.FAIL), (None, v.FAIL)])
+def test_gdr_when_required(gdr, status):
+    assert v.check_gdr("nccl", ib_report("mlx5_0", gdr=gdr), v.Policy(require_gdr=True)).status \
+        == status
+
+
+def test_gdr_not_required_is_skipped():
+    assert v.check_gdr("nccl", ib_report("mlx5_0", gdr=False), v.Policy()).status == v.SKIP
+
+
+def test_ports_no_uverbs_names_the_kernel():
+    chk = v.check_ports("nccl", facts(uverbs=False), v.Policy())
+    assert chk.status == v.FAIL
+    assert chk.reason == "no /sys/class/infiniband_verbs: the kernel has no RDMA"
+
+
+def test_ports_none_active():
+    chk = v.check_ports("nccl", facts(("mlx5_0", 400, "DOWN")), v.Policy())
+    assert (chk.status, chk.reason) == (v.FAIL, "no ACTIVE RDMA port on this host")
+
+
+def test_ports_active_listed():
+    chk = v.check_ports("nccl", facts(("mlx5_0", 400, "ACTIVE")), v.Policy())
+    assert chk.status == v.PASS and "mlx5_0:1 400 Gb/s" in chk.reason
+
+
+# --- thresholds ----------------------------------------------------------------------------
+
+def test_line_rate_sums_active_ports_in_GBps():
+    f = facts(("mlx5_0", 400, "ACTIVE"), ("mlx5_1", 400, "ACTIVE"), ("mlx5_2", 400, "DOWN"))
+    assert v.line_rate_GBps(f) == 100.0
+
+
+def test_line_rate_narrowed_to_hcas_nccl_used():
+    f = facts(("mlx5_0", 400, "ACTIVE"), ("mlx5_1", 400, "ACTIVE"))
+    assert v.line_rate_GBps(f, ib_report("mlx5_1")) == 50.0
+    # NCCL names an HCA the facts do not know: fall back to every active port.
+    assert v.line_rate_GBps(f, ib_report("mlx5_9")) == 100.0
+
+
+@pytest.mark.parametrize(("rate_gbps", "busbw", "status"), [
+    (200, 24.0, v.PASS),   # healthy HDR
+    (200, 12.0, v.FAIL),   # HDR link trained down to half
+    (400, 48.0, v.PASS),   # healthy NDR
+    (400, 39.9, v.FAIL),   # just under 0.8 x 50 GB/s
+    (400, 40.0, v.PASS),   # exactly on the bar
+])
+def test_published_figures_against_default_fraction(rate_gbps, busbw, status):
+    hosts = ["a", "b"]
+    doc = worker_doc(hosts, busbw)
+    f = {h: facts(("mlx5_0", rate_gbps, "ACTIVE")) for h in hosts}
+    res = v.fabric_verdict(doc, {h: ib_report("mlx5_0") for h in hosts}, f)
+    assert res.checks[-1].status == status, res.checks[-1].reason
+    assert res.threshold_GBps == pytest.approx(0.8 * rate_gbps / 8)
+    assert res.busbw_GBps == busbw
+
+
+def test_slowest_host_sets_the_bar():
+    doc = worker_doc(["a", "b"], 30.0)
+    f = {"a": facts(("mlx5_0", 400, "ACTIVE")), "b": facts(("mlx5_0", 200, "ACTIVE"))}
+    res = v.fabric_verdict(doc, {h: ib_report("mlx5_0") for h in "ab"}, f)
+    assert res.threshold_GBps == 20.0 and res.passed
+
+
+def test_explicit_threshold_wins():
+    doc = worker_doc(["a", "b"], 30.0)
+    f = {h: facts(("mlx5_0", 400, "ACTIVE")) for h in "ab"}
+    res = v.fabric_verdict(doc, {h: ib_report("mlx5_0") for h in "ab"}, f,
+                           v.Policy(min_busbw_GBps=35.0))
+    assert not res.passed
+    assert res.reasons == ["busbw 30.00 GB/s below explicit 35.00 GB/s"]
+
+
+def test_unknown_rate_is_reported_not_passed_silently():
+    doc = worker_doc(["a", "b"], 30.0)
+    res = v.fabric_verdict(doc, {h: ib_report("mlx5_0") for h in "ab"},
+                           {"a": facts(("mlx5_0", 400, "ACTIVE"))})
+    bw = res.checks[-1]
+    assert bw.status == v.SKIP and "no line rate known" in bw.reason
+
+
+def test_socket_run_is_not_judged_against_ib_rates():
+    doc = worker_doc(["a", "b"], 1.0)
+    f = {h: facts(("mlx5_0", 400, "ACTIVE")) for h in "ab"}
+    res = v.fabric_verdict(doc, {h: SOCKET_REPORT for h in "ab"}, f, v.Policy(allow_socket=True))
+    assert res.threshold_GBps is None and res.checks[-1].status == v.SKIP
+    res = v.fabric_verdict(doc, {h: SOCKET_REPORT for h in "ab"}, f,
+                           v.Policy(allow_socket=True, min_busbw_GBps=0.5))
+    assert res.passed
+
+
+def test_gloo_lab_run_with_explicit_threshold():
+    doc = worker_doc(["node1", "node2", "node3"], 0.8, backend="gloo")
+    assert v.fabric_verdict(doc, {}, policy=v.Policy(min_busbw_GBps=0.5)).passed
+    slow = v.fabric_verdict(doc, {}, policy=v.Policy(min_busbw_GBps=1.0))
+    assert not slow.passed and slow.reasons[0].startswith("busbw 0.80 GB/s below")
+
+
+def test_one_bad_host_is_named():
+    doc = worker_doc(["a", "b"], 45.0)
+    f = {h: facts(("mlx5_0", 400, "ACTIVE")) for h in "ab"}
+    res = v.fabric_verdict(doc, {"a": ib_report("mlx5_0"), "b": SOCKET_REPORT}, f)
+    assert not res.passed
+    assert res.reasons == ["b: NCCL fell back to Socket (NET/IB : No device found)"]
+    assert [h.passed for h in res.hosts] == [True, False]
+
+
+def test_host_verdict_with_its_own_measurement():
+    f = facts(("mlx5_0", 200, "ACTIVE"))
+    good = v.host_verdict("a", "nccl", ib_report("mlx5_0"), f, v.Policy(), busbw=23.5,
+                          world_size=2)
+    bad = v.host_verdict("a", "nccl", ib_report("mlx5_0"), f, v.Policy(), busbw=11.0,
+                         world_size=2)
+    assert good.passed and not bad.passed
+    assert bad.reasons == ["busbw 11.00 GB/s below 0.8 x 25.00 GB/s line rate = 20.00 GB/s"]
+
+
+# --- worker failures and policy ------------------------------------------------------------
+
+def test_failed_worker_fails_the_fabric():
+    doc = json.loads((FIXTURES / "h200-nccl2.28.9-duplicate-gpu.rank0.worker.json").read_text())
+    res = v.fabric_verdict(doc, {})
+    assert not res.passed
+    assert res.reasons[0] == ("worker failed: DistBackendError: Duplicate GPU detected : "
+                              "rank 0 and rank 1 both on CUDA device 60")
+
+
+def test_wrong_sum_fails(h200_doc):
+    doc = copy.deepcopy(h200_doc)
+    doc["ok"], doc["error"] = False, "all_reduce returned a wrong sum"
+    assert not v.fabric_verdict(doc, {"vm": SOCKET_REPORT}, policy=v.Policy(allow_socket=True)
+                                ).passed
+
+
+@pytest.mark.parametrize("kwargs", [{"transport": "RoCE"}, {"bw_fraction": 0},
+                                    {"bw_fraction": 1.5}, {"min_busbw_GBps": -1}])
+def test_policy_rejects_nonsense(kwargs):
+    with pytest.raises(ValueError):
+        v.Policy(**kwargs)
+
+
+def test_to_dict_is_json():
+    doc = worker_doc(["a", "b"], 45.0)
+    res = v.fabric_verdict(doc, {"a": ib_report("mlx5_0"), "b": SOCKET_REPORT})
+    out = json.loads(json.dumps(res.to_dict()))
+    assert out["passed"] is False and out["hosts"][1]["reasons"]

@@ -1,0 +1,124 @@
+"""The all_reduce worker: its arithmetic, and real gloo runs of it under torchrun."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rdmaprov.validate import worker as w
+
+WORKER = Path(w.__file__)
+
+
+# --- arithmetic ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("n", "factor"), [(1, 0.0), (2, 1.0), (4, 1.5), (8, 1.75)])
+def test_bus_factor_is_nccl_tests(n, factor):
+    assert w.bus_factor(n) == factor
+
+
+def test_rates():
+    algbw, busbw = w.rates(1 << 30, 0.1, 8)
+    assert algbw == pytest.approx((1 << 30) / 0.1 / 1e9)
+    assert busbw == pytest.approx(algbw * 1.75)
+    with pytest.raises(ValueError):
+        w.rates(1, 0.0, 2)
+
+
+def test_size_sweep_keeps_both_ends_and_whole_elements():
+    assert w.size_sweep(1 << 20, 8 << 20, 2, 4) == [1 << 20, 2 << 20, 4 << 20, 8 << 20]
+    assert w.size_sweep(1 << 20, 10 << 20, 4, 4) == [1 << 20, 4 << 20, 10 << 20]
+    assert w.size_sweep(6, 6, 2, 4) == [4]
+    for bad in [(0, 8, 2), (8, 4, 2), (1, 8, 1)]:
+        with pytest.raises(ValueError):
+            w.size_sweep(*bad, 4)
+
+
+@pytest.mark.parametrize(("text", "value"), [("4096", 4096), ("512K", 512 << 10),
+                                             ("64M", 64 << 20), ("1G", 1 << 30),
+                                             ("1GiB", 1 << 30), ("2mb", 2 << 20)])
+def test_parse_bytes(text, value):
+    assert w.parse_bytes(text) == value
+
+
+def test_one_line_takes_nccls_last_error():
+    detail = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "nccl" /
+                         "h200-nccl2.28.9-duplicate-gpu.rank0.worker.json").read_text())["detail"]
+    assert w.one_line(RuntimeError(detail)) == (
+        "RuntimeError: Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 60")
+    assert w.one_line(TimeoutError("a\nb")) == "TimeoutError: a"
+
+
+def test_worker_imports_nothing_from_rdmaprov():
+    # It is mounted alone into the validation image, where rdmaprov is not installed.
+    tree = ast.parse(WORKER.read_text())
+    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
+             for a in n.names}
+    names |= {n.module.split(".")[0] for n in ast.walk(tree)
+              if isinstance(n, ast.ImportFrom) and n.module}
+    assert names <= set(sys.stdlib_module_names) | {"torch", "__future__"}, names
+
+
+def test_stdout_holds_only_the_document():
+    # Anything written to fd 1 after the claim (NCCL writes its log there) goes to stderr.
+    code = ("import os, sys; sys.path.insert(0, sys.argv[1]); import worker; "
+            "out = worker._claim_stdout(); os.write(1, b'NCCL INFO noise\\n'); "
+            "print('stray'); print('{}', file=out)")
+    proc = subprocess.run([sys.executable, "-c", code, str(WORKER.parent)],
+                          capture_output=True, text=True, check=True)
+    assert proc.stdout == "{}\n"
+    assert "NCCL INFO noise" in proc.stderr and "stray" in proc.stderr
+
+
+# --- real runs (gloo on this machine's CPUs) -----------------------------------------------
+
+torch = pytest.importorskip("torch")
+
+
+def _torchrun(tmp_path, nproc, *args, timeout=120):
+    # The worker copied alone into an empty folder: as it runs inside an image.
+    alone = tmp_path / "img"
+    alone.mkdir()
+    shutil.copy(WORKER, alone / "worker.py")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "MASTER_"))}
+    env["PYTHONPATH"] = ""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           f"--nproc_per_node={nproc}", "worker.py", "--backend", "gloo", *args]
+    return subprocess.run(cmd, cwd=alone, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_two_rank_gloo_run(tmp_path):
+    proc = _torchrun(tmp_path, 2, "--min-bytes", "64K", "--max-bytes", "1M", "--factor", "4",
+                     "--iters", "3", "--warmup", "1")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout)  # exactly one document, nothing else
+    assert doc["ok"] and doc["backend"] == "gloo" and doc["world_size"] == 2
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1]
+    assert doc["hosts"] == sorted({r["hostname"] for r in doc["ranks"]})
+    assert [r["bytes"] for r in doc["results"]] == [64 << 10, 256 << 10, 1 << 20]
+    for row in doc["results"]:
+        assert row["correct"]
+        assert row["time_us"] >= row["time_us_avg"] > 0
+        assert row["algbw_GBps"] == pytest.approx(row["bytes"] / row["time_us"] / 1e3, rel=1e-3)
+        assert row["busbw_GBps"] == pytest.approx(row["algbw_GBps"], abs=1e-4)  # n=2: factor 1
+    assert doc["versions"]["torch"] == torch.__version__
+    assert doc["sweep"]["timing"] == "perf_counter" and doc["notes"] == []
+
+
+def test_unreachable_rendezvous_is_one_json_line(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(WORKER), "--backend", "gloo", "--rank", "0", "--world-size", "2",
+         "--master-addr", "127.0.0.1", "--master-port", "29677", "--timeout", "2"],
+        capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    doc = json.loads(proc.stdout)
+    assert doc["ok"] is False and "1/2 clients joined" in doc["error"]
+    assert "\n" not in doc["error"]
