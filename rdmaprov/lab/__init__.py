@@ -147,15 +147,14 @@ class Lab:
         hosts = list(net.hosts())
         by_name = {n["name"]: n for n in state.nodes}
         for i in range(1, nodes + 1):
-            name = f"node{i}"
-            entry = by_name.get(name) or asdict(Node(
-                name=name, index=i, address=str(hosts[10 + i - 1]),
+            by_name.setdefault(f"node{i}", asdict(Node(
+                name=f"node{i}", index=i, address=str(hosts[10 + i - 1]),
                 mac="02:72:64:%02x:%02x:%02x" % (net.network_address.packed[2], i // 256, i % 256),
-            ))
+            )))
+        state.nodes = [by_name[k] for k in sorted(by_name, key=lambda n: int(n[4:]))]
+        for entry in state.nodes:
             if not self._running(entry):
                 self._start_node(state, entry, base, repo)
-            by_name[name] = entry
-        state.nodes = [by_name[k] for k in sorted(by_name, key=lambda n: int(n[4:]))]
         self._save(state)
         self._wait_ssh(state)
         self._write_inventory(state)
@@ -224,7 +223,8 @@ class Lab:
             ["ip", "netns", "exec", ns, "unshare", "--mount", "--pid", "--uts", "--ipc", "--cgroup",
              "--fork", "--kill-child", "/bin/sh", str(init), str(node_dir / "root"), str(base),
              str(node_dir / "upper"), str(node_dir / "work"), str(repo), name,
-             str(node_dir / "containers")],
+             str(node_dir / "containers"),
+             *(f"{src}={dst}" for src, dst in lab_base.shared_dirs().items())],
             stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
             start_new_session=True, close_fds=True, preexec_fn=enter_cgroup,
         )
@@ -250,7 +250,9 @@ class Lab:
         etc = upper / "etc"
         (etc / "ssh").mkdir(parents=True, exist_ok=True)
         (etc / "hostname").write_text(name + "\n")
-        lines = ["127.0.0.1 localhost", f"127.0.1.1 {name}"]
+        # Every node name resolves to its lab address, as on a cluster: a 127.0.1.1 entry for
+        # the node's own name makes gloo and NCCL bootstrap advertise loopback to their peers.
+        lines = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback"]
         lines += [f"{n['address']} {n['name']}" for n in state.nodes]
         (etc / "hosts").write_text("\n".join(lines) + "\n")
         (etc / "machine-id").write_text(os.urandom(16).hex() + "\n")
@@ -268,6 +270,11 @@ class Lab:
         deadline = time.monotonic() + timeout
         pending = {n["name"]: n["address"] for n in state.nodes}
         while pending and time.monotonic() < deadline:
+            for entry in state.nodes:
+                if entry["name"] in pending and not self._running(entry):
+                    console = self.dir / "nodes" / entry["name"] / "console.log"
+                    raise RuntimeError(f"lab node {entry['name']} died while starting: "
+                                       f"{console.read_text(errors='replace')[-400:].strip()}")
             for name, addr in list(pending.items()):
                 try:
                     with socket.create_connection((addr, 22), timeout=0.5) as sock:
@@ -295,9 +302,13 @@ class Lab:
             f"ansible_ssh_private_key_file={self.key}",
             f"ansible_ssh_common_args='-o UserKnownHostsFile={self.known_hosts} -o StrictHostKeyChecking=yes'",
             "ansible_python_interpreter=/usr/bin/python3",
-            "rdmaprov_lab=true",
         ]
         self.inventory.write_text("\n".join(lines) + "\n")
+
+    def ensure_torch(self, log=print) -> Path:  # noqa: ANN001
+        """torch for the lab's validation runs, visible in every node (see base.ensure_torch)."""
+        _require_root()
+        return lab_base.ensure_torch(self.dir / "build.log", log_msg=log)
 
     # ----- down / status / exec ------------------------------------------------------------
     def down(self, log=print) -> None:  # noqa: ANN001

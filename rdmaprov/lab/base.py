@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,14 @@ MASKED_UNITS = (
     "apt-daily.timer", "apt-daily-upgrade.timer", "e2scrub_all.timer", "fstrim.timer",
     "systemd-timesyncd.service", "systemd-networkd-wait-online.service",
 )
+
+# Host directories every node sees read-only: torch for the validation worker (the nodes have no
+# internet and no pip index), and a root filesystem tarball that podman in a node imports as the
+# lab's worker image (no registry is reachable either).
+TORCH_NODE_DIR = "/opt/rdmaprov-torch"
+IMAGES_NODE_DIR = "/srv/rdmaprov-images"
+WORKER_IMAGE_TAR = f"{IMAGES_NODE_DIR}/lab-worker.tar"
+TORCH_REQUIREMENT = os.environ.get("RDMAPROV_LAB_TORCH", "torch==2.13.0")
 
 REPO_LIST = "deb [trusted=yes] file:/srv/rdmaprov-repo ./\n"
 
@@ -201,3 +210,36 @@ def _customise(root: Path) -> None:
         link.unlink(missing_ok=True)
         link.symlink_to("/dev/null")
     (root / "root/.ssh").mkdir(mode=0o700, exist_ok=True)
+
+
+def shared_dirs() -> dict[Path, str]:
+    """Host directory → where a node sees it (read-only). Created empty; filled on demand."""
+    dirs = {CACHE_DIR / "share/torch": TORCH_NODE_DIR, CACHE_DIR / "share/images": IMAGES_NODE_DIR}
+    for host_dir in dirs:
+        host_dir.mkdir(parents=True, exist_ok=True)
+    return dirs
+
+
+def ensure_torch(log: Path, base: Path | None = None, log_msg=print) -> Path:  # noqa: ANN001
+    """Install torch (CPU) for the nodes' python3 into the shared torch directory, and tar a node
+    root filesystem as the worker image. Running nodes see both at once (same bind mounts)."""
+    torch_dir = CACHE_DIR / "share/torch"
+    marker = torch_dir / ".rdmaprov-done"
+    if not marker.is_file() or marker.read_text().strip() != TORCH_REQUIREMENT:
+        log_msg(f"installing {TORCH_REQUIREMENT} for lab nodes into {torch_dir}")
+        shared_dirs()
+        for child in torch_dir.iterdir():
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+        _run([sys.executable, "-m", "pip", "install", "-q", "--no-compile", "--target",
+              str(torch_dir), "--python-version", "3.11", "--only-binary=:all:",
+              TORCH_REQUIREMENT], log)
+        marker.write_text(TORCH_REQUIREMENT + "\n")
+    image = CACHE_DIR / "share/images/lab-worker.tar"
+    bases = sorted(CACHE_DIR.glob("base-*/.rdmaprov-done"))
+    if not image.is_file() and (base or bases):
+        root = base or bases[-1].parent
+        tmp = image.with_suffix(".tmp")
+        _run(["tar", "-C", str(root), "--exclude=./proc/*", "--exclude=./sys/*",
+              "--exclude=./dev/*", "-cf", str(tmp), "."], log)
+        tmp.rename(image)
+    return torch_dir

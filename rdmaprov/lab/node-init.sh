@@ -2,12 +2,21 @@
 # PID 1 of a lab node until it execs systemd. Runs inside the node's own network, mount, PID,
 # UTS, IPC and cgroup namespaces (made by the caller), so every mount below is private to the
 # node and vanishes with it.
-#   node-init.sh ROOT LOWER UPPER WORK REPO HOSTNAME CONTAINERS
+#   node-init.sh ROOT LOWER UPPER WORK REPO HOSTNAME CONTAINERS [HOSTDIR=NODEDIR ...]
+# Each HOSTDIR=NODEDIR pair is bind-mounted read-only into the node.
 set -eu
 root=$1 lower=$2 upper=$3 work=$4 repo=$5 name=$6 containers=$7
+shift 7
 
 mount --make-rprivate /
 mount -t overlay overlay -o "lowerdir=$lower,upperdir=$upper,workdir=$work" "$root"
+
+for pair in "$@"; do
+  src=${pair%%=*} dst=${pair#*=}
+  mkdir -p "$root$dst"
+  mount --bind "$src" "$root$dst"
+  mount -o remount,bind,ro "$root$dst"
+done
 
 mount -t proc -o nosuid,nodev,noexec proc "$root/proc"
 # sysctl writes outside /proc/sys/net would land in the host's kernel: make the rest read-only.

@@ -81,3 +81,11 @@ def test_down_leaves_nothing_behind(lab):
     assert str(other.dir) not in Path("/proc/self/mounts").read_text()
     # The session's lab is untouched.
     assert lab.exec(lab.nodes[0], ["true"]).returncode == 0
+
+
+def test_node_names_resolve_to_lab_addresses(lab):
+    # gloo and NCCL bootstrap advertise the address their own hostname resolves to.
+    for node in lab.nodes:
+        for other in lab.nodes:
+            got = lab.exec(node, ["getent", "ahostsv4", other]).stdout.split()[0]
+            assert got == lab.addresses[other], f"{node} resolves {other} to {got}"
