@@ -61,4 +61,6 @@ class FilterModule:
             "netcfg_fw_port_range": _wrap(fw.port_range),
             "netcfg_fw_subnets": _wrap(fw.normalise_subnets),
             "netcfg_fw_nft_summary": _wrap(fw.nft_table_summary),
+            "netcfg_fw_admits": _wrap(fw.control_host_allowed),
+            "netcfg_fw_port_specs": _wrap(fw.port_specs),
         }

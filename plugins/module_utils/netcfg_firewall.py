@@ -74,3 +74,10 @@ def nft_table_summary(text):
         elif "rule" in item:
             rules += 1
     return {"chains": chains, "rules": rules, "sets": sets}
+
+
+def port_specs(tcp_ports, udp_port):
+    """[{port, proto}] for backends that take one port (or LOW-HIGH range) per rule."""
+    specs = [{"port": str(p), "proto": "tcp"} for p in tcp_ports or []]
+    specs.append({"port": str(udp_port), "proto": "udp"})
+    return specs
