@@ -1,0 +1,363 @@
+"""One ansible-runner session: private data dir, settings, environment, events, result.
+
+The session builds the private data dir (a temporary one unless ``keep_artifacts`` names a
+directory), writes ``env/envvars`` (rdmaprov's Ansible settings, see rdmaprov.settings) and
+``env/extravars``, exposes the rdmaprov.cluster collection through a symlink on the collections
+path, runs ``ansible-playbook`` through ansible-runner in a worker thread and hands every runner
+event to a consumer callback in the calling thread through a queue. Results come from the
+runner's stats and events, never from stdout.
+
+Environment: ansible-runner starts from a copy of ``os.environ``; rdmaprov passes on only the
+variables in PASSTHROUGH_ENV (plus names listed in ``$RDMAPROV_PASS_ENV``, comma-separated),
+so a stray ANSIBLE_* variable or PYTHONPATH in a user's shell cannot change a run unnoticed.
+An ansible.cfg is read only when ``$ANSIBLE_CONFIG`` names one; rdmaprov's settings outrank it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rdmaprov import settings
+from rdmaprov.errors import UserError
+from rdmaprov.resources import COLLECTION_NAME, COLLECTION_NAMESPACE, collection_root
+
+# What a run may inherit from the caller's environment, and why:
+PASSTHROUGH_ENV = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "TZ",  # basics ssh and python expect
+    "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES",  # locale for ansible's UTF-8 check
+    "SSH_AUTH_SOCK", "SSH_AGENT_PID",  # keys held in the user's agent
+    "KRB5CCNAME",  # GSSAPI/Kerberos SSH logins
+    "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+    "ANSIBLE_CONFIG",  # an ansible.cfg the user names explicitly
+    "ANSIBLE_REMOTE_USER", "ANSIBLE_PRIVATE_KEY_FILE",  # who logs in, with which key
+    "ANSIBLE_BECOME_USER", "ANSIBLE_BECOME_METHOD", "ANSIBLE_BECOME_PASSWORD_FILE",
+    "ANSIBLE_VAULT_PASSWORD_FILE", "ANSIBLE_VAULT_IDENTITY_LIST",  # encrypted group_vars
+    "ANSIBLE_SSH_COMMON_ARGS", "ANSIBLE_SSH_EXTRA_ARGS",  # jump hosts, without losing ours
+})
+ROTATE_KEPT_ARTIFACTS = 10
+
+EventCallback = Callable[[Mapping[str, Any]], None]
+
+# Events that carry one host's result for one task.
+_HOST_RESULT_EVENTS = frozenset({
+    "runner_on_ok", "runner_on_failed", "runner_on_skipped", "runner_on_unreachable",
+})
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a host failed: the task and Ansible's message for it."""
+
+    task: str
+    message: str
+    unreachable: bool = False
+
+
+@dataclass
+class HostResult:
+    name: str
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    skipped: int = 0
+    rescued: int = 0
+    ignored: int = 0
+    failure: Failure | None = None
+
+    @property
+    def healthy(self) -> bool:
+        return not (self.failed or self.unreachable)
+
+    def as_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {k: getattr(self, k) for k in (
+            "ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")}
+        d["failure"] = None if self.failure is None else {
+            "task": self.failure.task, "message": self.failure.message,
+            "unreachable": self.failure.unreachable}
+        return d
+
+
+@dataclass
+class RunResult:
+    rc: int
+    status: str  # ansible-runner's: successful, failed, timeout, canceled
+    hosts: dict[str, HostResult]
+    artifacts_dir: Path | None  # None once the temporary private data dir is removed
+    error: str | None = None  # a play-level error with no host to blame (bad playbook, ...)
+
+    @property
+    def failed_hosts(self) -> list[str]:
+        return [h.name for h in self.hosts.values() if not h.healthy]
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0 and not self.failed_hosts and self.error is None
+
+
+@dataclass
+class RunSpec:
+    """What to run; every field maps to an ansible-playbook option or a setting."""
+
+    playbook: Path
+    inventory: Path
+    extravars: dict[str, Any] = field(default_factory=dict)
+    limit: str | None = None
+    tags: list[str] = field(default_factory=list)
+    skip_tags: list[str] = field(default_factory=list)
+    forks: int | None = None  # None: settings.default_forks(host_count)
+    host_count: int = 1
+    check: bool = False
+    diff: bool = False
+    verbosity: int = 0
+    keep_artifacts: Path | None = None
+    profile: str = "tuned"
+    strategy: str = "linear"
+    collection: Path | None = None  # None: rdmaprov.resources.collection_root()
+
+
+def passthrough_names() -> frozenset[str]:
+    extra = os.environ.get("RDMAPROV_PASS_ENV", "")
+    return PASSTHROUGH_ENV | {n.strip() for n in extra.split(",") if n.strip()}
+
+
+def default_collections_paths() -> list[str]:
+    """The user's collection paths, after ours: their own setting or Ansible's defaults."""
+    user = os.environ.get("ANSIBLE_COLLECTIONS_PATH") or os.environ.get("ANSIBLE_COLLECTIONS_PATHS")
+    if user:
+        return [p for p in user.split(os.pathsep) if p]
+    return [str(Path.home() / ".ansible" / "collections"), "/usr/share/ansible/collections"]
+
+
+class RunnerSession:
+    """Runs one playbook through ansible-runner; ``run()`` returns a RunResult."""
+
+    def __init__(self, spec: RunSpec, on_event: EventCallback | None = None) -> None:
+        self.spec = spec
+        self.on_event = on_event
+        self._cancel = threading.Event()
+        self._last_failure: dict[str, Failure] = {}
+        self._errors: list[str] = []
+
+    # -- private data dir -------------------------------------------------------------------
+
+    def _make_pdd(self) -> Path:
+        keep = self.spec.keep_artifacts
+        if keep is None:
+            return Path(tempfile.mkdtemp(prefix="rdmaprov-"))
+        try:
+            keep.mkdir(parents=True, exist_ok=True)
+            probe = keep / f".rdmaprov-write-test-{os.getpid()}"
+            probe.touch()
+            probe.unlink()
+        except OSError as exc:
+            raise UserError(f"--keep-artifacts {keep}: cannot write there: "
+                            f"{exc.strerror or exc}") from exc
+        return keep.resolve()
+
+    def _link_collection(self, pdd: Path) -> Path:
+        root = (self.spec.collection or collection_root()).resolve()
+        ns = pdd / "collections" / "ansible_collections" / COLLECTION_NAMESPACE
+        ns.mkdir(parents=True, exist_ok=True)
+        link = ns / COLLECTION_NAME
+        if link.is_symlink() or link.exists():
+            link.unlink()  # a kept dir from an earlier run may point at another checkout
+        link.symlink_to(root, target_is_directory=True)
+        return pdd / "collections"
+
+    def _settings_env(self, pdd: Path) -> dict[str, str]:
+        control = settings.control_path_dir() if self.spec.profile == "tuned" else None
+        local_temp = pdd / "tmp"
+        local_temp.mkdir(mode=0o700, exist_ok=True)
+        env = settings.environment(settings.rows(
+            profile=self.spec.profile, strategy=self.spec.strategy,
+            control_dir=control, local_temp=local_temp))
+        colls = self._link_collection(pdd)
+        env["ANSIBLE_COLLECTIONS_PATH"] = os.pathsep.join(
+            [str(colls), *default_collections_paths()])
+        if not os.environ.get("ANSIBLE_CONFIG"):
+            # Without this, ./ansible.cfg, ~/.ansible.cfg or /etc/ansible/ansible.cfg would
+            # silently change a run; an explicit $ANSIBLE_CONFIG is honoured (passthrough).
+            cfg = pdd / "ansible.cfg"
+            cfg.write_text("# rdmaprov's settings are in env/envvars; this file keeps other "
+                           "ansible.cfg files out.\n[defaults]\n")
+            env["ANSIBLE_CONFIG"] = str(cfg)
+        # The ansible-playbook next to this interpreter, even when the venv is not activated.
+        bindir = str(Path(sys.executable).parent)
+        env["PATH"] = os.pathsep.join([bindir, os.environ.get("PATH", os.defpath)])
+        return env
+
+    def _write_env_files(self, pdd: Path, envvars: dict[str, str]) -> None:
+        envdir = pdd / "env"
+        envdir.mkdir(mode=0o700, exist_ok=True)
+        # A kept dir may hold files of an earlier run that ansible-runner would read.
+        for stale in ("cmdline", "settings", "passwords", "ssh_key", "extravars", "envvars"):
+            (envdir / stale).unlink(missing_ok=True)
+        fd = os.open(envdir / "extravars", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(self.spec.extravars, fh, indent=1, sort_keys=True, default=str)
+        (envdir / "envvars").write_text(json.dumps(envvars, indent=1, sort_keys=True) + "\n")
+
+    def _cmdline(self) -> str | None:
+        args = []
+        if self.spec.check:
+            args.append("--check")
+        if self.spec.diff:
+            args.append("--diff")
+        return " ".join(args) or None
+
+    # -- environment allow-list -------------------------------------------------------------
+
+    @staticmethod
+    def _filter_env(runner_env: dict[str, str], ours: Mapping[str, str]) -> dict[str, str]:
+        allowed = passthrough_names()
+        out: dict[str, str] = {}
+        for key, value in runner_env.items():
+            inherited = os.environ.get(key) == value and key not in ours
+            if inherited and key not in allowed:
+                continue
+            out[key] = value
+        # ansible-runner folds the user's own callback settings in; keep only its own.
+        from ansible_runner.utils import get_callback_dir
+
+        out["ANSIBLE_CALLBACK_PLUGINS"] = get_callback_dir()
+        out.pop("ORIGINAL_STDOUT_CALLBACK", None)
+        return out
+
+    # -- events -----------------------------------------------------------------------------
+
+    def _record(self, event: Mapping[str, Any]) -> None:
+        kind = event.get("event", "")
+        data = event.get("event_data") or {}
+        if kind in ("runner_on_failed", "runner_on_unreachable"):
+            if data.get("ignore_errors"):
+                return
+            host = str(data.get("host", ""))
+            self._last_failure[host] = Failure(
+                task=task_label(data), message=failure_message(data.get("res") or {}),
+                unreachable=kind == "runner_on_unreachable")
+        elif kind in ("verbose", "error") and event.get("stdout"):
+            for line in str(event["stdout"]).splitlines():
+                if line.startswith(("ERROR!", "[ERROR]:")):
+                    self._errors.append(line.split(":", 1)[-1].strip()
+                                        if line.startswith("[ERROR]") else line[6:].strip())
+
+    # -- run --------------------------------------------------------------------------------
+
+    def run(self) -> RunResult:
+        from ansible_runner.interface import init_runner
+
+        spec = self.spec
+        pdd = self._make_pdd()
+        try:
+            envvars = self._settings_env(pdd)
+            self._write_env_files(pdd, envvars)
+            forks = spec.forks or settings.default_forks(spec.host_count)
+            events: queue.Queue[Mapping[str, Any]] = queue.Queue()
+            kwargs: dict[str, Any] = {
+                "private_data_dir": str(pdd),
+                "playbook": str(spec.playbook.resolve()),
+                "inventory": str(spec.inventory.resolve()),
+                "ident": time.strftime("%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6],
+                "forks": forks,
+                "verbosity": spec.verbosity or None,
+                "limit": spec.limit,
+                "tags": ",".join(spec.tags) or None,
+                "skip_tags": ",".join(spec.skip_tags) or None,
+                "cmdline": self._cmdline(),
+                "quiet": True,
+                "json_mode": False,
+                "suppress_env_files": True,  # env/ is written by us, freshly, each run
+                "rotate_artifacts": ROTATE_KEPT_ARTIFACTS if spec.keep_artifacts else 0,
+                "event_handler": lambda ev: events.put(ev) or True,
+                "cancel_callback": self._cancel.is_set,
+            }
+            runner = init_runner(**kwargs)
+            runner.config.env = self._filter_env(runner.config.env, envvars)
+            worker = threading.Thread(target=runner.run, name="ansible-runner", daemon=True)
+            worker.start()
+            try:
+                while worker.is_alive() or not events.empty():
+                    try:
+                        ev = events.get(timeout=0.1)
+                    except queue.Empty:
+                        continue
+                    self._record(ev)
+                    if self.on_event is not None:
+                        self.on_event(ev)
+            except BaseException:
+                self._cancel.set()  # ansible-runner then stops ansible-playbook
+                worker.join(timeout=30)
+                raise
+            worker.join()
+            artifacts = Path(runner.config.artifact_dir)
+            return self._result(runner, artifacts if spec.keep_artifacts else None)
+        finally:
+            if spec.keep_artifacts is None:
+                shutil.rmtree(pdd, ignore_errors=True)
+
+    def _result(self, runner: Any, artifacts: Path | None) -> RunResult:
+        stats: Mapping[str, Mapping[str, int]] = runner.stats or {}
+        hosts: dict[str, HostResult] = {}
+        mapping = {"ok": "ok", "changed": "changed", "failures": "failed",
+                   "dark": "unreachable", "skipped": "skipped", "rescued": "rescued",
+                   "ignored": "ignored", "processed": None}
+        for key, attr in mapping.items():
+            for host, count in (stats.get(key) or {}).items():
+                hr = hosts.setdefault(host, HostResult(host))
+                if attr:
+                    setattr(hr, attr, int(count))
+        for hr in hosts.values():
+            if not hr.healthy:
+                hr.failure = self._last_failure.get(hr.name)
+        rc = int(runner.rc if runner.rc is not None else 1)
+        error = None
+        if rc != 0 and not any(not h.healthy for h in hosts.values()):
+            error = self._errors[0] if self._errors else (
+                f"ansible-playbook ended with status {runner.status} (rc {rc}) "
+                "and no host to blame")
+        return RunResult(rc=rc, status=str(runner.status), hosts=dict(sorted(hosts.items())),
+                         artifacts_dir=artifacts, error=error)
+
+
+def task_label(event_data: Mapping[str, Any]) -> str:
+    """'role : task' the way Ansible prints it (roles given by FQCN lose the prefix)."""
+    task = str(event_data.get("task") or event_data.get("task_action") or "?")
+    role = event_data.get("role")
+    if role:
+        return f"{str(role).rsplit('.', 1)[-1]} : {task}"
+    return task
+
+
+def failure_message(res: Mapping[str, Any]) -> str:
+    """One line saying why a task failed, from its result (never from stdout)."""
+    msg = res.get("msg")
+    if isinstance(msg, str) and msg.strip() and msg.strip() != "One or more items failed":
+        text = msg
+    else:
+        for item in res.get("results") or []:
+            if isinstance(item, Mapping) and (item.get("failed") or item.get("unreachable")):
+                return failure_message(item)
+        stderr = str(res.get("stderr") or "").strip()
+        if stderr:
+            text = stderr.splitlines()[-1]
+        elif res.get("rc") not in (None, 0):
+            text = f"command failed with rc {res.get('rc')}"
+        else:
+            text = str(msg or "failed")
+    text = " ".join(text.split())
+    for prefix in ("Task failed: ", "Action failed: "):
+        text = text.removeprefix(prefix)
+    return text
