@@ -63,4 +63,5 @@ class FilterModule:
             "netcfg_fw_nft_summary": _wrap(fw.nft_table_summary),
             "netcfg_fw_admits": _wrap(fw.control_host_allowed),
             "netcfg_fw_port_specs": _wrap(fw.port_specs),
+            "netcfg_fw_live_hash": _wrap(fw.live_hash),
         }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 
 BACKENDS = ("nftables", "firewalld", "ufw")
 
@@ -81,3 +82,12 @@ def port_specs(tcp_ports, udp_port):
     specs = [{"port": str(p), "proto": "tcp"} for p in tcp_ports or []]
     specs.append({"port": str(udp_port), "proto": "udp"})
     return specs
+
+
+_HASH_RE = re.compile(r'comment\s+"rdmaprov sha1=([0-9a-f]{40})"')
+
+
+def live_hash(nft_list_text):
+    """The ruleset fingerprint the role wrote into the live table's comment, or ''."""
+    match = _HASH_RE.search(nft_list_text or "")
+    return match.group(1) if match else ""

@@ -33,7 +33,8 @@ def main():
         "nft_present": bool(shutil.which("nft")),
         "systemd_run": bool(shutil.which("systemd-run")),
         "local_port_range": port_range,
-        "nft_table": run(["nft", "-j", "list", "table", "inet", table]),
+        # Text, not -j: nft 1.0.6's JSON leaves out the table comment that carries our hash.
+        "nft_table": run(["nft", "list", "table", "inet", table]),
         "firewalld_zone": run(["firewall-cmd", "--permanent", f"--zone={zone}", "--list-all"]),
     }
     print(json.dumps(out))
