@@ -23,6 +23,7 @@ EXIT_HOSTS = 2
 # Add a command by adding its module name here.
 COMMANDS = (
     "bootstrap",
+    "explain",
     "lab",
 )
 

@@ -1,0 +1,209 @@
+"""Say what a pasted NCCL log, nccl-tests table or RDMA tool output shows, and what to do.
+
+``explain_stream(lines, options)`` detects the kind of text from its first lines, then streams
+every line through that kind's parser (rdmaprov.parsers); memory stays bounded whatever the
+input size. No host is contacted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from rdmaprov.parsers import (
+    ibdev2netdev, ibstat, ibstatus, ibv_devinfo, mlnx_qos, nccl_log, nccl_tests, rdma_link,
+    show_gids)
+from rdmaprov.parsers._common import clean
+
+KNOWN_FORMATS = {
+    "nccl_log": "NCCL_DEBUG=INFO/WARN log (NCCL 2.3 and later)",
+    "nccl_tests": "nccl-tests output (all_reduce_perf, all_gather_perf, ...)",
+    "ibstat": "ibstat",
+    "ibv_devinfo": "ibv_devinfo (plain or -v)",
+    "ibstatus": "ibstatus",
+    "rdma_link": "rdma link show",
+    "ibdev2netdev": "ibdev2netdev",
+    "show_gids": "show_gids",
+    "mlnx_qos": "mlnx_qos -i IFACE",
+}
+
+# Lines that identify each kind; counted over the first lines of the input.
+_SIGNS: list[tuple[str, re.Pattern[str]]] = [
+    ("nccl_tests", re.compile(r"out-of-place|Avg bus bandwidth|Out of bounds values|"
+                              r"^#?\s*size\s+count\s+type|^\s*\d+\s+\d+\s+(?:float|half|"
+                              r"bfloat16|double|int8|uint8|int32|uint32|int64|uint64)\s")),
+    ("nccl_log", re.compile(r"NCCL (?:INFO|WARN)|NCCL version \d|Got completion from peer|"
+                            r"ProcessGroupNCCL|NET/IB|NET/Socket")),
+    ("ibstat", re.compile(r"^\s*CA '[^']+'\s*$|^\s*(?:Physical state|Link layer|Base lid|"
+                          r"CA type):")),
+    ("ibstatus", re.compile(r"^\s*Infiniband device '[^']+' port \d+ status:|"
+                            r"^\s*phys state:\s+\d:")),
+    ("ibv_devinfo", re.compile(r"^\s*hca_id:|^\s*(?:state|link_layer|active_mtu|port_lid|"
+                               r"phys_port_cnt|fw_ver):\s+\S|^\s*port:\s+\d+\s*$")),
+    ("rdma_link", re.compile(r"^\s*(?:\d+/\d+:\s*)?link \S+/\d+ .*state ")),
+    ("ibdev2netdev", re.compile(r"^\s*\S+\s+port\s+\d+\s+==>\s+\S+\s+\((?:Up|Down)\)")),
+    ("show_gids", re.compile(r"^\s*DEV\s+PORT\s+INDEX\s+GID|n_gids_found=|"
+                             r"^\s*\S+\s+\d+\s+\d+\s+[0-9a-fA-F]{4}(?::[0-9a-fA-F]{4}){7}\s")),
+    ("mlnx_qos", re.compile(r"Priority trust (?:state|mode):|^\s*PFC configuration:|"
+                            r"dscp2prio mapping|^\s*DCBX mode:|^\s*tc:\s*\d+\s+ratelimit:|"
+                            r"^\s*enabled(\s+[01]){8}\s*$")),
+]
+_DETECT_LINES = 400
+
+
+@dataclass
+class Options:
+    expect_busbw: float | None = None
+    line_rate_gbps: float | None = None
+    nics: int = 1
+    min_fraction: float = 0.8
+    ib_tc: int | None = None
+
+
+def detect(sample: list[str]) -> str:
+    """Kind of text whose signature lines are most frequent in the sample."""
+    score = dict.fromkeys(KNOWN_FORMATS, 0)
+    for raw in sample:
+        line = clean(raw)
+        for kind, rx in _SIGNS:
+            if rx.search(line):
+                score[kind] += 1
+    # nccl-tests output usually carries NCCL log lines too; a table decides it.
+    if score["nccl_tests"] >= 2:
+        return "nccl_tests"
+    # ibstatus lines also look like ibv_devinfo's "state:" lines.
+    if score["ibstatus"]:
+        score["ibv_devinfo"] = 0
+    best = max(score, key=lambda k: score[k])
+    return best if score[best] else "unknown"
+
+
+def _parser(kind: str) -> Any:
+    return {
+        "ibstat": ibstat.IbstatParser, "ibv_devinfo": ibv_devinfo.IbvDevinfoParser,
+        "ibstatus": ibstatus.IbstatusParser, "rdma_link": rdma_link.RdmaLinkParser,
+        "ibdev2netdev": ibdev2netdev.Ibdev2netdevParser, "show_gids": show_gids.ShowGidsParser,
+        "mlnx_qos": mlnx_qos.MlnxQosParser,
+    }[kind]()
+
+
+def explain_stream(lines: Iterable[str], options: Options | None = None) -> dict[str, Any]:
+    """One report (the documented JSON shape) for one input."""
+    opts = options or Options()
+    it: Iterator[str] = iter(lines)
+    head: list[str] = []
+    for line in it:
+        head.append(line)
+        if len(head) >= _DETECT_LINES:
+            break
+    kind = detect(head)
+    if kind == "unknown":
+        return {"kind": "unknown", "findings": [{
+            "severity": "error",
+            "message": "cannot tell what this text is",
+            "hint": "known formats: " + "; ".join(KNOWN_FORMATS.values())}],
+            "known_formats": sorted(KNOWN_FORMATS)}
+
+    def all_lines() -> Iterator[str]:
+        yield from head
+        yield from it
+
+    if kind in ("nccl_log", "nccl_tests"):
+        return _nccl(all_lines(), opts)
+    p = _parser(kind)
+    feed = p.feed
+    for line in all_lines():
+        feed(line)
+    report = p.finish(opts.ib_tc) if kind == "mlnx_qos" else p.finish()
+    return report.to_dict()
+
+
+def _nccl(lines: Iterable[str], opts: Options) -> dict[str, Any]:
+    # One pass feeds both parsers: NCCL log lines to the log parser, the rest to the table
+    # parser, so a 1 GB log costs one substring test per line beyond the log parser's work.
+    log = nccl_log.NcclLogParser()
+    tests = nccl_tests.NcclTestsParser()
+    log_feed, tests_feed = log.feed, tests.feed
+    for line in lines:
+        if "NCCL" in line:
+            log_feed(line)
+        else:
+            log.lines += 1
+            if "Got completion" in line or "Watchdog" in line:
+                log.lines -= 1
+                log_feed(line)
+            else:
+                tests_feed(line)
+    log_report = log.finish()
+    if tests.signals >= 2 and (tests.rows or tests.header):
+        t = tests.finish()
+        nccl_tests.verdict(t, opts.expect_busbw, opts.line_rate_gbps, opts.nics,
+                           opts.min_fraction)
+        d = t.to_dict()
+        if log_report.nccl_lines:
+            sub = log_report.to_dict()
+            d["nccl_log"] = sub
+            # The log's errors and fallback matter most when a table looks slow.
+            d["findings"] = [f for f in sub["findings"] if f["severity"] != "info"] + d["findings"]
+        return d
+    return log_report.to_dict()
+
+
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(g|gb|gbps|gbit|gb/s)?\s*$", re.I)
+
+
+def parse_line_rate(text: str) -> float:
+    """'400G', '400', '200Gbps' -> Gb/s; raises ValueError for anything else."""
+    m = _RATE.match(text)
+    if not m:
+        raise ValueError(text)
+    return float(m.group(1))
+
+
+_SEV_MARK = {"error": "ERROR", "warning": "WARN ", "info": "info "}
+
+
+def render_text(name: str, report: dict[str, Any]) -> str:
+    """Short human report: what the text is, the key facts, then findings with hints."""
+    kind = report.get("kind", "unknown")
+    out = [f"== {name}: {KNOWN_FORMATS.get(kind, 'unknown input')}"]
+    if kind == "nccl_log":
+        out.append(f"   NCCL {report['nccl_version'] or '?'}  network: {report['network'] or '?'}"
+                   f"  GDR: {report['gdr']}  OOB: {report['oob_interface'] or '?'}"
+                   f"  hosts: {report['hosts']}  lines: {report['lines']}")
+        if report["hcas"]:
+            out.append("   HCAs: " + " ".join(f"{h['device']}:{h['port']}/{h['link_layer']}"
+                                              for h in report["hcas"][:16]))
+    elif kind == "nccl_tests":
+        out.append(f"   ranks: {report['ranks'] or '?'}  rows: {len(report['rows'])}  "
+                   f"avg busbw: {report['avg_busbw']}  peak busbw: {report['peak_busbw']} "
+                   f"at {report['peak_size_bytes']} B")
+    elif "ports" in report:
+        for p in report["ports"][:64]:
+            out.append("   {:<12} port {:<2} {:<7} {:<10} {:>6} {:<10} mtu {:<5} lid {:<6} {}".format(
+                str(p["device"] or "?"), str(p["port"] if p["port"] is not None else "?"), str(p["state"] or "-"),
+                str(p["phys_state"] or "-"),
+                f"{p['rate_gbps']}G" if p["rate_gbps"] is not None else "-",
+                str(p["link_layer"] or "-"), str(p["active_mtu"] or "-"),
+                str(p["lid"] if p["lid"] is not None else "-"),
+                p["netdev"] or p.get("netdev_state") or ""))
+    elif kind == "show_gids":
+        out.append("   RoCE v2 IPv4 GID index: " + (", ".join(
+            f"{k}={v}" for k, v in sorted(report["gid_index"].items())) or "none"))
+    elif kind == "mlnx_qos":
+        out.append(f"   trust: {report['trust']}  PFC on: {report['pfc_enabled']}")
+    for f in report.get("findings", []):
+        out.append(f"   {_SEV_MARK.get(f['severity'], f['severity'])} {f['message']}")
+        if f.get("hint"):
+            out.append(f"         -> {f['hint']}")
+    return "\n".join(out)
+
+
+def worst(report: dict[str, Any]) -> str | None:
+    sev = {f["severity"] for f in report.get("findings", [])}
+    for s in ("error", "warning", "info"):
+        if s in sev:
+            return s
+    return None

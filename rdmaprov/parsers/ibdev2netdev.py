@@ -1,0 +1,54 @@
+"""`ibdev2netdev`: mlx5_0 port 1 ==> ibp26s0 (Down). The Up/Down is the netdev's state, not
+the RDMA port's, so it is reported as netdev_state and the port state stays unknown."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from rdmaprov.parsers._common import Finding, Port
+from rdmaprov.parsers._ports import PortListParser, PortReport, run
+
+_ROW = re.compile(r"^\s*(\S+)\s+port\s+(\d+)\s+==>\s+(\S+)\s+\((Up|Down)\)", re.I)
+
+
+class Ibdev2netdevParser(PortListParser):
+    kind = "ibdev2netdev"
+
+    def line(self, s: str) -> None:
+        m = _ROW.match(s)
+        if not m:
+            return
+        p = self.new_port(m.group(1), int(m.group(2)))
+        if p is None:
+            return
+        self.signals += 1
+        p.netdev = m.group(3)
+        p.extra["netdev_state"] = m.group(4).capitalize()
+
+    def finish(self) -> PortReport:
+        return super().finish()
+
+    def more_findings(self, ports: list[Port]) -> list[Finding]:
+        out = []
+        eth_down = [p for p in ports if p.extra.get("netdev_state") == "Down"
+                    and p.netdev and not p.netdev.startswith("ib")]
+        ib_down = [p for p in ports if p.extra.get("netdev_state") == "Down"
+                   and p.netdev and p.netdev.startswith("ib")]
+        if eth_down:
+            out.append(Finding(
+                "warning", "Ethernet netdev down: " + ", ".join(
+                    f"{p.device}->{p.netdev}" for p in eth_down),
+                "On RoCE the RDMA port is only usable when its netdev is up (ip link set "
+                "DEV up; check the cable/switch port)."))
+        if ib_down:
+            out.append(Finding(
+                "info", f"{len(ib_down)} IPoIB interface(s) down: "
+                + ", ".join(p.netdev or "" for p in ib_down[:8]),
+                "For an IPoIB netdev, Down says nothing about the InfiniBand port itself: "
+                "check ibstat (State/Physical state) before concluding the port is down."))
+        return out
+
+
+def parse_ibdev2netdev(lines: Iterable[str]) -> PortReport:
+    return run(Ibdev2netdevParser(), lines)

@@ -1,0 +1,226 @@
+"""nccl-tests output (all_reduce_perf and friends): rows, average and peak bus bandwidth.
+
+Handles the old table (``error`` column, no ``root``), the current one (``redop root ...
+#wrong``), headers stripped of their ``#``, MPI ``[1,0]<stdout>:`` prefixes, and rows pasted
+without any header (then the columns are read from the right, which every format shares:
+time algbw busbw error/#wrong for out-of-place, then the same for in-place).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rdmaprov.parsers._common import Finding, clean, num
+
+_TYPES = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double",
+          "bfloat16", "fp8_e4m3", "fp8_e5m2", "int", "char"}
+_RANK = re.compile(r"^#?\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(\d+)\s+on\s+(\S+)")
+_AVG = re.compile(r"Avg bus bandwidth\s*:\s*([\d.]+)")
+_OOB = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(\w+)?")
+_MAX_ROWS = 10000
+
+
+def _float(tok: str) -> float | None:
+    try:
+        return float(tok)
+    except ValueError:
+        return None
+
+
+@dataclass
+class NcclTestsReport:
+    ranks: int | None = None
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    avg_busbw: float | None = None
+    peak_busbw: float | None = None
+    peak_size_bytes: int | None = None
+    out_of_bounds: int | None = None
+    wrong_rows: int = 0
+    header_seen: bool = False
+    findings: list[Finding] = field(default_factory=list)
+    verdict: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "nccl_tests",
+            "findings": [f.to_dict() for f in self.findings],
+            "ranks": self.ranks,
+            "rows": self.rows,
+            "avg_busbw": num(self.avg_busbw),
+            "peak_busbw": num(self.peak_busbw),
+            "peak_size_bytes": self.peak_size_bytes,
+            "out_of_bounds": self.out_of_bounds,
+            "verdict": self.verdict,
+        }
+
+
+class NcclTestsParser:
+    def __init__(self) -> None:
+        self.header: list[str] | None = None
+        self.rows: list[dict[str, Any]] = []
+        self.ranks: dict[int, set[str]] = {}
+        self.avg: float | None = None
+        self.oob: int | None = None
+        self.signals = 0
+
+    def feed(self, line: str) -> None:
+        s = clean(line).strip()
+        if not s:
+            return
+        body = s.lstrip("#").strip()
+        if "busbw" in body and "size" in body:
+            self.header = body.split()
+            self.signals += 1
+            return
+        if "bus bandwidth" in body:
+            m = _AVG.search(body)
+            if m:
+                self.avg = float(m.group(1))
+                self.signals += 1
+            return
+        if "Out of bounds" in body:
+            m = _OOB.search(body)
+            if m:
+                self.oob = int(m.group(1))
+                self.signals += 1
+            return
+        if body.startswith("Rank"):
+            m = _RANK.match(body)
+            if m and len(self.ranks) < 65536:
+                self.ranks.setdefault(int(m.group(1)), set()).add(m.group(2) + "@" + m.group(3))
+                self.signals += 1
+            return
+        if s[0].isdigit():
+            self._row(s.split())
+
+    def _row(self, tok: list[str]) -> None:
+        if len(tok) < 3 or not (tok[0].isdigit() and tok[1].isdigit()) \
+                or tok[2] not in _TYPES or len(self.rows) >= _MAX_ROWS:
+            return
+        row: dict[str, Any] = {"size_bytes": int(tok[0]), "count": int(tok[1]), "type": tok[2]}
+        hdr = self.header
+        if hdr and len(hdr) >= 8:
+            # Map by header position; a row cut short keeps what it has.
+            idx = [i for i, h in enumerate(hdr) if h == "busbw"]
+            tix = [i for i, h in enumerate(hdr) if h == "time"]
+            aix = [i for i, h in enumerate(hdr) if h == "algbw"]
+            eix = [i for i, h in enumerate(hdr) if h in ("error", "#wrong", "wrong")]
+
+            def at(ix: list[int], k: int) -> str | None:
+                return tok[ix[k]] if len(ix) > k and ix[k] < len(tok) else None
+            if "redop" in hdr and hdr.index("redop") < len(tok):
+                row["redop"] = tok[hdr.index("redop")]
+            vals = {"oop_time_us": at(tix, 0), "oop_algbw": at(aix, 0),
+                    "oop_busbw": at(idx, 0), "oop_error": at(eix, 0),
+                    "ip_time_us": at(tix, 1), "ip_algbw": at(aix, 1), "ip_busbw": at(idx, 1),
+                    "ip_error": at(eix, 1)}
+        elif len(tok) >= 11:
+            vals = {"oop_time_us": tok[-8], "oop_algbw": tok[-7], "oop_busbw": tok[-6],
+                    "oop_error": tok[-5], "ip_time_us": tok[-4], "ip_algbw": tok[-3],
+                    "ip_busbw": tok[-2], "ip_error": tok[-1]}
+        else:
+            return
+        for k, v in vals.items():
+            if k.endswith("_error"):
+                row[k] = v
+            else:
+                row[k] = num(_float(v)) if v is not None else None
+        if row.get("oop_busbw") is None and row.get("ip_busbw") is None:
+            return
+        self.rows.append(row)
+        self.signals += 1
+
+    def finish(self) -> NcclTestsReport:
+        r = NcclTestsReport(rows=self.rows, avg_busbw=self.avg, out_of_bounds=self.oob,
+                            header_seen=self.header is not None)
+        r.ranks = len(self.ranks) or None
+        best = None
+        for row in self.rows:
+            for k in ("oop_busbw", "ip_busbw"):
+                v = row.get(k)
+                if v is not None and (best is None or v > best[0]):
+                    best = (v, row["size_bytes"])
+            for k in ("oop_error", "ip_error"):
+                v = row.get(k)
+                # Only the newer integer "#wrong" column counts wrong values; the old
+                # "error" column is a float max-error that is normally a rounding residue.
+                if v is not None and v.isdigit() and int(v) > 0 \
+                        and (self.header is None or "#wrong" in self.header):
+                    r.wrong_rows += 1
+                    break
+        if best:
+            r.peak_busbw, r.peak_size_bytes = best
+        f = r.findings
+        dup = [rk for rk, pids in self.ranks.items() if len(pids) > 1]
+        if dup:
+            f.append(Finding(
+                "error", f"rank {dup[0]} appears {len(self.ranks[dup[0]])} times with "
+                "different processes: each process ran its own 1-rank test",
+                "nccl-tests was built without MPI support: rebuild with `make MPI=1 "
+                "MPI_HOME=...` so mpirun ranks form one communicator."))
+        if self.oob:
+            f.append(Finding("error", f"{self.oob} out-of-bounds values: results were WRONG",
+                             "Data corruption: rerun with -c 1 and NCCL_DEBUG=WARN; suspect "
+                             "GPU/NVLink/NIC hardware, or a NCCL bug in that version."))
+        if r.wrong_rows:
+            f.append(Finding("error", f"{r.wrong_rows} rows report wrong results (#wrong > 0)",
+                             "Check the data path (GPU memory, NVLink, NIC) on the hosts."))
+        if r.peak_busbw is not None:
+            f.append(Finding("info", f"peak busbw {r.peak_busbw} GB/s at "
+                             f"{_human(r.peak_size_bytes or 0)}"
+                             + (f"; average {r.avg_busbw} GB/s" if r.avg_busbw is not None
+                                else ""), None))
+        elif not self.rows:
+            f.append(Finding("warning", "no result rows (the output stops before the table)",
+                             None))
+        return r
+
+
+def _human(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} B"
+
+
+def verdict(report: NcclTestsReport, expect_busbw: float | None,
+            line_rate_gbps: float | None, nics: int = 1, fraction: float = 0.8
+            ) -> dict[str, Any] | None:
+    """Pass when peak busbw reaches the expectation: given GB/s, or fraction x NICs x rate/8."""
+    if expect_busbw is None and line_rate_gbps is None:
+        return None
+    if expect_busbw is not None:
+        expected, basis = expect_busbw, f"--expect-busbw {expect_busbw:g}"
+    else:
+        expected = fraction * nics * (line_rate_gbps or 0) / 8
+        basis = (f"{fraction:.0%} of {nics} x {line_rate_gbps:g} Gb/s "
+                 f"({nics * (line_rate_gbps or 0) / 8:g} GB/s)")
+    measured = report.peak_busbw
+    ok = measured is not None and measured >= expected
+    v = {"expected_busbw": round(expected, 3), "measured_busbw": measured, "basis": basis,
+         "pass": ok}
+    if measured is None:
+        report.findings.append(Finding("warning", "no busbw figures to judge", None))
+    elif ok:
+        report.findings.append(Finding(
+            "info", f"busbw {measured} GB/s meets the expected {expected:.1f} GB/s ({basis})",
+            None))
+    else:
+        report.findings.append(Finding(
+            "error", f"busbw {measured} GB/s is below the expected {expected:.1f} GB/s "
+            f"({basis})",
+            "Check the transport really is IB/RoCE with GDRDMA (rerun with NCCL_DEBUG=INFO "
+            "and `rdmaprov explain` the log), that every NIC is used (NCCL_IB_HCA), port "
+            "rates (ibstat) and, on RoCE, PFC/ECN."))
+    report.verdict = v
+    return v
+
+
+def parse_nccl_tests(lines: Iterable[str]) -> NcclTestsReport:
+    p = NcclTestsParser()
+    for line in lines:
+        p.feed(line)
+    return p.finish()
