@@ -2,9 +2,10 @@
 
 Pure functions over three inputs, all already parsed:
 - the worker's JSON document (rdmaprov/validate/worker.py),
-- per host, the report of NCCL's own ``NCCL_DEBUG=INFO`` log (rdmaprov/parsers/nccl_log.py):
-  ``network``, ``fallback_to_socket``, ``hcas``, ``gdr``, ``nccl_version``; read by attribute
-  or by key, so a dataclass or its ``asdict`` both work,
+- per host, the report of NCCL's own ``NCCL_DEBUG=INFO`` log (rdmaprov/parsers/nccl_log.py's
+  NcclLogReport): ``network``, ``fallback_to_socket``, ``fallback_cause``, ``hcas``, ``gdr``
+  ("enabled" / "disabled" / "unknown"), ``gdr_reason``; read by attribute or by key, so the
+  report or its ``to_dict()`` both work,
 - per host, the ``rdma`` facts of the rdma_facts module (docs/CONTRACTS.md): ports and rates.
 
 Bandwidth threshold. busbw must reach ``bw_fraction`` (default 0.8) of the line rate of the
@@ -193,7 +194,7 @@ def check_transport(backend: str, report: Any, policy: Policy) -> Check:
         return Check("transport", FAIL,
                      "NCCL's log does not say which network it used (is NCCL_DEBUG=INFO set?)")
     if socket:
-        cause = _get(report, "fallback_reason")
+        cause = _get(report, "fallback_cause")
         text = "NCCL fell back to Socket" + (f" ({cause})" if cause else "")
         if want == "IB" and not policy.allow_socket:
             return Check("transport", FAIL, text)
@@ -205,17 +206,28 @@ def check_transport(backend: str, report: Any, policy: Policy) -> Check:
                  f"NCCL used network {network}, not IB")
 
 
+def _gdr_state(report: Any) -> bool | None:
+    gdr = _get(report, "gdr")
+    if gdr in (True, "enabled"):
+        return True
+    if gdr in (False, "disabled"):
+        return False
+    return None
+
+
 def check_gdr(backend: str, report: Any, policy: Policy) -> Check:
+    state = _gdr_state(report)
     if not policy.require_gdr:
-        gdr = _get(report, "gdr")
-        return Check("gdr", SKIP, f"not required (NCCL reported GDR={gdr})")
+        shown = {True: "on", False: "off", None: "not shown"}[state]
+        return Check("gdr", SKIP, f"not required (GPUDirect RDMA {shown} in NCCL's log)")
     if backend != "nccl":
         return Check("gdr", FAIL, f"GPUDirect RDMA required but backend is {backend}")
-    gdr = _get(report, "gdr")
-    if gdr is True:
+    if state is True:
         return Check("gdr", PASS, "GPUDirect RDMA in use (GDRDMA on NCCL's channels)")
-    if gdr is False:
-        return Check("gdr", FAIL, "GPUDirect RDMA off: NCCL copies through host memory")
+    why = _get(report, "gdr_reason")
+    if state is False:
+        return Check("gdr", FAIL, "GPUDirect RDMA off: NCCL copies through host memory"
+                     + (f" ({why})" if why else ""))
     return Check("gdr", FAIL, "GPUDirect RDMA required but NCCL's log does not show it")
 
 

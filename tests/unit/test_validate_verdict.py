@@ -12,22 +12,24 @@ from rdmaprov.validate import verdict as v
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
 
-# What NCCL 2.28.9 said on the H200 machine (h200-nccl2.28.9-1rank-socket-fallback.log):
-# `NET/IB : No device found.` ... `Using network Socket`. Written here as the report the parser
-# gives, so that the verdict is tested on the real case.
+# What NCCL 2.28.9 said on the H200 machine (h200-nccl2.28.9-1rank-socket-fallback.log:
+# `NET/IB : No device found.` ... `Using network Socket`), in the shape of the NCCL log parser's
+# report (NcclLogReport.to_dict()), so that the verdict is tested on the real case.
 SOCKET_REPORT = {
     "network": "Socket",
     "fallback_to_socket": True,
-    "fallback_reason": "NET/IB : No device found",
+    "fallback_cause": "NET/IB : No device found",
     "hcas": [],
-    "gdr": False,
+    "gdr": "disabled",
+    "gdr_reason": "no RDMA network (Socket)",
     "nccl_version": "2.28.9",
 }
 
 
-def ib_report(*hcas, gdr=True):
-    return {"network": "IB", "fallback_to_socket": False, "gdr": gdr, "nccl_version": "2.21.5",
-            "hcas": [{"name": n, "port": 1, "link_layer": "IB"} for n in hcas]}
+def ib_report(*hcas, gdr="enabled", gdr_reason=None):
+    return {"network": "IB", "fallback_to_socket": False, "gdr": gdr, "gdr_reason": gdr_reason,
+            "nccl_version": "2.21.5",
+            "hcas": [{"device": n, "port": 1, "link_layer": "IB"} for n in hcas]}
 
 
 def facts(*ports, uverbs=True):
@@ -81,6 +83,18 @@ def test_h200_doc_is_what_the_worker_printed(h200_doc):
     assert all(r["busbw_GBps"] == 0.0 for r in h200_doc["results"])
 
 
+def test_real_log_through_the_parser(h200_doc):
+    # The whole chain on the real run: NCCL's log -> parser -> verdict.
+    nccl_log = pytest.importorskip("rdmaprov.parsers.nccl_log")
+    log = FIXTURES / "h200-nccl2.28.9-1rank-socket-fallback.log"
+    with log.open() as lines:
+        report = nccl_log.parse_nccl_log(lines)
+    failed = v.fabric_verdict(h200_doc, {"vm": report})
+    assert not failed.passed
+    assert failed.reasons == ["vm: NCCL fell back to Socket (NET/IB : No device found)"]
+    assert v.fabric_verdict(h200_doc, {"vm": report}, policy=v.Policy(allow_socket=True)).passed
+
+
 def test_fallback_without_a_cause_still_named():
     rep = {"network": "Socket", "fallback_to_socket": True, "hcas": []}
     chk = v.check_transport("nccl", rep, v.Policy())
@@ -126,14 +140,23 @@ def test_report_may_be_an_object():
 
 # --- GDR and ports -------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("gdr", "status"), [(True, v.PASS), (False, v.FAIL), (None, v.FAIL)])
+@pytest.mark.parametrize(("gdr", "status"), [("enabled", v.PASS), (True, v.PASS),
+                                             ("disabled", v.FAIL), (False, v.FAIL),
+                                             ("unknown", v.FAIL), (None, v.FAIL)])
 def test_gdr_when_required(gdr, status):
     assert v.check_gdr("nccl", ib_report("mlx5_0", gdr=gdr), v.Policy(require_gdr=True)).status \
         == status
 
 
+def test_gdr_off_names_nccls_reason():
+    rep = ib_report("mlx5_0", gdr="disabled", gdr_reason="nvidia_peermem not loaded")
+    chk = v.check_gdr("nccl", rep, v.Policy(require_gdr=True))
+    assert chk.reason == ("GPUDirect RDMA off: NCCL copies through host memory "
+                          "(nvidia_peermem not loaded)")
+
+
 def test_gdr_not_required_is_skipped():
-    assert v.check_gdr("nccl", ib_report("mlx5_0", gdr=False), v.Policy()).status == v.SKIP
+    assert v.check_gdr("nccl", ib_report("mlx5_0", gdr="disabled"), v.Policy()).status == v.SKIP
 
 
 def test_ports_no_uverbs_names_the_kernel():
