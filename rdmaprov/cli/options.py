@@ -1,0 +1,113 @@
+"""The option group every playbook-running command shares (bootstrap, reconfigure, validate).
+
+``add_run_options(parser)`` adds the options; ``run_spec(args, playbook, inventory)`` turns the
+parsed namespace into an engine RunSpec, reading the environment variables named in the help
+and raising UserError (exit 1) for a bad value.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from rdmaprov import settings
+from rdmaprov.engine import RunSpec
+from rdmaprov.errors import UserError
+from rdmaprov.inventory import Inventory
+
+EXIT_CODES_EPILOG = """\
+exit codes:
+  0  every host ok (changes allowed)
+  1  usage or input error: bad flag, inventory, variable or missing file; no host contacted
+  2  some host failed or was unreachable (the summary names each, with its task and message)
+"""
+
+MAX_FORKS_OPTION = 1000
+
+
+def _csv(values: list[str] | None) -> list[str]:
+    return [v.strip() for item in values or [] for v in item.split(",") if v.strip()]
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("run options (shared by bootstrap, reconfigure, validate)")
+    g.add_argument("--check", action="store_true",
+                   help="dry run: report what would change, change nothing")
+    g.add_argument("--diff", action="store_true",
+                   help="show the changes to files and settings (with --check: the drift)")
+    g.add_argument("-l", "--limit", metavar="PATTERN",
+                   help="only these hosts/groups (Ansible host pattern, e.g. 'gpu:!node7')")
+    g.add_argument("-t", "--tags", action="append", metavar="TAGS",
+                   help="only tasks with these tags (comma-separated, repeatable)")
+    g.add_argument("--skip-tags", action="append", metavar="TAGS",
+                   help="skip tasks with these tags (comma-separated, repeatable)")
+    g.add_argument("-e", "--extra-vars", action="append", default=[], metavar="VARS",
+                   help="extra variables: key=value, YAML/JSON, or @file (repeatable; later "
+                        "ones win); checked like inventory variables")
+    g.add_argument("-f", "--forks", metavar="N",
+                   default=os.environ.get("RDMAPROV_FORKS"),
+                   help="parallel hosts (env RDMAPROV_FORKS; default: one per host, at most "
+                        f"{settings.MAX_FORKS})")
+    g.add_argument("--strategy", choices=settings.STRATEGIES,
+                   default=os.environ.get("RDMAPROV_STRATEGY", "linear"),
+                   help="Ansible strategy; 'mitogen' needs the mitogen package and is "
+                        "several times faster on large fleets (env RDMAPROV_STRATEGY; "
+                        "default linear)")
+    g.add_argument("--ansible-profile", choices=settings.PROFILES,
+                   default=os.environ.get("RDMAPROV_ANSIBLE_PROFILE", "tuned"),
+                   help="'tuned' (pipelining, ControlPersist, explicit facts) or Ansible's "
+                        "'defaults', for comparison (env RDMAPROV_ANSIBLE_PROFILE; default tuned)")
+    g.add_argument("--keep-artifacts", metavar="DIR", type=Path,
+                   default=os.environ.get("RDMAPROV_KEEP_ARTIFACTS") or None,
+                   help="keep ansible-runner's private data dir (settings, events, stdout) in "
+                        "DIR; the last runs are kept there (env RDMAPROV_KEEP_ARTIFACTS; "
+                        "default: a temporary dir, removed)")
+    g.add_argument("--json", action="store_true",
+                   help="print one JSON result document on stdout; progress goes to stderr")
+    g.add_argument("-v", "--verbose", action="count", default=0,
+                   help="more Ansible detail in the kept artifacts (repeat for more)")
+
+
+def forks(args: argparse.Namespace) -> int | None:
+    raw = args.forks
+    if raw in (None, ""):
+        return None
+    try:
+        value = int(str(raw))
+    except ValueError:
+        raise UserError(f"--forks/RDMAPROV_FORKS: {raw!r} is not an integer") from None
+    if not 1 <= value <= MAX_FORKS_OPTION:
+        raise UserError(f"--forks/RDMAPROV_FORKS: {value} is out of range "
+                        f"(1..{MAX_FORKS_OPTION})")
+    return value
+
+
+def check_choices(args: argparse.Namespace) -> None:
+    """Choices given through the environment bypass argparse; check them the same way."""
+    for opt, env, allowed in (("--strategy", "RDMAPROV_STRATEGY", settings.STRATEGIES),
+                              ("--ansible-profile", "RDMAPROV_ANSIBLE_PROFILE",
+                               settings.PROFILES)):
+        value = getattr(args, opt.lstrip("-").replace("-", "_"))
+        if value not in allowed:
+            raise UserError(f"{opt}/{env}: {value!r} is not one of {', '.join(allowed)}")
+
+
+def run_spec(args: argparse.Namespace, playbook: Path, inventory: Inventory) -> RunSpec:
+    check_choices(args)
+    return RunSpec(
+        playbook=playbook,
+        inventory=inventory.path,
+        extravars=inventory.extravars,
+        limit=args.limit,
+        tags=_csv(args.tags),
+        skip_tags=_csv(args.skip_tags),
+        forks=forks(args),
+        host_count=len(inventory.selected),
+        check=args.check,
+        diff=args.diff,
+        verbosity=args.verbose,
+        keep_artifacts=args.keep_artifacts,
+        profile=args.ansible_profile,
+        strategy=args.strategy,
+    )

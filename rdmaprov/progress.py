@@ -1,0 +1,198 @@
+"""Live per-host progress from runner events, and the final per-host summary.
+
+With a terminal: a rich Live view (current play and task, each host's last status, counts).
+Without one (CI, pipes): one plain line per host result, e.g.
+``node1  ok       preflight : Gather RDMA facts``. Everything here reads runner events and
+RunResult objects; nothing parses Ansible's stdout.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from rdmaprov.engine import RunResult, task_label
+
+STATUS_STYLE = {
+    "ok": "green", "changed": "yellow", "failed": "bold red", "unreachable": "bold red",
+    "skipped": "cyan", "running": "dim", "rescued": "magenta", "ignored": "dim red",
+}
+COUNT_KEYS = ("ok", "changed", "failed", "unreachable", "skipped", "rescued")
+
+
+def event_status(event: Mapping[str, Any]) -> str | None:
+    """The per-host status a runner event reports, or None for events about no host."""
+    kind = event.get("event", "")
+    data = event.get("event_data") or {}
+    res = data.get("res") or {}
+    if kind == "runner_on_start":
+        return "running"
+    if kind == "runner_on_ok":
+        return "changed" if res.get("changed") else "ok"
+    if kind == "runner_on_failed":
+        return "ignored" if data.get("ignore_errors") else "failed"
+    if kind == "runner_on_unreachable":
+        return "unreachable"
+    if kind == "runner_on_skipped":
+        return "skipped"
+    return None
+
+
+@dataclass
+class HostLine:
+    status: str = "waiting"
+    task: str = ""
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNT_KEYS, 0))
+
+
+@dataclass
+class ProgressState:
+    """What the live view shows, folded from events (pure; unit-tested on its own)."""
+
+    play: str = ""
+    task: str = ""
+    hosts: dict[str, HostLine] = field(default_factory=dict)
+
+    def apply(self, event: Mapping[str, Any]) -> tuple[str, str, str] | None:
+        """Fold one event in; return (host, status, task) when it is a host's final result."""
+        kind = event.get("event", "")
+        data = event.get("event_data") or {}
+        if kind == "playbook_on_play_start":
+            self.play = str(data.get("play") or data.get("name") or "")
+        elif kind == "playbook_on_task_start":
+            self.task = task_label(data)
+        status = event_status(event)
+        host = data.get("host")
+        if status is None or not host:
+            return None
+        line = self.hosts.setdefault(str(host), HostLine())
+        line.status, line.task = status, task_label(data)
+        if status == "running":
+            return None
+        if status in line.counts:
+            line.counts[status] += 1
+        return str(host), status, line.task
+
+    def totals(self) -> dict[str, int]:
+        out = dict.fromkeys(COUNT_KEYS, 0)
+        for line in self.hosts.values():
+            for k, v in line.counts.items():
+                out[k] += v
+        return out
+
+
+class Progress:
+    """Consumes runner events (``__call__``) and shows them; use as a context manager."""
+
+    def __init__(self, stream: TextIO, *, live: bool | None = None,
+                 hosts: list[str] | None = None) -> None:
+        self.console = Console(file=stream, highlight=False, soft_wrap=True)
+        self.live_mode = self.console.is_terminal if live is None else live
+        self.state = ProgressState()
+        for h in hosts or []:
+            self.state.hosts[h] = HostLine()
+        self._live: Live | None = None
+        self._width = max((len(h) for h in hosts or []), default=8)
+
+    def __enter__(self) -> Progress:
+        if self.live_mode:
+            self._live = Live(self._render(), console=self.console, refresh_per_second=8,
+                              transient=True)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.__exit__(None, None, None)
+            self._live = None
+
+    def __call__(self, event: Mapping[str, Any]) -> None:
+        done = self.state.apply(event)
+        if self._live is not None:
+            self._live.update(self._render())
+        elif done is not None:
+            host, status, task = done
+            self._width = max(self._width, len(host))
+            self.console.print(f"{host:<{self._width}}  {status:<11}  {task}", markup=False)
+
+    def _render(self) -> Group:
+        head = Text(f"PLAY {self.state.play}  ", style="bold")
+        head.append(f"TASK {self.state.task}", style="bold blue")
+        table = Table(box=None, pad_edge=False, show_edge=False)
+        table.add_column("host")
+        table.add_column("status")
+        for k in COUNT_KEYS:
+            table.add_column(k, justify="right")
+        table.add_column("last task", overflow="ellipsis", no_wrap=True)
+        for name, line in sorted(self.state.hosts.items()):
+            table.add_row(name, Text(line.status, style=STATUS_STYLE.get(line.status, "")),
+                          *(str(line.counts[k]) for k in COUNT_KEYS), line.task)
+        totals = self.state.totals()
+        foot = Text("  ".join(f"{k}={v}" for k, v in totals.items()), style="dim")
+        return Group(head, table, foot)
+
+
+def summary_table(result: RunResult) -> Table:
+    table = Table(title="Summary", title_justify="left")
+    table.add_column("host")
+    for k in ("ok", "changed", "failed", "unreachable", "skipped"):
+        table.add_column(k, justify="right")
+    for name, h in result.hosts.items():
+        style = "" if h.healthy else "red"
+        table.add_row(name, str(h.ok), str(h.changed), str(h.failed), str(h.unreachable),
+                      str(h.skipped), style=style)
+    return table
+
+
+def print_summary(result: RunResult, stream: TextIO) -> None:
+    """The per-host table, then the failing task and message of each failed host."""
+    console = Console(file=stream, highlight=False, soft_wrap=True)
+    if result.hosts:
+        console.print(summary_table(result))
+    for name, h in result.hosts.items():
+        if h.healthy:
+            continue
+        kind = "unreachable" if h.unreachable else "failed"
+        if h.failure is None:
+            console.print(f"{name}: {kind}", markup=False)
+        else:
+            console.print(f"{name}: {kind} at '{h.failure.task}': {h.failure.message}",
+                          markup=False)
+    if result.error:
+        console.print(f"error: {result.error}", markup=False)
+    if result.artifacts_dir is not None:
+        console.print(f"artifacts: {result.artifacts_dir}", markup=False)
+
+
+def result_document(result: RunResult, exit_code: int) -> dict[str, Any]:
+    """The machine-readable result that ``--json`` prints."""
+    totals = dict.fromkeys(("ok", "changed", "failed", "unreachable", "skipped", "rescued",
+                            "ignored"), 0)
+    for h in result.hosts.values():
+        for k in totals:
+            totals[k] += getattr(h, k)
+    return {
+        "rc": exit_code,
+        "ansible_rc": result.rc,
+        "status": result.status,
+        "hosts": {name: h.as_dict() for name, h in result.hosts.items()},
+        "counts": totals,
+        "failures": [{"host": name, "task": h.failure.task if h.failure else None,
+                      "message": h.failure.message if h.failure else None,
+                      "unreachable": bool(h.unreachable)}
+                     for name, h in result.hosts.items() if not h.healthy],
+        "error": result.error,
+        "artifacts": str(result.artifacts_dir) if result.artifacts_dir else None,
+    }
+
+
+def print_json(result: RunResult, exit_code: int, stream: TextIO) -> None:
+    stream.write(json.dumps(result_document(result, exit_code), indent=2) + "\n")
+    stream.flush()
