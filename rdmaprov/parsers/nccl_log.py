@@ -314,7 +314,9 @@ class NcclLogParser:
             self._add_error("no_libibverbs", "", line)
             return
         low = msg.lower()
-        if "unable to register memory" in low or "cannot allocate memory" in low:
+        if "duplicate gpu" in low:
+            self._add_error("duplicate_gpu", "", line)
+        elif "unable to register memory" in low or "cannot allocate memory" in low:
             self._add_error("memory_registration", "", line)
         elif "timeout" in low or "timed out" in low:
             self._add_error("timeout", msg[:60], line)
@@ -522,6 +524,10 @@ def _explain_error(e: NcclError) -> Finding:
                        "The external network plugin (e.g. aws-ofi-nccl) failed: check its "
                        "version against libfabric and that the devices are visible in the "
                        "container.")
+    if e.kind == "duplicate_gpu":
+        return Finding("error", "two ranks use the same GPU (Duplicate GPU detected)" + times,
+                       "Each local rank needs its own device: torch.cuda.set_device(LOCAL_RANK) "
+                       "before init, or a CUDA_VISIBLE_DEVICES per rank.")
     if e.kind == "proxy":
         return Finding("warning", "proxy thread error (a consequence): " + e.line[-120:] + times,
                        "The proxy reports an earlier failure on this rank: act on the first "

@@ -75,3 +75,22 @@ def test_ib_disabled_by_env_is_the_cause() -> None:
 def test_garbage_only_gives_empty_report() -> None:
     r = parse_nccl_log(["hello\n", "", "NCCL\n", "NCCL INFO\n", "x NCCL WARN \n"])
     assert r.network is None and r.gdr == "unknown" and not r.fallback_to_socket
+
+
+# Real logs captured on the H200 device machine by the validate work (tests/fixtures/nccl/).
+NCCL_FIX = __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
+
+
+def test_real_h200_socket_fallback_log() -> None:
+    with open(NCCL_FIX / "h200-nccl2.28.9-1rank-socket-fallback.log") as fh:
+        r = parse_nccl_log(fh)
+    assert (r.nccl_version, r.network, r.fallback_to_socket, r.oob_interface, r.ranks) == \
+        ("2.28.9", "Socket", True, "eth0", 1)
+    assert r.fallback_cause == "NET/IB : No device found" and r.hcas == []
+
+
+def test_real_h200_duplicate_gpu_log() -> None:
+    with open(NCCL_FIX / "h200-nccl2.28.9-duplicate-gpu.rank0.log") as fh:
+        r = parse_nccl_log(fh)
+    assert [e.kind for e in r.errors] == ["duplicate_gpu"]
+    assert any(f.severity == "error" and "same GPU" in f.message for f in r.findings)
