@@ -281,7 +281,7 @@ class RunnerSession:
                 "json_mode": False,
                 "suppress_env_files": True,  # env/ is written by us, freshly, each run
                 "rotate_artifacts": ROTATE_KEPT_ARTIFACTS if spec.keep_artifacts else 0,
-                "event_handler": lambda ev: events.put(ev) or True,
+                "event_handler": lambda ev: _put(events, ev),
                 "cancel_callback": self._cancel.is_set,
             }
             runner = init_runner(**kwargs)
@@ -330,6 +330,12 @@ class RunnerSession:
                 "and no host to blame")
         return RunResult(rc=rc, status=str(runner.status), hosts=dict(sorted(hosts.items())),
                          artifacts_dir=artifacts, error=error)
+
+
+def _put(events: queue.Queue[Mapping[str, Any]], event: Mapping[str, Any]) -> bool:
+    """ansible-runner's event handler: True keeps the event in the artifacts too."""
+    events.put(event)
+    return True
 
 
 def task_label(event_data: Mapping[str, Any]) -> str:

@@ -331,8 +331,8 @@ def _parse_failure(source: Path, recorder: _Recorder) -> str:
             return f"{_origin_where(exc, source)}: {_first_line(exc)}"
     wanted = "yaml" if yaml_like else "ini"
     ranked = sorted(recorder.failures, key=lambda f: wanted not in f[0])
-    for _msg, exc in ranked:
-        cause: BaseException = exc
+    for _msg, failure in ranked:
+        cause: BaseException = failure
         while cause.__cause__ is not None:
             cause = cause.__cause__
         text = _first_line(cause).removeprefix("Failed to parse inventory: ")

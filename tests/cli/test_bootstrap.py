@@ -1,0 +1,91 @@
+"""`rdmaprov bootstrap`: input errors as one line / exit 1, and full runs of fixture plays."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rdmaprov.cli import bootstrap, build_parser
+
+F = Path(__file__).resolve().parents[1] / "fixtures" / "engine"
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rdmaprov", "bootstrap", *args],
+                          capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def assert_input_error(proc: subprocess.CompletedProcess[str], expected: str) -> None:
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert lines[0].startswith("rdmaprov: error: ") and expected in lines[0]
+    assert proc.stdout == ""
+
+
+def test_missing_inventory(tmp_path: Path) -> None:
+    assert_input_error(cli(str(tmp_path / "nope.ini")), "no such inventory file")
+
+
+def test_unparsable_inventory(tmp_path: Path) -> None:
+    p = tmp_path / "inventory.ini"
+    p.write_text("[gpu]\nnode1\nnode2 oops\n")
+    assert_input_error(cli(str(p)), "inventory.ini: line 3: Expected key=value")
+
+
+def test_bad_variable(tmp_path: Path) -> None:
+    p = tmp_path / "inventory.ini"
+    p.write_text("node1 ansible_host=10.0.0.1\n")
+    assert_input_error(cli(str(p), "-e", "rdmaprov_no_such_setting=1"),
+                       "-e: unknown variable rdmaprov_no_such_setting")
+
+
+def test_bad_forks_from_environment(tmp_path: Path) -> None:
+    p = tmp_path / "inventory.ini"
+    p.write_text("node1 ansible_host=10.0.0.1\n")
+    proc = subprocess.run([sys.executable, "-m", "rdmaprov", "bootstrap", str(p)],
+                          capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "RDMAPROV_FORKS": "many"})
+    assert_input_error(proc, "--forks/RDMAPROV_FORKS: 'many' is not an integer")
+
+
+def test_help_documents_exit_codes_and_env() -> None:
+    proc = cli("--help")
+    assert proc.returncode == 0
+    for needle in ("exit codes:", "RDMAPROV_FORKS", "RDMAPROV_KEEP_ARTIFACTS", "--skip-tags"):
+        assert needle in proc.stdout
+
+
+def run_fixture(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    args = build_parser().parse_args(["bootstrap", *argv])
+    code = bootstrap.run(args, playbook=F / "play.yml")
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_failed_host_exits_2_with_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_fixture(capsys, str(F / "hosts.ini"), "--json")
+    assert code == 2
+    doc = json.loads(out)
+    assert doc["rc"] == 2
+    assert doc["failures"] == [{"host": "bad", "task": "Fail on purpose",
+                                "message": "fixture failure on bad", "unreachable": False}]
+    assert "bad  " in err  # progress went to stderr
+
+
+def test_all_good_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_fixture(capsys, str(F / "hosts.ini"), "--skip-tags", "fail",
+                               "--check", "-e", "marker=m1")
+    assert code == 0
+    assert "good  ok           Report check mode and an extra var" in out
+    assert "Summary" in out
+
+
+def test_limit_passes_through(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_fixture(capsys, str(F / "hosts.ini"), "--limit", "good", "--json")
+    assert code == 0 and list(json.loads(out)["hosts"]) == ["good"]

@@ -1,0 +1,87 @@
+"""Progress folding, plain-line output, summary and the --json document."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from rdmaprov.engine import Failure, HostResult, RunResult
+from rdmaprov.progress import Progress, ProgressState, print_json, print_summary
+
+
+def ev(kind: str, host: str | None = None, task: str = "Gather RDMA facts",
+       role: str | None = "rdmaprov.cluster.preflight", **res: object) -> dict:
+    data: dict = {"task": task, "role": role, "play": "site"}
+    if host:
+        data["host"] = host
+        data["res"] = res
+    return {"event": kind, "event_data": data}
+
+
+def test_state_folds_events() -> None:
+    s = ProgressState()
+    s.apply({"event": "playbook_on_play_start", "event_data": {"play": "site"}})
+    s.apply(ev("playbook_on_task_start"))
+    assert s.apply(ev("runner_on_start", "node1")) is None
+    assert s.apply(ev("runner_on_ok", "node1", changed=True)) == \
+        ("node1", "changed", "preflight : Gather RDMA facts")
+    assert s.apply(ev("runner_on_ok", "node2")) == ("node2", "ok", "preflight : Gather RDMA facts")
+    s.apply(ev("runner_on_unreachable", "node3"))
+    assert s.play == "site" and s.task == "preflight : Gather RDMA facts"
+    assert s.hosts["node3"].status == "unreachable"
+    assert s.totals()["changed"] == 1 and s.totals()["ok"] == 1
+
+
+def test_plain_lines_without_a_terminal() -> None:
+    out = io.StringIO()
+    with Progress(out, hosts=["node1", "node10"]) as p:
+        p(ev("runner_on_start", "node1"))
+        p(ev("runner_on_ok", "node1"))
+        p(ev("runner_on_failed", "node10", task="Load modules", role=None))
+    assert out.getvalue().splitlines() == [
+        "node1   ok           preflight : Gather RDMA facts",
+        "node10  failed       Load modules",
+    ]
+
+
+def test_live_view_renders_hosts() -> None:
+    out = io.StringIO()
+    p = Progress(out, live=True, hosts=["node1"])
+    p(ev("runner_on_ok", "node1"))
+    text = io.StringIO()
+    from rich.console import Console
+
+    Console(file=text, width=120).print(p._render())
+    assert "node1" in text.getvalue() and "preflight : Gather RDMA facts" in text.getvalue()
+
+
+def result() -> RunResult:
+    return RunResult(rc=2, status="failed", artifacts_dir=Path("/tmp/a"), hosts={
+        "node1": HostResult("node1", ok=5, changed=1),
+        "node2": HostResult("node2", ok=2, failed=1,
+                            failure=Failure("net_mtu : Set MTU", "ip: RTNETLINK answers")),
+        "node3": HostResult("node3", unreachable=1,
+                            failure=Failure("preflight : Probe", "refused", unreachable=True)),
+    })
+
+
+def test_summary_names_failures() -> None:
+    out = io.StringIO()
+    print_summary(result(), out)
+    text = out.getvalue()
+    assert "node2: failed at 'net_mtu : Set MTU': ip: RTNETLINK answers" in text
+    assert "node3: unreachable at 'preflight : Probe': refused" in text
+    assert "node1: " not in text
+    assert "artifacts: /tmp/a" in text
+
+
+def test_json_document() -> None:
+    out = io.StringIO()
+    print_json(result(), 2, out)
+    doc = json.loads(out.getvalue())
+    assert doc["rc"] == 2 and doc["ansible_rc"] == 2
+    assert doc["counts"]["ok"] == 7 and doc["counts"]["unreachable"] == 1
+    assert doc["hosts"]["node1"]["changed"] == 1
+    assert [f["host"] for f in doc["failures"]] == ["node2", "node3"]
+    assert doc["failures"][0]["task"] == "net_mtu : Set MTU"
