@@ -172,16 +172,32 @@ def judge(runs: Sequence[HostRun], parse_log: Any,
             continue
     reports = {run.host: parse_log(run.stderr.splitlines()) for run in runs}
     if not docs:
-        errors = [f"{run.host}: {e['error']}" for run in runs for e in stderr_errors(run.stderr)]
+        per_host = {run.host: stderr_errors(run.stderr) for run in runs}
+        errors = [f"{h}: {e['error']}" for h, errs in per_host.items() for e in errs[:1]]
         why = "; ".join(errors) or "no host printed the worker's document"
-        doc = {"ok": False, "error": why}
-        res = verdict.fabric_verdict(doc, reports, facts, policy)
+        res = verdict.fabric_verdict({"ok": False, "error": why}, reports, facts, policy)
         res.hosts = [verdict.host_verdict(r.host, "nccl", reports[r.host],
-                                          (facts or {}).get(r.host), policy or verdict.Policy())
+                                          (facts or {}).get(r.host), policy or verdict.Policy(),
+                                          preflight=next((e.get("preflight") for e in
+                                                          per_host[r.host]), None))
                      for r in runs]
         return res
     _, doc = docs[0]
     doc = dict(doc)
-    # Judge by inventory names: the hostnames the ranks saw may be short names or container ids.
+    # Judge by inventory names: the hostnames the ranks saw may be short names.
+    seen = doc.get("preflight") or {}
+    doc["preflight"] = {run.host: seen[name] for run in runs
+                        if (name := match_host(run.host, seen)) is not None}
     doc["hosts"] = [run.host for run in runs]
     return verdict.fabric_verdict(doc, reports, facts, policy)
+
+
+def match_host(inventory_name: str, seen: Iterable[str]) -> str | None:
+    """The hostname a rank reported for this inventory host: the same name, or the same first
+    label ('gpu1' for 'gpu1.cluster.local', and the other way round)."""
+    seen = list(seen)
+    if inventory_name in seen:
+        return inventory_name
+    short = inventory_name.split(".")[0]
+    hits = [s for s in seen if s.split(".")[0] == short]
+    return hits[0] if len(hits) == 1 else None

@@ -179,7 +179,18 @@ def _on_socket(report: Any) -> bool:
     return bool(_get(report, "fallback_to_socket")) or _get(report, "network") == "Socket"
 
 
-def check_transport(backend: str, report: Any, policy: Policy) -> Check:
+def check_transport(backend: str, report: Any, policy: Policy,
+                    problems: Iterable[str] = ()) -> Check:
+    """``problems``: the worker's pre-flight findings on this host, quoted as the likely cause
+    when NCCL did not use IB."""
+    chk = _check_transport(backend, report, policy)
+    causes = list(problems)
+    if chk.status == FAIL and causes and backend == "nccl":
+        chk.reason += "; pre-flight: " + "; ".join(causes)
+    return chk
+
+
+def _check_transport(backend: str, report: Any, policy: Policy) -> Check:
     want = policy.required_transport(backend)
     if backend != "nccl":
         if want == "IB":
@@ -272,10 +283,12 @@ def peak_busbw(doc: Mapping[str, Any]) -> float | None:
 
 def host_verdict(host: str, backend: str, report: Any, facts: Mapping[str, Any] | None,
                  policy: Policy, busbw: float | None = None,
-                 world_size: int = 1) -> HostVerdict:
+                 world_size: int = 1, preflight: Mapping[str, Any] | None = None) -> HostVerdict:
     """One host's checks. ``busbw`` is a measurement of this host alone (single-node NIC
-    loopback, or a pairwise round); a fabric-wide figure belongs to fabric_verdict."""
-    v = HostVerdict(host, [check_transport(backend, report, policy),
+    loopback, or a pairwise round); a fabric-wide figure belongs to fabric_verdict.
+    ``preflight`` is the worker's pre-flight of this host (worker.preflight())."""
+    problems = (preflight or {}).get("problems") or ()
+    v = HostVerdict(host, [check_transport(backend, report, policy, problems),
                            check_gdr(backend, report, policy),
                            check_ports(backend, facts, policy)])
     if busbw is not None:
@@ -305,7 +318,9 @@ def fabric_verdict(doc: Mapping[str, Any], reports: Mapping[str, Any],
                         f"{doc.get('world_size')} ranks"))
 
     hosts = list(doc.get("hosts") or [])
-    verdicts = [host_verdict(h, backend, reports.get(h), facts.get(h), policy) for h in hosts]
+    pre = doc.get("preflight") or {}
+    verdicts = [host_verdict(h, backend, reports.get(h), facts.get(h), policy,
+                             preflight=pre.get(h)) for h in hosts]
 
     rates = [line_rate_GBps(facts.get(h), reports.get(h)) for h in hosts]
     known = [r for r in rates if r is not None]

@@ -108,6 +108,120 @@ def _build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# --- pre-flight: the usual reasons NCCL falls back to Socket, read before NCCL starts ---------
+
+_SYS_IB = "/sys/class/infiniband"
+
+
+def _can_load(names: tuple[str, ...]) -> str | None:
+    """The first of these shared libraries this process can dlopen, or None."""
+    import ctypes
+
+    for name in names:
+        try:
+            ctypes.CDLL(name)
+            return name
+        except OSError:
+            continue
+    return None
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _ib_ports(root: str = _SYS_IB) -> list[dict[str, Any]]:
+    ports = []
+    for dev in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+        pdir = os.path.join(root, dev, "ports")
+        for port in sorted(os.listdir(pdir)) if os.path.isdir(pdir) else []:
+            base = os.path.join(pdir, port)
+            state = _read(os.path.join(base, "state")) or ""  # "4: ACTIVE"
+            rate = _read(os.path.join(base, "rate")) or ""  # "400 Gb/sec (4X NDR)"
+            ports.append({"device": dev, "port": int(port) if port.isdigit() else port,
+                          "state": state.split(":")[-1].strip(),
+                          "rate_gbps": float(rate.split()[0]) if rate[:1].isdigit() else None,
+                          "link_layer": _read(os.path.join(base, "link_layer"))})
+    return ports
+
+
+def hca_filter_matches(spec: str, devices: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """Which (device, port) NCCL_IB_HCA selects, following NCCL's syntax: comma-separated
+    names with optional :port; a leading '^' excludes the listed ones, a leading '=' asks
+    for exact names (otherwise a name matches every device it is a prefix of)."""
+    spec = spec.strip()
+    exclude = spec.startswith("^")
+    spec = spec.lstrip("^")
+    exact = spec.startswith("=")
+    spec = spec.lstrip("=")
+    wanted = []
+    for item in filter(None, (x.strip() for x in spec.split(","))):
+        name, _, port = item.partition(":")
+        wanted.append((name, int(port) if port.isdigit() else None))
+
+    def hit(dev: str, port: int) -> bool:
+        return any((dev == n if exact else dev.startswith(n)) and (p is None or p == port)
+                   for n, p in wanted)
+
+    return [(d, p) for d, p in devices if hit(d, p) != exclude]
+
+
+def preflight(root: str = _SYS_IB, dev: str = "/dev/infiniband") -> dict[str, Any]:
+    """What this host (or container) offers NCCL's IB transport, and what stands in its way.
+
+    ``problems`` are one-line causes that make NCCL fall back to Socket or run without GDR;
+    the verdict quotes them when NCCL's log shows the fallback.
+    """
+    import resource
+
+    problems: list[str] = []
+    verbs = _can_load(("libibverbs.so.1", "libibverbs.so"))
+    if verbs is None:
+        problems.append("no libibverbs.so.1 in this image/host: NCCL cannot use IB")
+    uverbs = sorted(d for d in (os.listdir(dev) if os.path.isdir(dev) else [])
+                    if d.startswith("uverbs"))
+    if not uverbs:
+        problems.append(f"no {dev}/uverbs*: RDMA devices not passed in "
+                        "(container: --device /dev/infiniband) or none on the host")
+    soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    memlock = "unlimited" if soft == resource.RLIM_INFINITY else soft
+    if memlock != "unlimited":
+        problems.append(f"ulimit -l is {soft // 1024} KiB, not unlimited "
+                        "(container: --ulimit memlock=-1)")
+    ports = _ib_ports(root)
+    active = [(p["device"], p["port"]) for p in ports if p["state"] == "ACTIVE"]
+    if not ports:
+        problems.append(f"no RDMA device in {root}")
+    elif not active:
+        problems.append("no ACTIVE RDMA port")
+    if os.environ.get("NCCL_IB_DISABLE", "0").strip() not in ("", "0"):
+        problems.append(f"NCCL_IB_DISABLE={os.environ['NCCL_IB_DISABLE']} turns IB off")
+    hca = os.environ.get("NCCL_IB_HCA")
+    if hca and active and not hca_filter_matches(hca, active):
+        problems.append(f"NCCL_IB_HCA={hca} matches no ACTIVE port "
+                        f"({', '.join(f'{d}:{p}' for d, p in active)})")
+    peermem = next((m for m in ("nvidia_peermem", "nv_peer_mem")
+                    if os.path.isdir(f"/sys/module/{m}")), None)
+    return {
+        "hostname": socket.gethostname(),
+        "libibverbs": verbs,
+        "librdmacm": _can_load(("librdmacm.so.1", "librdmacm.so")),
+        "uverbs_devices": uverbs,
+        "memlock": memlock,
+        "ports": ports,
+        "nccl_ib_disable": os.environ.get("NCCL_IB_DISABLE"),
+        "nccl_ib_hca": hca,
+        # GDR needs peermem, or DMA-BUF (newer kernels and drivers), which NCCL logs itself.
+        "peermem_module": peermem,
+        "problems": problems,
+    }
+
+
+
 class _Ctx:
     """What one rank knows about itself once the process group is up."""
 
@@ -267,6 +381,7 @@ def sweep(ctx: _Ctx, sizes: list[int], dtype_name: str, warmup: int,
 def run(args: argparse.Namespace) -> dict[str, Any]:
     t_start = time.perf_counter()
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    checks = preflight()
     ctx = _init(args)
     defaults = _DEFAULTS[ctx.backend]
     min_b = args.min_bytes if args.min_bytes is not None else defaults["min_bytes"]
@@ -277,7 +392,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if iters < 1 or warmup < 0:
             raise ValueError(f"need iters >= 1 and warmup >= 0, got {iters}, {warmup}")
         sizes = size_sweep(min_b, max_b, args.factor, _DTYPES[args.dtype])
-        ranks = _gather_json(ctx, _rank_info(ctx))
+        ranks = _gather_json(ctx, {**_rank_info(ctx), "preflight": checks})
         rows = sweep(ctx, sizes, args.dtype, warmup, iters)
         ctx.dist.barrier()
     finally:
@@ -292,6 +407,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "versions": _versions(ctx.torch),
         "ranks": ranks,
         "hosts": sorted({r["hostname"] for r in ranks}),
+        # One pre-flight per host (its ranks share devices, limits and image).
+        "preflight": {r["hostname"]: r.pop("preflight") for r in ranks},
         "sweep": {"min_bytes": min_b, "max_bytes": max_b, "factor": args.factor,
                   "warmup": warmup, "iters": iters, "dtype": args.dtype,
                   "timing": "cuda_events" if ctx.backend == "nccl" else "perf_counter"},
@@ -337,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
         doc = run(args)
     except Exception as exc:
         err = {"schema": SCHEMA, "ok": False, "rank": rank, "hostname": socket.gethostname(),
-               "error": one_line(exc), "detail": str(exc)}
+               "error": one_line(exc), "detail": str(exc), "preflight": _safe_preflight()}
         _destroy_quietly()
         print(json.dumps(err), file=sys.stderr, flush=True)
         if os.environ.get("RDMAPROV_WORKER_TRACEBACK"):
@@ -348,6 +465,13 @@ def main(argv: list[str] | None = None) -> int:
     if rank == 0:
         print(json.dumps(doc, indent=1), file=out, flush=True)
     return 0 if doc["ok"] else 1
+
+
+def _safe_preflight() -> dict[str, Any] | None:
+    try:
+        return preflight()
+    except Exception:  # an error report must not fail on its own extras
+        return None
 
 
 def _destroy_quietly() -> None:

@@ -295,3 +295,16 @@ def test_to_dict_is_json():
     res = v.fabric_verdict(doc, {"a": ib_report("mlx5_0"), "b": SOCKET_REPORT})
     out = json.loads(json.dumps(res.to_dict()))
     assert out["passed"] is False and out["hosts"][1]["reasons"]
+
+
+def test_preflight_cause_is_quoted_on_fallback(h200_doc):
+    doc = copy.deepcopy(h200_doc)
+    doc["preflight"] = {"vm": {"problems": ["no /dev/infiniband/uverbs*: RDMA devices not "
+                                            "passed in (container: --device /dev/infiniband) "
+                                            "or none on the host"]}}
+    res = v.fabric_verdict(doc, {"vm": SOCKET_REPORT})
+    assert res.reasons == ["vm: NCCL fell back to Socket (NET/IB : No device found); pre-flight: "
+                           "no /dev/infiniband/uverbs*: RDMA devices not passed in (container: "
+                           "--device /dev/infiniband) or none on the host"]
+    # Allowed fallback: the causes are not failures.
+    assert v.fabric_verdict(doc, {"vm": SOCKET_REPORT}, policy=v.Policy(allow_socket=True)).passed

@@ -103,6 +103,9 @@ def test_two_rank_gloo_run(tmp_path):
     assert doc["ok"] and doc["backend"] == "gloo" and doc["world_size"] == 2
     assert [r["rank"] for r in doc["ranks"]] == [0, 1]
     assert doc["hosts"] == sorted({r["hostname"] for r in doc["ranks"]})
+    assert set(doc["preflight"]) == set(doc["hosts"])
+    assert all("preflight" not in r for r in doc["ranks"])
+    assert isinstance(doc["preflight"][doc["hosts"][0]]["problems"], list)
     assert [r["bytes"] for r in doc["results"]] == [64 << 10, 256 << 10, 1 << 20]
     for row in doc["results"]:
         assert row["correct"]
@@ -122,3 +125,73 @@ def test_unreachable_rendezvous_is_one_json_line(tmp_path):
     doc = json.loads(proc.stdout)
     assert doc["ok"] is False and "1/2 clients joined" in doc["error"]
     assert "\n" not in doc["error"]
+
+
+# --- pre-flight ----------------------------------------------------------------------------
+
+DEVS = [("mlx5_0", 1), ("mlx5_1", 1), ("mlx5_10", 1), ("mlx5_bond_0", 1)]
+
+
+@pytest.mark.parametrize(("spec", "picked"), [
+    ("mlx5_0", [("mlx5_0", 1)]),                         # prefix: also mlx5_0x, none here
+    ("mlx5_1", [("mlx5_1", 1), ("mlx5_10", 1)]),        # prefix matches mlx5_10 too
+    ("=mlx5_1", [("mlx5_1", 1)]),                       # exact
+    ("mlx5_0:1,mlx5_1:2", [("mlx5_0", 1)]),             # port must match when given
+    ("^mlx5_bond", [("mlx5_0", 1), ("mlx5_1", 1), ("mlx5_10", 1)]),
+    ("^=mlx5_1", [("mlx5_0", 1), ("mlx5_10", 1), ("mlx5_bond_0", 1)]),
+    ("ib0", []),
+])
+def test_nccl_ib_hca_syntax(spec, picked):
+    assert w.hca_filter_matches(spec, DEVS) == picked
+
+
+def _sysfs(root, ports):
+    for dev, port, state, rate in ports:
+        base = root / dev / "ports" / str(port)
+        base.mkdir(parents=True)
+        (base / "state").write_text(state + "\n")
+        (base / "rate").write_text(rate + "\n")
+        (base / "link_layer").write_text("InfiniBand\n")
+
+
+def test_preflight_healthy(tmp_path, monkeypatch):
+    import resource
+
+    _sysfs(tmp_path / "ib", [("mlx5_0", 1, "4: ACTIVE", "400 Gb/sec (4X NDR)")])
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "uverbs0").touch()
+    monkeypatch.setattr(w, "_can_load", lambda names: names[0])
+    monkeypatch.setattr(resource, "getrlimit", lambda _r: (resource.RLIM_INFINITY,) * 2)
+    monkeypatch.delenv("NCCL_IB_DISABLE", raising=False)
+    monkeypatch.setenv("NCCL_IB_HCA", "mlx5")
+    out = w.preflight(str(tmp_path / "ib"), str(tmp_path / "dev"))
+    assert out["problems"] == []
+    assert out["ports"] == [{"device": "mlx5_0", "port": 1, "state": "ACTIVE",
+                             "rate_gbps": 400.0, "link_layer": "InfiniBand"}]
+    assert out["memlock"] == "unlimited" and out["uverbs_devices"] == ["uverbs0"]
+
+
+def test_preflight_names_each_usual_cause(tmp_path, monkeypatch):
+    import resource
+
+    _sysfs(tmp_path / "ib", [("mlx5_0", 1, "4: ACTIVE", "200 Gb/sec (4X HDR)"),
+                             ("mlx5_1", 1, "1: DOWN", "10 Gb/sec (4X SDR)")])
+    monkeypatch.setattr(w, "_can_load", lambda names: None)
+    monkeypatch.setattr(resource, "getrlimit", lambda _r: (65536, 65536))
+    monkeypatch.setenv("NCCL_IB_DISABLE", "1")
+    monkeypatch.setenv("NCCL_IB_HCA", "=mlx5_1")
+    out = w.preflight(str(tmp_path / "ib"), str(tmp_path / "nodev"))
+    assert out["problems"] == [
+        "no libibverbs.so.1 in this image/host: NCCL cannot use IB",
+        f"no {tmp_path / 'nodev'}/uverbs*: RDMA devices not passed in "
+        "(container: --device /dev/infiniband) or none on the host",
+        "ulimit -l is 64 KiB, not unlimited (container: --ulimit memlock=-1)",
+        "NCCL_IB_DISABLE=1 turns IB off",
+        "NCCL_IB_HCA==mlx5_1 matches no ACTIVE port (mlx5_0:1)",
+    ]
+
+
+def test_preflight_no_devices(tmp_path, monkeypatch):
+    monkeypatch.setattr(w, "_can_load", lambda names: names[0])
+    out = w.preflight(str(tmp_path / "none"), str(tmp_path / "none"))
+    assert f"no RDMA device in {tmp_path / 'none'}" in out["problems"]
