@@ -1,0 +1,38 @@
+# -*- coding: utf-8 -*-
+# Copyright: rdmaprov developers
+# Apache-2.0
+"""Filters of the preflight, rdma_ofed and rdma_modules roles. The logic lives in
+plugins/module_utils/driver_*.py, where the unit tests reach it without Ansible."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import (
+    driver_plan as plan,
+    driver_versions as versions,
+)
+
+
+def _wrap(func):
+    def inner(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise AnsibleFilterError(f"{func.__name__}: {exc}") from exc
+    inner.__name__ = func.__name__
+    inner.__doc__ = func.__doc__
+    return inner
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "ofed_info": _wrap(versions.parse_ofed_info),
+            "package_versions": _wrap(versions.parse_package_query),
+            "mlnx_ofed_bundle": _wrap(versions.parse_bundle_name),
+            "package_plan": _wrap(versions.package_plan),
+            "ofed_plan": _wrap(versions.ofed_plan),
+            "connection_interface": _wrap(plan.connection_interface),
+            "combine_modules": _wrap(plan.combine_modules),
+        }

@@ -1,0 +1,104 @@
+# -*- coding: utf-8 -*-
+# Copyright: rdmaprov developers
+# Apache-2.0
+"""Decisions of the preflight and driver roles that run on the control host: which interface
+carries the Ansible connection, and the layered kernel-module lists merged into one."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+
+_MODULE_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _ip(text: str | None):
+    try:
+        return ipaddress.ip_address((text or "").split("%", 1)[0])
+    except ValueError:
+        return None
+
+
+def _addresses(facts: dict, iface: str) -> list:
+    data = facts.get(iface.replace("-", "_").replace(".", "_").replace(":", "_")) or facts.get(iface) or {}
+    found = []
+    if isinstance(data.get("ipv4"), dict):
+        found.append(data["ipv4"].get("address"))
+    for extra in data.get("ipv4_secondaries") or []:
+        found.append(extra.get("address"))
+    for extra in data.get("ipv6") or []:
+        found.append(extra.get("address"))
+    return [ip for ip in (_ip(a) for a in found) if ip is not None]
+
+
+def connection_interface(facts: dict, ansible_host: str | None = None,
+                         connection: str | None = None) -> dict:
+    """The interface carrying the Ansible connection: {"name", "address", "method"}.
+
+    Tried in order: the server side of SSH_CONNECTION (what sshd saw), the address ansible_host
+    names (resolved here, on the control host), the interface of the default IPv4 route.
+    """
+    if connection == "local":
+        return {"name": None, "address": None, "method": "local connection: no interface"}
+    names = list(facts.get("interfaces") or [])
+    candidates = []
+    ssh = (facts.get("env") or {}).get("SSH_CONNECTION") or ""
+    parts = ssh.split()
+    if len(parts) == 4:
+        candidates.append(("SSH_CONNECTION", _ip(parts[2])))
+    if ansible_host:
+        host_ip = _ip(ansible_host)
+        if host_ip is None:
+            try:
+                host_ip = _ip(socket.getaddrinfo(ansible_host, None)[0][4][0])
+            except (OSError, IndexError):
+                host_ip = None
+        candidates.append(("ansible_host", host_ip))
+    for method, ip in candidates:
+        if ip is None:
+            continue
+        for name in names:
+            if ip in _addresses(facts, name):
+                return {"name": name, "address": str(ip), "method": method}
+    default = facts.get("default_ipv4") or {}
+    if default.get("interface"):
+        return {"name": default["interface"], "address": default.get("address"),
+                "method": "default IPv4 route"}
+    return {"name": None, "address": None, "method": "unknown"}
+
+
+def _entry(item) -> dict:
+    if isinstance(item, str):
+        item = {"name": item}
+    if not isinstance(item, dict) or not item.get("name"):
+        raise ValueError(f"a module entry needs a name: {item!r}")
+    name = str(item["name"])
+    if not _MODULE_NAME.match(name):
+        raise ValueError(f"not a kernel module name: {name!r}")
+    state = item.get("state", "present")
+    if state not in ("present", "absent"):
+        raise ValueError(f"{name}: state must be present or absent, not {state!r}")
+    out = {"name": name, "state": state}
+    if item.get("options") not in (None, ""):
+        out["options"] = str(item["options"])
+    return out
+
+
+def combine_modules(*layers) -> list[dict]:
+    """Merge layered module lists (role base, all, group, host) into one ordered list.
+
+    Entries are names or {name, state: present|absent, options}. A later layer's entry for a
+    name overrides the earlier one's fields; `absent` drops the name from the result. Order is
+    that of first appearance, so the base set keeps its dependency order.
+    """
+    merged: dict[str, dict] = {}
+    for layer in layers:
+        for item in layer or []:
+            entry = _entry(item)
+            key = entry["name"].replace("-", "_")
+            if key in merged:
+                merged[key].update(entry)
+            else:
+                merged[key] = entry
+    return [e for e in merged.values() if e["state"] == "present"]

@@ -1,0 +1,83 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: rdmaprov developers
+# Apache-2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: host_capabilities
+short_description: Report what a node's kernel lets the driver roles do
+description:
+  - Reads /proc and /sys only; changes nothing (check mode safe).
+  - Whether kernel modules can be loaded now (/proc/modules, kernel.modules_disabled,
+    CAP_SYS_MODULE, /lib/modules for the running kernel) and why not.
+  - NVIDIA GPUs as the driver shows them (/proc/driver/nvidia/gpus, /dev/nvidiaN); lspci is not needed.
+  - For one network interface, the devices and drivers below it (through bonds and VLANs), and
+    whether an RDMA driver restart would take it down.
+version_added: "0.1.0"
+author: rdmaprov developers
+options:
+  interface:
+    description: Network interface to trace to its drivers (e.g. the one carrying the Ansible connection).
+    type: str
+attributes:
+  check_mode:
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: What can this kernel do?
+  rdmaprov.cluster.host_capabilities:
+    interface: eth0
+  register: caps
+"""
+
+RETURN = r"""
+kernel_release:
+  description: Running kernel release (uname -r).
+  returned: always
+  type: str
+modules:
+  description: Whether modules can be loaded, and the reason.
+  returned: always
+  type: dict
+  sample: {can_load: false, reason: "no /proc/modules: this kernel has no loadable-module support"}
+gpus:
+  description: NVIDIA GPUs seen through the driver.
+  returned: always
+  type: dict
+  sample: {count: 8, models: ["NVIDIA H200"], devices: [nvidia0], driver_version: "570.86.15", source: procfs}
+interface:
+  description: The interface asked about, the devices below it and their drivers.
+  returned: when interface is given
+  type: dict
+  sample: {name: bond0, exists: true, rdma_backed: true, devices: [{name: bond0, driver: null, rdma: false, virtual: true}]}
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import kernel_caps
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={"interface": {"type": "str"}},
+        supports_check_mode=True,
+    )
+    release = os.uname().release
+    result = {
+        "changed": False,
+        "kernel_release": release,
+        "modules": kernel_caps.module_loading("/", release),
+        "gpus": kernel_caps.gpus("/"),
+    }
+    if module.params["interface"]:
+        result["interface"] = kernel_caps.netdev_drivers(module.params["interface"], "/")
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

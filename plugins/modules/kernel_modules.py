@@ -1,0 +1,132 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: rdmaprov developers
+# Apache-2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: kernel_modules
+short_description: Load a set of kernel modules and report a truthful status for each
+description:
+  - Reads /sys/module first; runs C(modprobe) only for modules that are not loaded.
+  - On a kernel that cannot load modules (no /proc/modules, kernel.modules_disabled=1, no
+    CAP_SYS_MODULE, no /lib/modules for the running kernel) nothing is attempted and each module
+    that is not already there is reported as C(not applicable) with the reason. That is not a failure.
+  - A module that fails to load on a kernel that can load modules fails the task; the message
+    carries modprobe's output and the kernel's own lines from dmesg (e.g. nvidia_peermem's
+    C(disagrees about version of symbol) after an OFED change).
+  - Options come from /etc/modprobe.d; this module does not pass any.
+version_added: "0.1.0"
+author: rdmaprov developers
+options:
+  names:
+    description: Modules to load, in order (dependencies first, although modprobe resolves them).
+    type: list
+    elements: str
+    required: true
+  load:
+    description: Load missing modules. With C(false) only report their state.
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Load the RDMA modules
+  rdmaprov.cluster.kernel_modules:
+    names: [ib_core, ib_uverbs, rdma_ucm, ib_umad, mlx5_core, mlx5_ib]
+"""
+
+RETURN = r"""
+can_load:
+  description: Whether this kernel lets modules be loaded.
+  returned: always
+  type: bool
+reason:
+  description: Why modules can or cannot be loaded.
+  returned: always
+  type: str
+modules:
+  description: One entry per module.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {name: ib_core, before: absent, state: absent, loaded: false,
+       status: "not applicable: no /proc/modules: this kernel has no loadable-module support"}
+    - {name: mlx5_ib, before: absent, state: loaded, loaded: true, status: loaded now}
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import kernel_caps
+
+
+def _dmesg_lines(module: AnsibleModule, name: str, limit: int = 5) -> list[str]:
+    rc, out, err = module.run_command(["dmesg"])
+    if rc != 0:
+        return [f"(dmesg unreadable: {(err or out).strip()})"]
+    key = name.replace("-", "_")
+    lines = [line.strip() for line in out.splitlines() if key in line.replace("-", "_")]
+    return lines[-limit:]
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "names": {"type": "list", "elements": "str", "required": True},
+            "load": {"type": "bool", "default": True},
+        },
+        supports_check_mode=True,
+    )
+    caps = kernel_caps.module_loading("/", os.uname().release)
+    modprobe = module.get_bin_path("modprobe") if caps["can_load"] else None
+    if caps["can_load"] and not modprobe:
+        caps = {"can_load": False, "reason": "no modprobe on this host (install kmod)"}
+
+    entries, failures, changed = [], [], False
+    for name in module.params["names"]:
+        before = kernel_caps.module_state(name, "/")
+        entry = {"name": name, "before": before, "state": before}
+        if before == "loaded":
+            entry["status"] = "loaded"
+        elif before == "builtin":
+            entry["status"] = "built into the kernel"
+        elif not caps["can_load"]:
+            entry["status"] = f"not applicable: {caps['reason']}"
+        elif not module.params["load"]:
+            entry["status"] = "not loaded"
+        elif module.check_mode:
+            entry["status"] = "would load"
+            changed = True
+        else:
+            rc, out, err = module.run_command([modprobe, "--", name])
+            after = kernel_caps.module_state(name, "/")
+            entry["state"] = after
+            if rc == 0 and after in ("loaded", "builtin"):
+                entry["status"] = "loaded now"
+                changed = True
+            else:
+                text = " ".join((err or out or f"modprobe exited {rc}").split())
+                kernel = _dmesg_lines(module, name)
+                entry["status"] = f"failed: {text}"
+                entry["modprobe"] = text
+                entry["dmesg"] = kernel
+                failures.append(f"{name}: {text}" + (f" | dmesg: {' / '.join(kernel)}" if kernel else ""))
+        entry["loaded"] = entry["state"] in ("loaded", "builtin")
+        entries.append(entry)
+
+    result = {"changed": changed, "can_load": caps["can_load"], "reason": caps["reason"],
+              "modules": entries}
+    if failures:
+        module.fail_json(msg="could not load " + "; ".join(failures), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
