@@ -26,7 +26,7 @@ from pathlib import Path
 # Run from a checkout: the package sits one level up from this file.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rdmaprov.validate import worker  # noqa: E402
+from rdmaprov.validate import worker
 
 
 def bare_loop(ctx: worker._Ctx, nbytes: int, dtype_name: str, warmup: int,

@@ -15,6 +15,7 @@ collective is done when the last rank is), with the mean over ranks kept beside 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -299,17 +300,16 @@ def _gather_json(ctx: _Ctx, obj: dict[str, Any]) -> list[dict[str, Any]]:
     bufs = [torch.zeros_like(mine) for _ in range(ctx.world)]
     dist.all_gather(bufs, mine)
     return [json.loads(bytes(b[: int(n.item())].cpu().tolist()).decode())
-            for b, n in zip(bufs, lengths, strict=True)]
+            for b, n in zip(bufs, lengths)]  # noqa: B905 (strict= needs 3.10; images vary)
 
 
 def _versions(torch: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
                            "cuda": torch.version.cuda, "nccl": None}
     if torch.cuda.is_available():
-        try:
+        # A build without NCCL raises here; the key then stays null.
+        with contextlib.suppress(Exception):
             out["nccl"] = ".".join(str(x) for x in torch.cuda.nccl.version())
-        except Exception:  # a CPU build has no NCCL; the key stays null
-            pass
     return out
 
 
@@ -380,7 +380,8 @@ def sweep(ctx: _Ctx, sizes: list[int], dtype_name: str, warmup: int,
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     t_start = time.perf_counter()
-    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    # timezone.utc, not datetime.UTC: images may carry a Python older than 3.11.
+    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")  # noqa: UP017
     checks = preflight()
     ctx = _init(args)
     defaults = _DEFAULTS[ctx.backend]
