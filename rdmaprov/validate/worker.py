@@ -222,7 +222,6 @@ def preflight(root: str = _SYS_IB, dev: str = "/dev/infiniband") -> dict[str, An
     }
 
 
-
 class _Ctx:
     """What one rank knows about itself once the process group is up."""
 
