@@ -153,8 +153,11 @@ class NcclLogParser:
         i = line.rfind("NCCL INFO ")
         if i >= 0:
             self.nccl_lines += 1
-            self._host(line, i)
-            self._info(line[i + 10:].rstrip())
+            msg = line[i + 10:]
+            # Channel lines are most of a big log and name no new host: skip the host scan.
+            if not msg.startswith(("Channel", "Ring")):
+                self._host(line, i)
+            self._info(msg.rstrip())
             return
         i = line.rfind("NCCL WARN ")
         if i >= 0:
