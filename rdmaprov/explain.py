@@ -13,8 +13,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from rdmaprov.parsers import (
-    ibdev2netdev, ibstat, ibstatus, ibv_devinfo, mlnx_qos, nccl_log, nccl_tests, rdma_link,
-    show_gids)
+    ibdev2netdev,
+    ibstat,
+    ibstatus,
+    ibv_devinfo,
+    mlnx_qos,
+    nccl_log,
+    nccl_tests,
+    rdma_link,
+    show_gids,
+)
 from rdmaprov.parsers._common import clean
 
 KNOWN_FORMATS = {

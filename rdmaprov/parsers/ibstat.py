@@ -5,7 +5,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from rdmaprov.parsers._common import Port, norm_link_layer, norm_phys, norm_state, parse_rate, to_int
+from rdmaprov.parsers._common import (
+    Port,
+    norm_link_layer,
+    norm_phys,
+    norm_state,
+    parse_rate,
+    to_int,
+)
 from rdmaprov.parsers._ports import PortListParser, PortReport, run
 
 _CA = re.compile(r"^\s*CA '([^']+)'")

@@ -7,7 +7,14 @@ import re
 from collections.abc import Iterable
 
 from rdmaprov.parsers._common import (
-    Finding, Port, norm_link_layer, norm_phys, norm_state, parse_rate, to_int)
+    Finding,
+    Port,
+    norm_link_layer,
+    norm_phys,
+    norm_state,
+    parse_rate,
+    to_int,
+)
 from rdmaprov.parsers._ports import PortListParser, PortReport, run
 
 _HCA = re.compile(r"^\s*hca_id:\s*(\S+)")
