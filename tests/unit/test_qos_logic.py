@@ -1,0 +1,109 @@
+"""roce_qos's pure logic (plugins/module_utils/netcfg_qos.py) against the tools' output formats."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("netcfg_qos", ROOT / "plugins/module_utils/netcfg_qos.py")
+qos = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(qos)
+
+# `mlnx_qos -i eth2` as MLNX_OFED prints it (DSCP trust, PFC on 3, ETS listing).
+MLNX_QOS = """\
+DCBX mode: OS controlled
+Priority trust state: dscp
+dscp2prio mapping:
+        prio:0 dscp:07,06,05,04,03,02,01,00,
+        prio:1 dscp:15,14,13,12,11,10,09,08,
+        prio:2 dscp:23,22,21,20,19,18,17,16,
+        prio:3 dscp:31,30,29,28,27,26,25,24,
+        prio:4 dscp:39,38,37,36,35,34,33,32,
+        prio:5 dscp:47,46,45,44,43,42,41,40,
+        prio:6 dscp:55,54,53,52,51,50,49,48,
+        prio:7 dscp:63,62,61,60,59,58,57,56,
+Cable len: 7
+PFC configuration:
+        priority    0   1   2   3   4   5   6   7
+        enabled     0   0   0   1   0   0   0   0
+        buffer      0   0   0   1   0   0   0   0
+tc: 0 ratelimit: unlimited, tsa: ets, bw: 50%
+         priority:  0
+tc: 3 ratelimit: unlimited, tsa: ets, bw: 50%
+         priority:  3
+"""
+
+# `dcb -j pfc show dev X`: prio_pfc is an array of on/off booleans (iproute2 dcb_pfc.c).
+DCB_PFC = json.dumps({"pfc_cap": 8, "macsec_bypass": False, "delay": 0,
+                      "prio_pfc": [False, False, False, True, False, False, False, False]})
+# `dcb -j -N app show dev X`: dscp_prio is a list of [dscp, prio] pairs.
+DCB_APP = json.dumps({"dscp_prio": [[26, 3], [48, 6]]})
+SETTINGS = {"pfc_priority": 3, "dscp": 26, "ecn": True, "ecn_codepoint": "ect0", "cnp_dscp": 48,
+            "cnp_priority": 6, "roce_v2": True}
+
+
+def test_tos_is_dscp_shifted_plus_ecn():
+    assert qos.tos_from_dscp(26) == 106  # 26 << 2 = 104, + ECT(0) = 2
+    assert qos.tos_from_dscp(26, "not-ect") == 104
+    assert qos.tos_from_dscp(46, "ect0") == 186
+    with pytest.raises(ValueError):
+        qos.tos_from_dscp(64)
+
+
+def test_parse_mlnx_qos():
+    parsed = qos.parse_mlnx_qos(MLNX_QOS)
+    assert parsed["trust"] == "dscp"
+    assert parsed["pfc"] == [0, 0, 0, 1, 0, 0, 0, 0]
+    assert parsed["dscp2prio"][26] == 3 and parsed["dscp2prio"][48] == 6
+    assert parsed["prio_tc"] == {0: 0, 3: 3}
+
+
+def test_parse_dcb():
+    assert qos.parse_dcb_pfc(DCB_PFC) == {"pfc_cap": 8, "pfc": [0, 0, 0, 1, 0, 0, 0, 0]}
+    assert qos.parse_dcb_app(DCB_APP)["dscp2prio"] == {26: 3, 48: 6}
+    assert qos.parse_dcb_app({"dscp_prio": [["AF31", 3]]})["dscp2prio"] == {26: 3}
+
+
+def test_veth_is_not_capable_with_the_reason():
+    probe = {"name": "eth0", "exists": True, "mlnx_qos": None,
+             "dcb_pfc": {"rc": 1, "stdout": "", "stderr": "Attribute read: Operation not supported\n"}}
+    state = qos.qos_state(probe)
+    assert not state["capable"]
+    assert "Operation not supported" in state["reason"] and "eth0" in state["reason"]
+    assert qos.drift(state, qos.desired(SETTINGS)) == []
+
+
+def test_drift_and_builders_dcb():
+    want = qos.desired(SETTINGS)
+    probe = {"name": "ens1", "mlnx_qos": None,
+             "dcb_pfc": {"rc": 0, "stdout": json.dumps({"pfc_cap": 8, "prio_pfc": [False] * 8})},
+             "dcb_app": {"rc": 0, "stdout": "{}"}, "ecn_np": {"3": "0"}, "ecn_rp": {"3": "1"}}
+    state = qos.qos_state(probe)
+    diffs = qos.drift(state, want)
+    assert any(d.startswith("pfc") for d in diffs) and any("ecn_np" in d for d in diffs)
+    assert any(d.startswith("trust") for d in diffs)
+    cmds = qos.dcb_commands("ens1", want)
+    assert cmds[0] == ["dcb", "pfc", "set", "dev", "ens1", "prio-pfc", "0:off", "1:off", "2:off",
+                       "3:on", "4:off", "5:off", "6:off", "7:off"]
+    assert cmds[1] == ["dcb", "app", "replace", "dev", "ens1", "dscp-prio", "26:3", "48:6"]
+    in_line = {**probe, "dcb_pfc": {"rc": 0, "stdout": DCB_PFC}, "dcb_app": {"rc": 0, "stdout": DCB_APP},
+               "ecn_np": {"3": "1"}}
+    assert qos.drift(qos.qos_state(in_line), want) == []
+
+
+def test_builders_mlnx_and_sysfs():
+    want = qos.desired(SETTINGS)
+    assert qos.mlnx_qos_commands("ens1", want)[:2] == [
+        ["mlnx_qos", "-i", "ens1", "--trust", "dscp"],
+        ["mlnx_qos", "-i", "ens1", "--pfc", "0,0,0,1,0,0,0,0"]]
+    assert ["mlnx_qos", "-i", "ens1", "--dscp2prio", "set,26,3"] in qos.mlnx_qos_commands("ens1", want)
+    writes = dict(qos.sysfs_writes("ens1", "mlx5_0", 1, want, {"dscp": 48, "priority": 6}))
+    assert writes["/sys/class/net/ens1/ecn/roce_np/enable/3"] == "1"
+    assert writes["/sys/class/net/ens1/ecn/roce_rp/enable/3"] == "1"
+    assert writes["/sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos"] == "106"
+    assert writes["/sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_mode"] == "RoCE v2"
+    assert qos.shell_line(["put", "RoCE v2"]) == "put 'RoCE v2'"
