@@ -1,0 +1,132 @@
+"""`rdmaprov bootstrap` against real lab nodes over SSH: converge, idempotence, check mode,
+input errors that contact no host, and an unreachable node."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.lab
+
+RDMAPROV = [sys.executable, "-m", "rdmaprov"]
+
+
+def bootstrap(inventory: Path, *extra: str, timeout: int = 900) -> tuple[int, dict, str]:
+    proc = subprocess.run([*RDMAPROV, "bootstrap", str(inventory), "--json", *extra],
+                          capture_output=True, text=True, timeout=timeout, check=False)
+    doc = json.loads(proc.stdout) if proc.stdout.strip() else {}
+    return proc.returncode, doc, proc.stderr
+
+
+def etc_digest(lab, node: str) -> str:
+    """A digest of every file under the node's /etc (content, mode, owner, link target)."""
+    out = lab.exec(node, ["sh", "-c",
+                          "find /etc -xdev \\( -type f -o -type l \\) -printf '%p %m %u %l\\n' "
+                          "| sort; find /etc -xdev -type f -print0 | sort -z | xargs -0 sha256sum"
+                          ]).stdout
+    return hashlib.sha256(out.encode()).hexdigest()
+
+
+def ssh_logins(lab, node: str) -> int:
+    out = lab.exec(node, ["journalctl", "-u", "ssh", "--no-pager", "-o", "cat"]).stdout
+    return out.count("Accepted publickey")
+
+
+@pytest.fixture(scope="module")
+def converged(lab):
+    """The first bootstrap of the session's lab (the other tests build on its state)."""
+    rc, doc, err = bootstrap(lab.inventory)
+    return rc, doc, err
+
+
+def test_first_run_converges_every_node(lab, converged):
+    rc, doc, err = converged
+    assert rc == 0, f"bootstrap failed: {doc.get('failures')} {err[-2000:]}"
+    assert set(doc["hosts"]) == set(lab.nodes)
+    for node, counts in doc["hosts"].items():
+        assert counts["failed"] == 0 and counts["unreachable"] == 0, node
+        assert counts["ok"] > 0, node
+
+
+def test_second_run_changes_nothing(lab, converged):
+    assert converged[0] == 0
+    rc, doc, err = bootstrap(lab.inventory)
+    assert rc == 0, err[-2000:]
+    changed = {node: c["changed"] for node, c in doc["hosts"].items() if c["changed"]}
+    assert changed == {}, f"second run changed something: {changed}"
+
+
+def test_check_mode_changes_nothing_on_the_nodes(lab, converged):
+    assert converged[0] == 0
+    node = lab.nodes[0]
+    # Plant drift the roles own, so check mode has something to report.
+    lab.exec(node, ["sh", "-c", "rm -f /etc/modules-load.d/rdmaprov.conf"])
+    before = {n: etc_digest(lab, n) for n in lab.nodes}
+    rc, doc, err = bootstrap(lab.inventory, "--check")
+    after = {n: etc_digest(lab, n) for n in lab.nodes}
+    assert before == after, "--check changed files under /etc"
+    assert rc == 0, err[-2000:]
+    assert doc["hosts"][node]["changed"] > 0, "--check did not report the planted drift"
+    # Put it back for the tests that follow.
+    rc, doc, err = bootstrap(lab.inventory, "--limit", node)
+    assert rc == 0, err[-2000:]
+
+
+@pytest.mark.parametrize("inventory_text, variables, expected", [
+    ("[lab\nnode1 ansible_host=10.0.0.1\n", None, "inventory"),
+    (None, "net_mtu_default: 9k\n", "net_mtu_default"),
+    (None, "rdma_modules_lsit: [ib_core]\n", "did you mean"),
+])
+def test_bad_input_is_one_line_and_contacts_no_host(lab, converged, tmp_path, inventory_text,
+                                                    variables, expected):
+    inventory = tmp_path / "inventory.ini"
+    if inventory_text is not None:
+        inventory.write_text(inventory_text)
+    else:
+        inventory.write_text(lab.inventory.read_text())
+        (tmp_path / "group_vars").mkdir()
+        (tmp_path / "group_vars" / "all.yml").write_text("---\n" + variables)
+    logins = {n: ssh_logins(lab, n) for n in lab.nodes}
+    proc = subprocess.run([*RDMAPROV, "bootstrap", str(inventory)], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert expected in lines[0].lower() or expected in lines[0]
+    assert {n: ssh_logins(lab, n) for n in lab.nodes} == logins, "a node saw an SSH login"
+
+
+def test_a_node_without_sshd_is_named_unreachable(lab, converged):
+    assert converged[0] == 0
+    down = lab.nodes[-1]
+    # Stop the listener and the open sessions: rdmaprov keeps ControlPersist masters across
+    # runs, which would otherwise hide the fault.
+    lab.exec(down, ["sh", "-c", "systemctl stop ssh.service; pkill -x sshd; true"])
+    try:
+        rc, doc, err = bootstrap(lab.inventory, timeout=600)
+        assert rc == 2, err[-2000:]
+        assert doc["hosts"][down]["unreachable"] > 0
+        failures = {f["host"]: f for f in doc["failures"]}
+        assert set(failures) == {down}
+        assert failures[down]["unreachable"] is True
+        for node in lab.nodes[:-1]:
+            assert doc["hosts"][node]["failed"] == 0 and doc["hosts"][node]["unreachable"] == 0
+        assert down in err  # the human summary on stderr names it too
+    finally:
+        lab.exec(down, ["systemctl", "start", "ssh.service"])
+
+
+def test_kept_artifacts_hold_the_run_and_its_settings(lab, converged, tmp_path):
+    assert converged[0] == 0
+    rc, doc, err = bootstrap(lab.inventory, "--keep-artifacts", str(tmp_path / "art"),
+                             "--limit", lab.nodes[0], "--tags", "preflight")
+    assert rc == 0, err[-2000:]
+    envvars = list((tmp_path / "art").rglob("envvars"))
+    assert envvars, "no env/envvars in the kept artifacts"
+    text = envvars[0].read_text()
+    assert "ANSIBLE_PIPELINING" in text and "ANSIBLE_HOST_KEY_CHECKING" in text
