@@ -1,0 +1,252 @@
+"""Parsers and decisions of the driver roles (plugins/module_utils/driver_*.py, kernel_caps.py),
+against the output formats the tools really print."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load(name: str) -> ModuleType:
+    # module_utils are plain Python with no collection imports: load them by path.
+    path = ROOT / "plugins" / "module_utils" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_rdmaprov_test_{name}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+versions = _load("driver_versions")
+plan = _load("driver_plan")
+kcaps = _load("kernel_caps")
+
+
+# --- ofed_info -s ------------------------------------------------------------------------------
+@pytest.mark.parametrize(("text", "flavor", "version"), [
+    ("MLNX_OFED_LINUX-23.10-1.1.9.0:\n", "MLNX_OFED_LINUX", "23.10-1.1.9.0"),
+    ("MLNX_OFED_LINUX-5.8-3.0.7.0:", "MLNX_OFED_LINUX", "5.8-3.0.7.0"),
+    ("MLNX_OFED_LINUX-4.9-7.1.0.0:\n", "MLNX_OFED_LINUX", "4.9-7.1.0.0"),
+    # DOCA-OFED (doca-ofed packages) reports an "internal" OFED build.
+    ("OFED-internal-24.10-1.1.4:\n", "OFED-internal", "24.10-1.1.4"),
+    ("OFED-internal-25.04-0.6.1:", "OFED-internal", "25.04-0.6.1"),
+    # OpenFabrics OFED; and a warning line before the answer.
+    ("OFED-4.8-2:\n", "OFED", "4.8-2"),
+    ("WARNING: something odd\nMLNX_OFED_LINUX-24.04-0.7.0.0:\n", "MLNX_OFED_LINUX", "24.04-0.7.0.0"),
+])
+def test_ofed_info(text: str, flavor: str, version: str) -> None:
+    assert versions.parse_ofed_info(text) == {
+        "flavor": flavor, "version": version, "full": f"{flavor}-{version}"}
+
+
+@pytest.mark.parametrize("text", ["", None, "bash: ofed_info: command not found", "\n\n"])
+def test_ofed_info_absent(text: str | None) -> None:
+    assert versions.parse_ofed_info(text) is None
+
+
+# --- dpkg-query / rpm ---------------------------------------------------------------------------
+# dpkg-query -W -f='${Package}\t${Version}\t${db:Status-Abbrev}\n' as Debian 12 prints it; the
+# status abbreviation has a trailing space; "rc" = removed, configuration left.
+DPKG = (
+    "rdma-core\t44.0-2\tii \n"
+    "ibverbs-providers\t44.0-2\tii \n"
+    "infiniband-diags\t44.0-2\trc \n"
+    "perftest\t4.5.0.20-1\thi \n"
+    "python3-pyverbs\t\tun \n"
+)
+# rpm -q --queryformat '%{NAME}\t%{VERSION}-%{RELEASE}\tii\n' on Rocky 9; rpm names the missing.
+RPM = (
+    "rdma-core\t48.0-1.el9\tii\n"
+    "libibverbs-utils\t48.0-1.el9\tii\n"
+    "package perftest is not installed\n"
+)
+
+
+def test_dpkg_query() -> None:
+    assert versions.parse_package_query(DPKG) == {
+        "rdma-core": "44.0-2", "ibverbs-providers": "44.0-2", "perftest": "4.5.0.20-1"}
+
+
+def test_rpm_query() -> None:
+    assert versions.parse_package_query(RPM) == {
+        "rdma-core": "48.0-1.el9", "libibverbs-utils": "48.0-1.el9"}
+
+
+def test_package_query_multiarch_and_empty() -> None:
+    assert versions.parse_package_query("libibverbs1:amd64\t44.0-2\tii \n") == {"libibverbs1": "44.0-2"}
+    assert versions.parse_package_query("") == {}
+
+
+# --- bundle names -------------------------------------------------------------------------------
+@pytest.mark.parametrize(("name", "version", "distro", "ext"), [
+    ("MLNX_OFED_LINUX-24.10-1.1.4.0-ubuntu22.04-x86_64.tgz", "24.10-1.1.4.0", "ubuntu22.04", "tgz"),
+    ("https://mirror.example/ofed/MLNX_OFED_LINUX-5.8-3.0.7.0-rhel8.6-x86_64.iso",
+     "5.8-3.0.7.0", "rhel8.6", "iso"),
+    ("/srv/MLNX_OFED_LINUX-23.10-1.1.9.0-debian12.1-aarch64.tar.gz", "23.10-1.1.9.0", "debian12.1",
+     "tar.gz"),
+])
+def test_bundle_name(name: str, version: str, distro: str, ext: str) -> None:
+    parsed = versions.parse_bundle_name(name)
+    assert parsed is not None
+    assert (parsed["version"], parsed["distro"], parsed["ext"]) == (version, distro, ext)
+    assert parsed["stem"] == name.rsplit("/", 1)[-1][: -(len(ext) + 1)]
+
+
+@pytest.mark.parametrize("name", ["", "ofed.tgz", "MLNX_OFED_LINUX-24.10-ubuntu22.04-x86_64.zip"])
+def test_bundle_name_unknown(name: str) -> None:
+    assert versions.parse_bundle_name(name) is None
+
+
+# --- decisions ----------------------------------------------------------------------------------
+WANT = ["rdma-core", "ibverbs-providers", "perftest", "python3-pyverbs"]
+CORE = ["rdma-core", "ibverbs-providers", "python3-pyverbs"]
+
+
+def test_plan_missing_only() -> None:
+    p = versions.package_plan(WANT, {"rdma-core": "44.0-2", "ibverbs-providers": "44.0-2"})
+    assert p == {"missing": ["perftest", "python3-pyverbs"], "wrong_version": [],
+                 "install": ["perftest", "python3-pyverbs"], "ok": False}
+
+
+def test_plan_all_present() -> None:
+    have = dict.fromkeys(WANT, "44.0-2")
+    assert versions.package_plan(WANT, have)["ok"] is True
+
+
+def test_plan_pins_rdma_core_packages_only() -> None:
+    have = {"rdma-core": "44.0-2", "ibverbs-providers": "44.0-1", "perftest": "4.5-1",
+            "python3-pyverbs": "44.0-2"}
+    p = versions.package_plan(WANT, have, "44.0-2", CORE, "=")
+    assert p["install"] == ["ibverbs-providers=44.0-2"]
+    assert p["wrong_version"] == [{"name": "ibverbs-providers", "installed": "44.0-1", "wanted": "44.0-2"}]
+    # rpm pins are name-version; a pin without the release matches any release, epochs aside.
+    p = versions.package_plan(["rdma-core"], {"rdma-core": "1:48.0-1.el9"}, "48.0", ["rdma-core"], "-")
+    assert p["ok"] is True
+    p = versions.package_plan(["rdma-core"], {}, "48.0", ["rdma-core"], "-")
+    assert p["install"] == ["rdma-core-48.0"]
+
+
+def test_ofed_plan() -> None:
+    found = versions.parse_ofed_info("MLNX_OFED_LINUX-23.10-1.1.9.0:")
+    assert versions.ofed_plan(found, "23.10-1.1.9.0")["install"] is False
+    assert versions.ofed_plan(found, "24.10-1.1.4.0") == {
+        "installed": "23.10-1.1.9.0", "wanted": "24.10-1.1.4.0", "install": True}
+    assert versions.ofed_plan(None, "24.10-1.1.4.0")["install"] is True
+
+
+# --- connection interface -----------------------------------------------------------------------
+FACTS = {
+    "interfaces": ["lo", "eth0", "ib0", "bond0"],
+    "lo": {"ipv4": {"address": "127.0.0.1"}},
+    "eth0": {"ipv4": {"address": "10.40.0.11"}, "ipv6": [{"address": "fe80::1%eth0"}]},
+    "ib0": {"ipv4": {"address": "192.168.50.11"}},
+    "bond0": {"ipv4": {"address": "10.50.0.11"}, "ipv4_secondaries": [{"address": "10.50.0.99"}]},
+    "default_ipv4": {"interface": "eth0", "address": "10.40.0.11"},
+}
+
+
+def test_connection_interface_from_ssh_connection() -> None:
+    facts = {**FACTS, "env": {"SSH_CONNECTION": "10.50.0.1 51234 10.50.0.99 22"}}
+    assert plan.connection_interface(facts, "node1") == {
+        "name": "bond0", "address": "10.50.0.99", "method": "SSH_CONNECTION"}
+
+
+def test_connection_interface_from_ansible_host_then_default() -> None:
+    facts = {**FACTS, "env": {}}
+    assert plan.connection_interface(facts, "192.168.50.11")["name"] == "ib0"
+    assert plan.connection_interface(facts, "fe80::1")["name"] == "eth0"
+    # An address that is on no interface (NAT, a jump host): fall back to the default route.
+    found = plan.connection_interface(facts, "203.0.113.5")
+    assert found == {"name": "eth0", "address": "10.40.0.11", "method": "default IPv4 route"}
+    assert plan.connection_interface(facts, "x", "local")["name"] is None
+
+
+# --- layered module lists -----------------------------------------------------------------------
+def test_combine_modules() -> None:
+    base = ["ib_core", "ib_uverbs", "mlx5_core"]
+    got = plan.combine_modules(
+        base, ["ib_ipoib"], [{"name": "nvidia_peermem", "state": "absent"}],
+        [{"name": "mlx5_core", "options": "prof_sel=2"}], [{"name": "ib-uverbs", "state": "absent"}])
+    assert got == [{"name": "ib_core", "state": "present"},
+                   {"name": "mlx5_core", "state": "present", "options": "prof_sel=2"},
+                   {"name": "ib_ipoib", "state": "present"}]
+
+
+@pytest.mark.parametrize("bad", [[{"state": "present"}], ["mlx5 core"], [{"name": "x", "state": "gone"}]])
+def test_combine_modules_rejects(bad: list) -> None:
+    with pytest.raises(ValueError):
+        plan.combine_modules(bad)
+
+
+# --- kernel capabilities over a fake /proc and /sys ---------------------------------------------
+def _write(root: Path, rel: str, text: str = "") -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+STATUS_ROOT = "Name:\tpython3\nCapEff:\t000001ffffffffff\n"
+STATUS_NOCAP = "Name:\tpython3\nCapEff:\t000001fffffeffff\n"  # bit 16 (CAP_SYS_MODULE) cleared
+
+
+def test_module_loading_reasons(tmp_path: Path) -> None:
+    # The lab's kernel: no /proc/modules at all.
+    got = kcaps.module_loading(str(tmp_path), "6.1.0-18-amd64")
+    assert got["can_load"] is False and "no /proc/modules" in got["reason"]
+    _write(tmp_path, "proc/modules", "mlx5_ib 40960 0 - Live 0x0\n")
+    _write(tmp_path, "proc/sys/kernel/modules_disabled", "1\n")
+    assert "modules_disabled=1" in kcaps.module_loading(str(tmp_path))["reason"]
+    _write(tmp_path, "proc/sys/kernel/modules_disabled", "0\n")
+    _write(tmp_path, "proc/self/status", STATUS_NOCAP)
+    assert "CAP_SYS_MODULE" in kcaps.module_loading(str(tmp_path))["reason"]
+    _write(tmp_path, "proc/self/status", STATUS_ROOT)
+    assert "no /lib/modules/6.1.0-18-amd64" in kcaps.module_loading(str(tmp_path), "6.1.0-18-amd64")["reason"]
+    (tmp_path / "lib/modules/6.1.0-18-amd64").mkdir(parents=True)
+    assert kcaps.module_loading(str(tmp_path), "6.1.0-18-amd64")["can_load"] is True
+
+
+def test_module_state(tmp_path: Path) -> None:
+    _write(tmp_path, "sys/module/mlx5_core/initstate", "live\n")
+    _write(tmp_path, "sys/module/ib_core/parameters/recv_queue_size", "512\n")
+    assert kcaps.module_state("mlx5_core", str(tmp_path)) == "loaded"
+    assert kcaps.module_state("mlx5-core", str(tmp_path)) == "loaded"
+    assert kcaps.module_state("ib_core", str(tmp_path)) == "builtin"
+    assert kcaps.module_state("nvidia_peermem", str(tmp_path)) == "absent"
+
+
+def test_gpus(tmp_path: Path) -> None:
+    assert kcaps.gpus(str(tmp_path))["count"] == 0
+    for bus in ("0000:18:00.0", "0000:2a:00.0"):
+        _write(tmp_path, f"proc/driver/nvidia/gpus/{bus}/information",
+               f"Model: \t\t NVIDIA H200\nIRQ:   \t\t 123\nBus Location: \t {bus}\n")
+    _write(tmp_path, "proc/driver/nvidia/version",
+           "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86.15  Release Build\n"
+           "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n")
+    for dev in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"):
+        _write(tmp_path, f"dev/{dev}")
+    got = kcaps.gpus(str(tmp_path))
+    assert got == {"count": 2, "models": ["NVIDIA H200", "NVIDIA H200"], "devices": ["nvidia0", "nvidia1"],
+                   "driver_version": "570.86.15", "source": "procfs"}
+
+
+def test_netdev_drivers(tmp_path: Path) -> None:
+    net = tmp_path / "sys/class/net"
+    # bond0 over an mlx5 port (with an RDMA device) and a veth without a device.
+    (net / "bond0").mkdir(parents=True)
+    (net / "enp1s0f0np0/device/infiniband/mlx5_0").mkdir(parents=True)
+    (tmp_path / "sys/bus/pci/drivers/mlx5_core").mkdir(parents=True)
+    os.symlink(tmp_path / "sys/bus/pci/drivers/mlx5_core", net / "enp1s0f0np0/device/driver")
+    os.symlink(net / "enp1s0f0np0", net / "bond0/lower_enp1s0f0np0")
+    (net / "eth0").mkdir()
+    got = kcaps.netdev_drivers("bond0", str(tmp_path))
+    assert got["rdma_backed"] is True
+    assert [(d["name"], d["driver"], d["rdma"]) for d in got["devices"]] == [
+        ("bond0", None, False), ("enp1s0f0np0", "mlx5_core", True)]
+    assert kcaps.netdev_drivers("eth0", str(tmp_path))["rdma_backed"] is False
+    assert kcaps.netdev_drivers("nope", str(tmp_path))["exists"] is False
