@@ -38,7 +38,8 @@ kcaps = _load("kernel_caps")
     ("OFED-internal-25.04-0.6.1:", "OFED-internal", "25.04-0.6.1"),
     # OpenFabrics OFED; and a warning line before the answer.
     ("OFED-4.8-2:\n", "OFED", "4.8-2"),
-    ("WARNING: something odd\nMLNX_OFED_LINUX-24.04-0.7.0.0:\n", "MLNX_OFED_LINUX", "24.04-0.7.0.0"),
+    ("WARNING: something odd\nMLNX_OFED_LINUX-24.04-0.7.0.0:\n",
+     "MLNX_OFED_LINUX", "24.04-0.7.0.0"),
 ])
 def test_ofed_info(text: str, flavor: str, version: str) -> None:
     assert versions.parse_ofed_info(text) == {
@@ -79,7 +80,8 @@ def test_rpm_query() -> None:
 
 
 def test_package_query_multiarch_and_empty() -> None:
-    assert versions.parse_package_query("libibverbs1:amd64\t44.0-2\tii \n") == {"libibverbs1": "44.0-2"}
+    line = "libibverbs1:amd64\t44.0-2\tii \n"
+    assert versions.parse_package_query(line) == {"libibverbs1": "44.0-2"}
     assert versions.parse_package_query("") == {}
 
 
@@ -124,9 +126,11 @@ def test_plan_pins_rdma_core_packages_only() -> None:
             "python3-pyverbs": "44.0-2"}
     p = versions.package_plan(WANT, have, "44.0-2", CORE, "=")
     assert p["install"] == ["ibverbs-providers=44.0-2"]
-    assert p["wrong_version"] == [{"name": "ibverbs-providers", "installed": "44.0-1", "wanted": "44.0-2"}]
+    assert p["wrong_version"] == [
+        {"name": "ibverbs-providers", "installed": "44.0-1", "wanted": "44.0-2"}]
     # rpm pins are name-version; a pin without the release matches any release, epochs aside.
-    p = versions.package_plan(["rdma-core"], {"rdma-core": "1:48.0-1.el9"}, "48.0", ["rdma-core"], "-")
+    have = {"rdma-core": "1:48.0-1.el9"}
+    p = versions.package_plan(["rdma-core"], have, "48.0", ["rdma-core"], "-")
     assert p["ok"] is True
     p = versions.package_plan(["rdma-core"], {}, "48.0", ["rdma-core"], "-")
     assert p["install"] == ["rdma-core-48.0"]
@@ -172,13 +176,15 @@ def test_combine_modules() -> None:
     base = ["ib_core", "ib_uverbs", "mlx5_core"]
     got = plan.combine_modules(
         base, ["ib_ipoib"], [{"name": "nvidia_peermem", "state": "absent"}],
-        [{"name": "mlx5_core", "options": "prof_sel=2"}], [{"name": "ib-uverbs", "state": "absent"}])
+        [{"name": "mlx5_core", "options": "prof_sel=2"}],
+        [{"name": "ib-uverbs", "state": "absent"}])
     assert got == [{"name": "ib_core", "state": "present"},
                    {"name": "mlx5_core", "state": "present", "options": "prof_sel=2"},
                    {"name": "ib_ipoib", "state": "present"}]
 
 
-@pytest.mark.parametrize("bad", [[{"state": "present"}], ["mlx5 core"], [{"name": "x", "state": "gone"}]])
+@pytest.mark.parametrize(
+    "bad", [[{"state": "present"}], ["mlx5 core"], [{"name": "x", "state": "gone"}]])
 def test_combine_modules_rejects(bad: list) -> None:
     with pytest.raises(ValueError):
         plan.combine_modules(bad)
@@ -206,7 +212,8 @@ def test_module_loading_reasons(tmp_path: Path) -> None:
     _write(tmp_path, "proc/self/status", STATUS_NOCAP)
     assert "CAP_SYS_MODULE" in kcaps.module_loading(str(tmp_path))["reason"]
     _write(tmp_path, "proc/self/status", STATUS_ROOT)
-    assert "no /lib/modules/6.1.0-18-amd64" in kcaps.module_loading(str(tmp_path), "6.1.0-18-amd64")["reason"]
+    reason = kcaps.module_loading(str(tmp_path), "6.1.0-18-amd64")["reason"]
+    assert "no /lib/modules/6.1.0-18-amd64" in reason
     (tmp_path / "lib/modules/6.1.0-18-amd64").mkdir(parents=True)
     assert kcaps.module_loading(str(tmp_path), "6.1.0-18-amd64")["can_load"] is True
 
@@ -231,8 +238,9 @@ def test_gpus(tmp_path: Path) -> None:
     for dev in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"):
         _write(tmp_path, f"dev/{dev}")
     got = kcaps.gpus(str(tmp_path))
-    assert got == {"count": 2, "models": ["NVIDIA H200", "NVIDIA H200"], "devices": ["nvidia0", "nvidia1"],
-                   "driver_version": "570.86.15", "source": "procfs"}
+    assert got == {"count": 2, "models": ["NVIDIA H200", "NVIDIA H200"],
+                   "devices": ["nvidia0", "nvidia1"], "driver_version": "570.86.15",
+                   "source": "procfs"}
 
 
 def test_netdev_drivers(tmp_path: Path) -> None:
