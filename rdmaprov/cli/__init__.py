@@ -23,8 +23,10 @@ EXIT_HOSTS = 2
 # Add a command by adding its module name here.
 COMMANDS = (
     "bootstrap",
+    "check",
     "explain",
     "lab",
+    "validate",
 )
 
 

@@ -1,0 +1,131 @@
+"""What a healthy node looks like, for ``rdmaprov check``: a small YAML file and/or flags.
+
+The file (``--config``, ``$RDMAPROV_CHECK_CONFIG``, else /etc/rdmaprov/check.yml when present)
+holds the same names as the flags; flags win. Every value is checked (types, MTU/PFC ranges,
+unknown keys with a did-you-mean) and a bad one is a UserError: one line, exit 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rdmaprov.errors import UserError
+from rdmaprov.inventory import check_value
+
+DEFAULT_CONFIG = Path("/etc/rdmaprov/check.yml")
+# The verbs stack every RDMA job needs; the HCA driver (mlx5_ib, ...) is a site choice.
+DEFAULT_MODULES = ("ib_core", "ib_uverbs", "rdma_ucm")
+PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")  # inbox name, then the legacy MOFED one
+
+
+@dataclass
+class Expectations:
+    ports: int | None = None  # ACTIVE ports wanted; None: at least one
+    rate: int | None = None  # Gb/s each ACTIVE port must reach; None: any
+    link_layer: str | None = None  # InfiniBand or Ethernet; None: either
+    hcas: list[str] = field(default_factory=list)  # only these devices; []: all
+    mtu: int | None = None  # wanted MTU of the RDMA netdevs and `interfaces`
+    interfaces: list[str] = field(default_factory=list)  # netdevs checked besides the ports'
+    modules: list[str] = field(default_factory=lambda: list(DEFAULT_MODULES))
+    pfc_priority: int | None = None  # RoCE: the one lossless priority; None: QoS not checked
+    gpus: int | None = None  # None: at least one; 0: not a GPU node
+    peermem: bool = True  # GPUDirect RDMA module required on GPU nodes
+    memlock: str = "unlimited"  # or a minimum in KiB, e.g. "65536"
+    nccl: bool = False  # run the single-node NCCL loopback (slower: starts torch)
+    nccl_min_busbw: float | None = None  # GB/s the loopback must reach
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# name → (argument-spec type, elements, choices): the same checker the inventory uses.
+SPEC: dict[str, dict[str, Any]] = {
+    "ports": {"type": "int"},
+    "rate": {"type": "int"},
+    "link_layer": {"type": "str", "choices": ["InfiniBand", "Ethernet"]},
+    "hcas": {"type": "list", "elements": "str"},
+    "mtu": {"type": "int"},
+    "interfaces": {"type": "list", "elements": "str"},
+    "modules": {"type": "list", "elements": "str"},
+    "pfc_priority": {"type": "int"},
+    "gpus": {"type": "int"},
+    "peermem": {"type": "bool"},
+    "memlock": {"type": "str"},
+    "nccl": {"type": "bool"},
+    "nccl_min_busbw": {"type": "float"},
+}
+
+
+# How the CLI spells each expectation (for messages about a flag's value).
+FLAG_NAMES = {"ports": "--expect-ports", "rate": "--expect-rate", "mtu": "--expect-mtu",
+              "pfc_priority": "--expect-pfc", "gpus": "--expect-gpus",
+              "link_layer": "--expect-link-layer", "hcas": "--hca", "interfaces": "--interface",
+              "modules": "--module", "memlock": "--expect-memlock"}
+
+
+def _convert(name: str, value: Any, label: str) -> Any:
+    spec = SPEC[name]
+    problems = check_value(name, label, value, spec)
+    if problems:
+        raise UserError(problems[0])
+    if value is None:
+        return None
+    from ansible.module_utils.common import validation as v
+
+    if spec["type"] == "int":
+        value = v.check_type_int(value)
+        if value < 0:
+            raise UserError(f"{label}: {value} must not be negative")
+    elif spec["type"] == "float":
+        value = v.check_type_float(value)
+    elif spec["type"] == "bool":
+        value = v.check_type_bool(value)
+    elif spec["type"] == "list":
+        value = [str(x) for x in v.check_type_list(value)]
+    else:
+        value = str(value)
+    if name == "memlock" and value != "unlimited" and not value.isdigit():
+        raise UserError(f"{label}: {value!r} is not 'unlimited' or a size in KiB")
+    return value
+
+
+def load_file(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such check configuration file") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f"line {mark.line + 1}: " if mark is not None else ""
+        raise UserError(f"{path}: {line}not valid YAML") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: must be a mapping of expectations, not {type(data).__name__}")
+    for key in data:
+        if key not in SPEC:
+            close = difflib.get_close_matches(str(key), list(SPEC), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise UserError(f"{path}: unknown key {key!r}{hint}")
+    return {k: _convert(k, v, f"{path}: {k}") for k, v in data.items()}
+
+
+def build(config: Path | None, flags: dict[str, Any]) -> Expectations:
+    """The file's values (when there is one), then the flags that were given."""
+    values: dict[str, Any] = {}
+    if config is not None:
+        values.update(load_file(config))
+    elif DEFAULT_CONFIG.is_file():
+        values.update(load_file(DEFAULT_CONFIG))
+    for name, value in flags.items():
+        if value is not None:
+            values[name] = _convert(name, value, FLAG_NAMES.get(name, "--" + name.replace("_", "-")))
+    return Expectations(**values)

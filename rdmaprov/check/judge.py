@@ -1,0 +1,195 @@
+"""Compare a node's state (rdmaprov.check.probes.gather) with Expectations: pure functions.
+
+Each check gives one Item: ``pass``, ``fail`` or ``n/a`` (with why it does not apply). The
+verdict's reason is the first failure, in the order of CHECKS (the most basic cause first: no
+RDMA device explains a missing MTU too), plus how many more failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from rdmaprov.check.expect import PEERMEM_MODULES, Expectations
+
+State = Mapping[str, Any]
+REASON_MAX = 200  # slurm keeps the whole reason, but `sinfo -R` columns should stay readable
+
+
+@dataclass(frozen=True)
+class Item:
+    name: str
+    status: str  # pass | fail | n/a
+    detail: str
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def _ports(state: State, exp: Expectations) -> list[dict[str, Any]]:
+    out = []
+    for dev in state["rdma"]["devices"]:
+        if exp.hcas and dev["name"] not in exp.hcas:
+            continue
+        for p in dev["ports"]:
+            if exp.link_layer and p.get("link_layer") != exp.link_layer:
+                continue
+            out.append({**p, "device": dev["name"]})
+    return out
+
+
+def _label(p: Mapping[str, Any]) -> str:
+    return f"{p['device']}/{p['port']}"
+
+
+def check_ports(state: State, exp: Expectations) -> Item:
+    rdma = state["rdma"]
+    if not rdma["devices"]:
+        why = rdma["kernel"].get("reason") or "no RDMA devices in /sys/class/infiniband"
+        return Item("ports", "fail", f"no RDMA devices: {why}")
+    present = {d["name"] for d in rdma["devices"]}
+    missing = [h for h in exp.hcas if h not in present]
+    if missing:
+        return Item("ports", "fail", f"HCA {', '.join(missing)} not present "
+                                     f"(found {', '.join(sorted(present))})")
+    ports = _ports(state, exp)
+    if not ports:
+        return Item("ports", "fail", f"no {exp.link_layer} port on {', '.join(sorted(present))}")
+    active = [p for p in ports if p.get("state") == "ACTIVE"]
+    down = [f"{_label(p)} {p.get('state') or 'unknown'}" for p in ports
+            if p.get("state") != "ACTIVE"]
+    wanted = exp.ports if exp.ports is not None else 1
+    if len(active) < wanted:
+        detail = f"{len(active)} of {wanted} RDMA ports ACTIVE"
+        return Item("ports", "fail", detail + (f": {', '.join(down)}" if down else ""))
+    if exp.rate is not None:
+        slow = [f"{_label(p)} at {p.get('rate_gbps')} Gb/s" for p in active
+                if p.get("rate_gbps") is None or p["rate_gbps"] < exp.rate]
+        if slow:
+            return Item("ports", "fail", f"{', '.join(slow)}, want {exp.rate} Gb/s")
+    rates = sorted({str(p.get("rate_gbps")) for p in active})
+    return Item("ports", "pass", f"{len(active)} ACTIVE at {'/'.join(rates)} Gb/s"
+                                 + (f" ({', '.join(down)})" if down else ""))
+
+
+def check_modules(state: State, exp: Expectations) -> Item:
+    if not exp.modules:
+        return Item("modules", "n/a", "no modules expected")
+    absent = [m for m in exp.modules if state["modules"].get(m, "absent") == "absent"]
+    if absent:
+        why = state["module_support"].get("reason")
+        return Item("modules", "fail", f"kernel module {', '.join(absent)} not loaded"
+                                       + (f" ({why})" if why else ""))
+    return Item("modules", "pass", ", ".join(exp.modules))
+
+
+def _mtu_interfaces(state: State, exp: Expectations) -> list[str]:
+    netdevs = [p["netdev"] for p in _ports(state, exp) if p.get("netdev")]
+    return list(dict.fromkeys([*exp.interfaces, *netdevs]))
+
+
+def check_mtu(state: State, exp: Expectations) -> Item:
+    if exp.mtu is None:
+        return Item("mtu", "n/a", "no MTU expected (--expect-mtu)")
+    names = _mtu_interfaces(state, exp)
+    if not names:
+        return Item("mtu", "fail", f"MTU {exp.mtu} expected but no interface to check "
+                                   "(no RDMA netdev; give --interface)")
+    have = state["mtu"]
+    missing = [n for n in names if have.get(n) is None]
+    if missing:
+        return Item("mtu", "fail", f"interface {', '.join(missing)} does not exist")
+    wrong = [f"{n} MTU {have[n]}" for n in names if have[n] != exp.mtu]
+    if wrong:
+        return Item("mtu", "fail", f"{', '.join(wrong)}, want {exp.mtu}")
+    return Item("mtu", "pass", f"{', '.join(names)} at {exp.mtu}")
+
+
+def qos_interfaces(state: State, exp: Expectations) -> list[str]:
+    """RoCE ports' netdevs plus the named interfaces: where PFC matters."""
+    roce = [p["netdev"] for p in _ports(state, exp)
+            if p.get("link_layer") == "Ethernet" and p.get("netdev")]
+    return list(dict.fromkeys([*roce, *exp.interfaces]))
+
+
+def check_qos(state: State, exp: Expectations) -> Item:
+    if exp.pfc_priority is None:
+        return Item("qos", "n/a", "no PFC priority expected (--expect-pfc)")
+    qos = state.get("qos") or {}
+    if not qos:
+        return Item("qos", "n/a", "no RoCE interface (InfiniBand has no PFC)")
+    want = [1 if i == exp.pfc_priority else 0 for i in range(8)]
+    bad, not_capable = [], []
+    for name, s in qos.items():
+        if not s.get("capable"):
+            not_capable.append(s.get("reason") or f"{name}: no DCB")
+            continue
+        if s.get("pfc") != want:
+            on = [str(i) for i, v in enumerate(s.get("pfc") or []) if v]
+            bad.append(f"{name} PFC on priority {','.join(on) or 'none'}")
+        if s.get("trust") != "dscp":
+            bad.append(f"{name} trust {s.get('trust')}")
+    if bad:
+        return Item("qos", "fail", f"{'; '.join(bad)} (want PFC on {exp.pfc_priority} only, "
+                                   "trust dscp)")
+    if not_capable and len(not_capable) == len(qos):
+        return Item("qos", "n/a", "not applicable: " + "; ".join(not_capable))
+    return Item("qos", "pass", f"PFC on priority {exp.pfc_priority}, trust dscp")
+
+
+def check_memlock(state: State, exp: Expectations) -> Item:
+    have = state["memlock"]
+    shown = "unlimited" if have is None else f"{have // 1024} KiB"
+    if exp.memlock == "unlimited":
+        ok = have is None
+    else:
+        ok = have is None or have >= int(exp.memlock) * 1024
+    if ok:
+        return Item("memlock", "pass", shown)
+    want = exp.memlock if exp.memlock == "unlimited" else f">= {exp.memlock} KiB"
+    return Item("memlock", "fail", f"memlock {shown}, want {want} (RDMA pins memory)")
+
+
+def check_gpus(state: State, exp: Expectations) -> Item:
+    if exp.gpus == 0:
+        return Item("gpus", "n/a", "not a GPU node (--expect-gpus 0)")
+    g = state["gpus"]
+    count = int(g.get("count") or 0)
+    if count == 0:
+        return Item("gpus", "fail", "no NVIDIA GPU visible (no /proc/driver/nvidia/gpus, "
+                                    "no /dev/nvidiaN: driver not loaded or no GPU)")
+    if exp.gpus is not None and count != exp.gpus:
+        return Item("gpus", "fail", f"{count} of {exp.gpus} GPUs visible")
+    models = sorted(set(g.get("models") or []))
+    return Item("gpus", "pass", f"{count} visible" + (f" ({', '.join(models)})" if models else ""))
+
+
+def check_peermem(state: State, exp: Expectations) -> Item:
+    if exp.gpus == 0 or not exp.peermem:
+        return Item("peermem", "n/a", "GPUDirect RDMA not expected")
+    loaded = [m for m in PEERMEM_MODULES if state["modules"].get(m, "absent") != "absent"]
+    if loaded:
+        return Item("peermem", "pass", f"{loaded[0]} loaded")
+    return Item("peermem", "fail", "nvidia_peermem not loaded: no GPUDirect RDMA")
+
+
+CHECKS: tuple[Callable[[State, Expectations], Item], ...] = (
+    check_ports, check_modules, check_mtu, check_qos, check_memlock, check_gpus, check_peermem,
+)
+
+
+def judge(state: State, exp: Expectations) -> list[Item]:
+    return [check(state, exp) for check in CHECKS]
+
+
+def reason(items: list[Item]) -> str | None:
+    """One line for `scontrol update state=drain reason=...`, or None when healthy."""
+    failed = [i for i in items if i.status == "fail"]
+    if not failed:
+        return None
+    text = failed[0].detail
+    if len(failed) > 1:
+        text += f" (+{len(failed) - 1} more: {', '.join(i.name for i in failed[1:])})"
+    text = " ".join(text.replace('"', "'").split())
+    return text if len(text) <= REASON_MAX else text[:REASON_MAX - 3] + "..."

@@ -1,0 +1,95 @@
+"""How ``rdmaprov check`` reports: a table, one JSON document, the NHC line, and a Prometheus
+textfile-collector file (written atomically: node_exporter must never read half a file)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from rdmaprov.check.judge import Item
+
+SCHEMA = "rdmaprov.check/1"
+PROM_FILE = "rdmaprov_check.prom"
+
+
+def document(items: list[Item], reason: str | None, state: dict[str, Any],
+             expectations: dict[str, Any], elapsed: float) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "host": socket.gethostname(),
+        "healthy": reason is None,
+        "reason": reason,
+        "checks": [i.as_dict() for i in items],
+        "expectations": expectations,
+        "state": state,
+        "elapsed_s": round(elapsed, 3),
+        "time": int(time.time()),
+    }
+
+
+def table(items: list[Item], reason: str | None, stream: TextIO) -> None:
+    width = max(len(i.name) for i in items)
+    for i in items:
+        stream.write(f"{i.name:<{width}}  {i.status.upper():<4}  {i.detail}\n")
+    stream.write("HEALTHY\n" if reason is None else f"UNHEALTHY: {reason}\n")
+
+
+def _esc(value: Any) -> str:
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def prometheus_text(doc: dict[str, Any]) -> str:
+    """node_exporter textfile-collector format (text exposition 0.0.4)."""
+    lines = [
+        "# HELP rdmaprov_check_healthy 1 when every applicable rdmaprov check passed.",
+        "# TYPE rdmaprov_check_healthy gauge",
+        f"rdmaprov_check_healthy {int(doc['healthy'])}",
+        "# HELP rdmaprov_check_ok Per check: 1 pass, 0 fail (checks that do not apply are "
+        "left out).",
+        "# TYPE rdmaprov_check_ok gauge",
+    ]
+    for c in doc["checks"]:
+        if c["status"] != "n/a":
+            lines.append(f'rdmaprov_check_ok{{check="{_esc(c["name"])}"}} '
+                         f'{int(c["status"] == "pass")}')
+    lines += ["# HELP rdmaprov_rdma_port_active 1 when the RDMA port is ACTIVE.",
+              "# TYPE rdmaprov_rdma_port_active gauge"]
+    rates = []
+    for dev in doc["state"]["rdma"]["devices"]:
+        for p in dev["ports"]:
+            labels = (f'device="{_esc(dev["name"])}",port="{p["port"]}",'
+                      f'link_layer="{_esc(p.get("link_layer") or "")}"')
+            lines.append(f"rdmaprov_rdma_port_active{{{labels}}} {int(p.get('state') == 'ACTIVE')}")
+            if p.get("rate_gbps") is not None:
+                rates.append(f"rdmaprov_rdma_port_rate_gbps{{{labels}}} {p['rate_gbps']}")
+    lines += ["# HELP rdmaprov_rdma_port_rate_gbps Link rate of the RDMA port in Gb/s.",
+              "# TYPE rdmaprov_rdma_port_rate_gbps gauge", *rates,
+              "# HELP rdmaprov_gpus_visible NVIDIA GPUs the driver shows.",
+              "# TYPE rdmaprov_gpus_visible gauge",
+              f"rdmaprov_gpus_visible {int(doc['state']['gpus'].get('count') or 0)}",
+              "# HELP rdmaprov_check_duration_seconds How long the check took.",
+              "# TYPE rdmaprov_check_duration_seconds gauge",
+              f"rdmaprov_check_duration_seconds {doc['elapsed_s']}",
+              "# HELP rdmaprov_check_last_run_timestamp_seconds When the check ran.",
+              "# TYPE rdmaprov_check_last_run_timestamp_seconds gauge",
+              f"rdmaprov_check_last_run_timestamp_seconds {doc['time']}"]
+    return "\n".join(lines) + "\n"
+
+
+def write_prometheus(doc: dict[str, Any], target: Path) -> Path:
+    """Write into ``target`` (a directory: rdmaprov_check.prom in it) via a temp file + rename."""
+    path = target / PROM_FILE if target.is_dir() else target
+    fd, tmp = tempfile.mkstemp(prefix=".rdmaprov_check.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(prometheus_text(doc))
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,135 @@
+"""`rdmaprov check`: is this node fit to run an RDMA job right now? Local, no Ansible, no
+network: RDMA ports, kernel modules, MTU, RoCE QoS, memlock, GPUs, nvidia_peermem, and on
+request a single-node NCCL loopback. Made for a Slurm prolog or health-check program."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from rdmaprov.check import expect, judge, output, probes
+from rdmaprov.check import nccl as nccl_check
+from rdmaprov.errors import UserError
+
+EXIT_HEALTHY = 0
+EXIT_UNHEALTHY = 2
+
+EPILOG = """\
+exit codes:
+  0  healthy
+  1  usage or configuration error (one line on stderr); nothing was judged
+  2  unhealthy: the reason line (stdout, or the JSON's "reason") is fit for
+     scontrol update nodename=$(hostname) state=drain reason="..."
+
+configuration file (YAML, same names as the flags; flags win), e.g. /etc/rdmaprov/check.yml:
+  ports: 8          # ACTIVE RDMA ports wanted
+  rate: 400         # Gb/s per port
+  mtu: 9000         # on the RDMA netdevs and 'interfaces'
+  pfc_priority: 3   # RoCE only
+  gpus: 8
+"""
+
+
+def _csv(values: list[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    return [v.strip() for item in values for v in item.split(",") if v.strip()]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "check", help="local pre-job node check (ports, modules, MTU, QoS, memlock, GPUs)",
+        description="Check this node against what an RDMA GPU job needs, locally (no Ansible, "
+        "no network to other nodes), in well under 5 s without --nccl.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    env = os.environ.get
+    p.add_argument("--config", type=Path, default=env("RDMAPROV_CHECK_CONFIG") or None,
+                   help="expectations file (env RDMAPROV_CHECK_CONFIG; default "
+                        f"{expect.DEFAULT_CONFIG} when it exists)")
+    e = p.add_argument_group("expectations (override the file)")
+    e.add_argument("--expect-ports", metavar="N",
+                   help="ACTIVE RDMA ports wanted (default: at least 1)")
+    e.add_argument("--expect-rate", metavar="GBPS",
+                   help="link rate every ACTIVE port must reach, Gb/s (e.g. 200, 400)")
+    e.add_argument("--expect-link-layer", choices=("InfiniBand", "Ethernet"),
+                   help="only count ports of this link layer")
+    e.add_argument("--hca", action="append", metavar="DEV",
+                   help="only these RDMA devices (comma-separated, repeatable; each must exist)")
+    e.add_argument("--expect-mtu", metavar="MTU",
+                   help="MTU of the RDMA netdevs and of --interface")
+    e.add_argument("--interface", action="append", metavar="IF",
+                   help="more netdevs to check MTU (and PFC) on (comma-separated, repeatable)")
+    e.add_argument("--module", action="append", metavar="MOD",
+                   help="kernel modules that must be loaded, replacing the default "
+                        f"{','.join(expect.DEFAULT_MODULES)} (comma-separated, repeatable)")
+    e.add_argument("--expect-pfc", metavar="PRIO",
+                   help="RoCE: PFC must be on this priority only, trust dscp")
+    e.add_argument("--expect-gpus", metavar="N",
+                   help="GPUs that must be visible (default: at least 1; 0: not a GPU node)")
+    e.add_argument("--no-peermem", dest="peermem", action="store_const", const=False,
+                   help="do not require nvidia_peermem (GPUDirect RDMA)")
+    e.add_argument("--expect-memlock", metavar="KIB",
+                   help="'unlimited' (default) or a minimum memlock limit in KiB")
+    e.add_argument("--nccl", action="store_const", const=True,
+                   help="also run a single-node NCCL all_reduce loopback (needs torch; slower)")
+    e.add_argument("--nccl-min-busbw", metavar="GBPS",
+                   help="bus bandwidth the loopback must reach, GB/s (2+ GPUs)")
+    o = p.add_argument_group("output")
+    mode = o.add_mutually_exclusive_group()
+    mode.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    mode.add_argument("--nhc", action="store_true",
+                      help="NHC style: nothing when healthy, else only the reason line")
+    o.add_argument("--prometheus", type=Path, metavar="PATH",
+                   default=env("RDMAPROV_CHECK_PROMETHEUS") or None,
+                   help="also write node_exporter textfile-collector metrics to PATH (a .prom "
+                        "file, or a directory) (env RDMAPROV_CHECK_PROMETHEUS)")
+    p.add_argument("--sysroot", default=env("RDMAPROV_CHECK_SYSROOT", "/"), metavar="DIR",
+                   help="read /sys and /proc under DIR, e.g. a host's mounted in a container "
+                        "(env RDMAPROV_CHECK_SYSROOT; default /)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    exp = expect.build(args.config, {
+        "ports": args.expect_ports, "rate": args.expect_rate,
+        "link_layer": args.expect_link_layer, "hcas": _csv(args.hca), "mtu": args.expect_mtu,
+        "interfaces": _csv(args.interface), "modules": _csv(args.module),
+        "pfc_priority": args.expect_pfc, "gpus": args.expect_gpus, "peermem": args.peermem,
+        "memlock": args.expect_memlock, "nccl": args.nccl,
+        "nccl_min_busbw": args.nccl_min_busbw,
+    })
+    if not Path(args.sysroot).is_dir():
+        raise UserError(f"--sysroot {args.sysroot}: no such directory")
+    if args.prometheus is not None and not (args.prometheus.is_dir()
+                                            or args.prometheus.parent.is_dir()):
+        raise UserError(f"--prometheus {args.prometheus}: its directory does not exist")
+    state = probes.gather(exp, args.sysroot)
+    items = judge.judge(state, exp)
+    if exp.nccl:
+        gpus = int(state["gpus"].get("count") or 0)
+        if gpus == 0:
+            items.append(judge.Item("nccl", "fail", "NCCL loopback needs a GPU; none visible"))
+        else:
+            loop = nccl_check.run(gpus)
+            state["nccl"] = {k: v for k, v in loop.items() if k != "doc"}
+            items.append(nccl_check.check(loop, exp))
+    reason = judge.reason(items)
+    doc = output.document(items, reason, state, exp.as_dict(), time.perf_counter() - started)
+    if args.prometheus is not None:
+        try:
+            output.write_prometheus(doc, args.prometheus)
+        except OSError as exc:
+            raise UserError(f"--prometheus {args.prometheus}: {exc.strerror or exc}") from None
+    if args.json:
+        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+    elif args.nhc:
+        if reason is not None:
+            sys.stdout.write(reason + "\n")
+    else:
+        output.table(items, reason, sys.stdout)
+    return EXIT_HEALTHY if reason is None else EXIT_UNHEALTHY
