@@ -1,0 +1,100 @@
+"""`rdmaprov check` end to end: exit codes, the reason line, --json, --nhc, --prometheus,
+bad input, and the time budget, on a fake node tree and on this machine itself."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import importlib.util
+
+# The fake node tree lives with the unit tests; load it by path (test dirs are not packages).
+_spec = importlib.util.spec_from_file_location(
+    "_check_fakes", Path(__file__).resolve().parents[1] / "unit" / "test_check_logic.py")
+assert _spec is not None and _spec.loader is not None
+_fakes = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_fakes)
+fake_node = _fakes.fake_node
+
+
+def check(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rdmaprov", "check", *args],
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+# memlock is this process's own limit, not the fake tree's: ask for what any process has.
+BASE = ("--expect-memlock", "1")
+
+
+def test_healthy_node_exits_0(tmp_path: Path) -> None:
+    p = check("--sysroot", str(fake_node(tmp_path)), *BASE, "--expect-ports", "2",
+              "--expect-rate", "400", "--expect-gpus", "2")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.splitlines()[-1] == "HEALTHY"
+
+
+def test_unhealthy_node_exits_2_with_one_reason(tmp_path: Path) -> None:
+    root = fake_node(tmp_path, ports=[
+        ("mlx5_0", 1, "4: ACTIVE", "400 Gb/sec (4X NDR)", "InfiniBand", "ib0"),
+        ("mlx5_1", 1, "1: DOWN", "10 Gb/sec (4X SDR)", "InfiniBand", "ib1")])
+    p = check("--sysroot", str(root), *BASE, "--expect-ports", "2", "--nhc")
+    assert p.returncode == 2
+    assert p.stdout == "1 of 2 RDMA ports ACTIVE: mlx5_1/1 DOWN\n"
+    j = check("--sysroot", str(root), *BASE, "--expect-ports", "2", "--json")
+    doc = json.loads(j.stdout)
+    assert j.returncode == 2 and doc["healthy"] is False
+    assert doc["reason"] == "1 of 2 RDMA ports ACTIVE: mlx5_1/1 DOWN"
+    assert {c["name"]: c["status"] for c in doc["checks"]}["ports"] == "fail"
+
+
+def test_nhc_mode_is_silent_when_healthy(tmp_path: Path) -> None:
+    p = check("--sysroot", str(fake_node(tmp_path)), *BASE, "--nhc")
+    assert (p.returncode, p.stdout, p.stderr) == (0, "", "")
+
+
+def test_config_file_then_flags(tmp_path: Path) -> None:
+    cfg = tmp_path / "check.yml"
+    cfg.write_text("ports: 3\n")
+    root = fake_node(tmp_path / "n")
+    assert check("--sysroot", str(root), *BASE, "--config", str(cfg)).returncode == 2
+    assert check("--sysroot", str(root), *BASE, "--config", str(cfg),
+                 "--expect-ports", "2").returncode == 0
+
+
+def test_prometheus_file(tmp_path: Path) -> None:
+    out = tmp_path / "textfile"
+    out.mkdir()
+    p = check("--sysroot", str(fake_node(tmp_path / "n")), *BASE, "--nhc",
+              "--prometheus", str(out))
+    assert p.returncode == 0
+    assert "rdmaprov_check_healthy 1\n" in (out / "rdmaprov_check.prom").read_text()
+
+
+def test_bad_input_is_one_line_exit_1(tmp_path: Path) -> None:
+    for args, expected in [
+        (("--expect-mtu", "12000"), "--expect-mtu: 12000 is not a valid MTU (68..9216)"),
+        (("--expect-pfc", "x"), "--expect-pfc: 'x' is not an integer"),
+        (("--config", str(tmp_path / "none.yml")), "no such check configuration file"),
+        (("--sysroot", str(tmp_path / "none")), "--sysroot"),
+        (("--prometheus", str(tmp_path / "no/such/dir/x.prom")), "directory does not exist"),
+    ]:
+        p = check(*args)
+        assert p.returncode == 1, (args, p.stdout, p.stderr)
+        assert p.stdout == "" and len(p.stderr.splitlines()) == 1, p.stderr
+        assert expected in p.stderr
+
+
+def test_this_machine_says_plainly_what_is_missing() -> None:
+    """This machine (and a lab node) has no RDMA: the verdict says so, fast."""
+    if Path("/sys/class/infiniband").is_dir():
+        return  # a real RDMA host: covered by the fake-tree tests above
+    t0 = time.monotonic()
+    p = check("--json")
+    elapsed = time.monotonic() - t0
+    doc = json.loads(p.stdout)
+    assert p.returncode == 2
+    assert doc["reason"].startswith("no RDMA devices: ")
+    assert elapsed < 5, f"check took {elapsed:.1f} s"

@@ -1,0 +1,237 @@
+"""rdmaprov.check: probes over a fake /sys + /proc tree, the judge's verdicts and reason line,
+expectations (file + flags, bad values), and the Prometheus text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rdmaprov.check import expect, judge, output, probes
+from rdmaprov.check.expect import Expectations
+from rdmaprov.errors import UserError
+
+
+def fake_node(root: Path, *, ports: list[tuple[str, int, str, str, str, str | None]] | None = None,
+              modules: tuple[str, ...] = ("ib_core", "ib_uverbs", "rdma_ucm", "nvidia_peermem"),
+              gpus: int = 2, mtus: dict[str, int] | None = None) -> Path:
+    """A node's /sys and /proc as the kernel lays them out. ports: (dev, port, state, rate,
+    link_layer, netdev)."""
+    ports = ports if ports is not None else [
+        ("mlx5_0", 1, "4: ACTIVE", "400 Gb/sec (4X NDR)", "InfiniBand", "ib0"),
+        ("mlx5_1", 1, "4: ACTIVE", "400 Gb/sec (4X NDR)", "InfiniBand", "ib1")]
+    (root / "proc").mkdir(parents=True, exist_ok=True)
+    (root / "proc/modules").write_text("")
+    if ports:
+        (root / "sys/class/infiniband_verbs/uverbs0").mkdir(parents=True)
+    for dev, port, state, rate, ll, netdev in ports:
+        pdir = root / "sys/class/infiniband" / dev / "ports" / str(port)
+        pdir.mkdir(parents=True)
+        (pdir / "state").write_text(state + "\n")
+        (pdir / "rate").write_text(rate + "\n")
+        (pdir / "link_layer").write_text(ll + "\n")
+        if netdev:
+            (root / "sys/class/infiniband" / dev / "device/net" / netdev).mkdir(parents=True)
+    for name, mtu in (mtus or {"ib0": 4092, "ib1": 4092}).items():
+        (root / "sys/class/net" / name).mkdir(parents=True, exist_ok=True)
+        (root / "sys/class/net" / name / "mtu").write_text(f"{mtu}\n")
+    for m in modules:
+        (root / "sys/module" / m).mkdir(parents=True)
+        (root / "sys/module" / m / "initstate").write_text("live\n")
+    for i in range(gpus):
+        g = root / f"proc/driver/nvidia/gpus/0000:{i:02x}:00.0"
+        g.mkdir(parents=True)
+        (g / "information").write_text("Model: \t\t NVIDIA H200\nIRQ: 1\n")
+    return root
+
+
+def state_of(root: Path, exp: Expectations | None = None) -> dict:
+    return probes.gather(exp or Expectations(memlock="0"), str(root))
+
+
+# -- probes -----------------------------------------------------------------------------------
+
+
+def test_probes_read_ports_in_the_contract_shape(tmp_path: Path) -> None:
+    s = state_of(fake_node(tmp_path))
+    assert s["rdma"]["kernel"]["uverbs"] is True
+    assert [d["name"] for d in s["rdma"]["devices"]] == ["mlx5_0", "mlx5_1"]
+    port = s["rdma"]["devices"][0]["ports"][0]
+    assert port == {"port": 1, "state": "ACTIVE", "rate_gbps": 400, "link_layer": "InfiniBand",
+                    "netdev": "ib0"}
+    assert s["mtu"] == {"ib0": 4092, "ib1": 4092}
+    assert s["gpus"]["count"] == 2 and s["gpus"]["models"] == ["NVIDIA H200"] * 2
+    assert s["modules"]["nvidia_peermem"] == "loaded" and s["modules"]["nv_peer_mem"] == "absent"
+
+
+def test_probes_say_why_when_the_kernel_has_no_rdma(tmp_path: Path) -> None:
+    s = state_of(fake_node(tmp_path, ports=[]))
+    assert s["rdma"]["devices"] == []
+    assert "infiniband_verbs" in s["rdma"]["kernel"]["reason"]
+
+
+def test_probes_module_support_missing(tmp_path: Path) -> None:
+    root = fake_node(tmp_path)
+    (root / "proc/modules").unlink()
+    assert "no /proc/modules" in probes.module_support(str(root))["reason"]
+
+
+# -- judge ------------------------------------------------------------------------------------
+
+
+def verdict(root: Path, **exp: object) -> tuple[list[judge.Item], str | None]:
+    e = Expectations(**{"memlock": "0", **exp})  # type: ignore[arg-type]
+    items = judge.judge(probes.gather(e, str(root)), e)
+    return items, judge.reason(items)
+
+
+def by_name(items: list[judge.Item]) -> dict[str, judge.Item]:
+    return {i.name: i for i in items}
+
+
+def test_healthy_node(tmp_path: Path) -> None:
+    items, reason = verdict(fake_node(tmp_path), ports=2, rate=400, mtu=4092, gpus=2)
+    assert reason is None, items
+    assert by_name(items)["ports"].detail == "2 ACTIVE at 400 Gb/s"
+
+
+def test_port_down_is_the_reason(tmp_path: Path) -> None:
+    root = fake_node(tmp_path, ports=[
+        ("mlx5_0", 1, "4: ACTIVE", "400 Gb/sec (4X NDR)", "InfiniBand", "ib0"),
+        ("mlx5_1", 1, "1: DOWN", "10 Gb/sec (4X SDR)", "InfiniBand", "ib1")])
+    _, reason = verdict(root, ports=2)
+    assert reason == "1 of 2 RDMA ports ACTIVE: mlx5_1/1 DOWN"
+
+
+def test_slow_port(tmp_path: Path) -> None:
+    root = fake_node(tmp_path, ports=[
+        ("mlx5_0", 1, "4: ACTIVE", "200 Gb/sec (4X HDR)", "InfiniBand", "ib0")])
+    _, reason = verdict(root, rate=400)
+    assert reason == "mlx5_0/1 at 200 Gb/s, want 400 Gb/s"
+
+
+def test_named_hca_missing(tmp_path: Path) -> None:
+    _, reason = verdict(fake_node(tmp_path), hcas=["mlx5_7"])
+    assert reason is not None and reason.startswith("HCA mlx5_7 not present")
+
+
+def test_mtu_and_several_failures_in_one_line(tmp_path: Path) -> None:
+    root = fake_node(tmp_path, modules=("ib_core", "ib_uverbs", "rdma_ucm"),
+                     mtus={"ib0": 2044, "ib1": 4092})
+    items, reason = verdict(root, mtu=4092)
+    assert by_name(items)["mtu"].detail == "ib0 MTU 2044, want 4092"
+    assert reason == "ib0 MTU 2044, want 4092 (+1 more: peermem)"
+    assert "\n" not in reason
+
+
+def test_no_gpu_node_skips_gpu_and_peermem(tmp_path: Path) -> None:
+    items, reason = verdict(fake_node(tmp_path, gpus=0, modules=("ib_core", "ib_uverbs",
+                                                                "rdma_ucm")), gpus=0)
+    assert reason is None
+    assert by_name(items)["gpus"].status == "n/a" and by_name(items)["peermem"].status == "n/a"
+
+
+def test_gpu_count(tmp_path: Path) -> None:
+    _, reason = verdict(fake_node(tmp_path, gpus=7), gpus=8)
+    assert reason == "7 of 8 GPUs visible"
+
+
+def test_no_rdma_at_all_names_the_kernel_reason(tmp_path: Path) -> None:
+    _, reason = verdict(fake_node(tmp_path, ports=[], modules=()))
+    assert reason is not None
+    assert reason.startswith("no RDMA devices: no /sys/class/infiniband_verbs")
+
+
+def test_mtu_expected_without_interface_is_a_failure(tmp_path: Path) -> None:
+    root = fake_node(tmp_path, ports=[
+        ("mlx5_0", 1, "4: ACTIVE", "400 Gb/sec (4X NDR)", "InfiniBand", None)], mtus={})
+    items, _ = verdict(root, mtu=9000)
+    assert by_name(items)["mtu"].status == "fail"
+
+
+def qos_state(pfc: list[int] | None, trust: str | None = "dscp", capable: bool = True) -> dict:
+    return {"name": "eth2", "capable": capable, "pfc": pfc, "trust": trust,
+            "reason": None if capable else "eth2: dcb pfc show answers 'Operation not supported'"}
+
+
+@pytest.mark.parametrize("state, status, detail", [
+    (qos_state([0, 0, 0, 1, 0, 0, 0, 0]), "pass", "PFC on priority 3, trust dscp"),
+    (qos_state([0, 0, 0, 0, 1, 0, 0, 0]), "fail", "eth2 PFC on priority 4"),
+    (qos_state([0, 0, 0, 1, 0, 0, 0, 0], trust="pcp"), "fail", "eth2 trust pcp"),
+    (qos_state(None, capable=False), "n/a", "not applicable: eth2: dcb pfc show"),
+])
+def test_qos(state: dict, status: str, detail: str) -> None:
+    s = {"qos": {"eth2": state}}
+    item = judge.check_qos(s, Expectations(pfc_priority=3))
+    assert item.status == status and item.detail.startswith(detail), item
+
+
+def test_memlock() -> None:
+    assert judge.check_memlock({"memlock": None}, Expectations()).status == "pass"
+    item = judge.check_memlock({"memlock": 64 * 1024}, Expectations())
+    assert item.status == "fail" and item.detail.startswith("memlock 64 KiB, want unlimited")
+    assert judge.check_memlock({"memlock": 64 * 1024}, Expectations(memlock="64")).status == "pass"
+
+
+def test_reason_is_one_bounded_line() -> None:
+    items = [judge.Item("a", "fail", 'x\n"y" ' * 100), judge.Item("b", "pass", "")]
+    r = judge.reason(items)
+    assert r is not None and "\n" not in r and '"' not in r and len(r) <= judge.REASON_MAX
+
+
+# -- expectations -----------------------------------------------------------------------------
+
+
+def test_config_file_and_flags(tmp_path: Path) -> None:
+    cfg = tmp_path / "check.yml"
+    cfg.write_text("ports: 8\nrate: 400\nmtu: 9000\ngpus: 8\n")
+    exp = expect.build(cfg, {"mtu": "4092", "ports": None})
+    assert (exp.ports, exp.rate, exp.mtu, exp.gpus) == (8, 400, 4092, 8)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("mtu: 99999\n", "mtu: 99999 is not a valid MTU (68..9216)"),
+    ("pfc_priority: 8\n", "pfc_priority: 8 is not a valid PFC priority (0..7)"),
+    ("port: 4\n", "unknown key 'port' (did you mean ports?)"),
+    ("rate: fast\n", "rate: 'fast' is not an integer"),
+    ("- 1\n", "must be a mapping"),
+    ("mtu: [\n", "not valid YAML"),
+    ("memlock: lots\n", "is not 'unlimited' or a size in KiB"),
+])
+def test_bad_config(tmp_path: Path, text: str, message: str) -> None:
+    cfg = tmp_path / "check.yml"
+    cfg.write_text(text)
+    with pytest.raises(UserError) as exc:
+        expect.build(cfg, {})
+    assert message in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_bad_flag_names_the_flag() -> None:
+    with pytest.raises(UserError) as exc:
+        expect.build(None, {"pfc_priority": "9"})
+    assert str(exc.value) == "--expect-pfc: 9 is not a valid PFC priority (0..7)"
+
+
+# -- output -----------------------------------------------------------------------------------
+
+
+def test_prometheus_text(tmp_path: Path) -> None:
+    root = fake_node(tmp_path / "n", ports=[
+        ("mlx5_0", 1, "4: ACTIVE", "400 Gb/sec (4X NDR)", "InfiniBand", "ib0"),
+        ("mlx5_1", 1, "1: DOWN", "10 Gb/sec (4X SDR)", "InfiniBand", "ib1")])
+    e = Expectations(memlock="0", ports=2)
+    s = probes.gather(e, str(root))
+    items = judge.judge(s, e)
+    doc = output.document(items, judge.reason(items), s, e.as_dict(), 0.01)
+    path = output.write_prometheus(doc, tmp_path)
+    text = path.read_text()
+    assert path.name == "rdmaprov_check.prom"
+    assert "rdmaprov_check_healthy 0\n" in text
+    assert 'rdmaprov_check_ok{check="ports"} 0\n' in text
+    assert 'rdmaprov_check_ok{check="mtu"}' not in text  # n/a: left out
+    assert ('rdmaprov_rdma_port_active{device="mlx5_1",port="1",link_layer="InfiniBand"} 0'
+            in text)
+    assert 'rdmaprov_rdma_port_rate_gbps{device="mlx5_0",port="1",link_layer="InfiniBand"} 400' \
+        in text
+    assert "rdmaprov_gpus_visible 2\n" in text
+    assert not list(tmp_path.glob(".rdmaprov_check.*"))  # no temp file left behind
