@@ -98,3 +98,67 @@ def test_this_machine_says_plainly_what_is_missing() -> None:
     assert p.returncode == 2
     assert doc["reason"].startswith("no RDMA devices: ")
     assert elapsed < 5, f"check took {elapsed:.1f} s"
+
+
+# -- contrib/slurm scripts, with a recording scontrol on PATH ----------------------------------
+
+CONTRIB = Path(__file__).resolve().parents[2] / "contrib" / "slurm"
+
+
+def slurm_env(tmp_path: Path, root: Path) -> dict[str, str]:
+    import os
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "scontrol").write_text(
+        '#!/bin/sh\n[ "$1" = show ] && { printf "%s\\n" "${FAKE_REASON:-}"; exit 0; }\n'
+        f'printf "%s\\n" "$*" >> {tmp_path}/scontrol.log\n')
+    (bindir / "rdmaprov").write_text(f'#!/bin/sh\nexec {sys.executable} -m rdmaprov "$@"\n')
+    for f in bindir.iterdir():
+        f.chmod(0o755)
+    cfg = tmp_path / "check.yml"
+    cfg.write_text("memlock: '1'\nports: 2\n")
+    return {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}",
+            "RDMAPROV_CHECK_SYSROOT": str(root), "RDMAPROV_CHECK_CONFIG": str(cfg),
+            "SLURMD_NODENAME": "gpu17", "PYTHONPATH": str(CONTRIB.parents[1])}
+
+
+def test_prolog_drains_with_the_reason(tmp_path: Path) -> None:
+    root = fake_node(tmp_path / "n", ports=[
+        ("mlx5_0", 1, "4: ACTIVE", "400 Gb/sec (4X NDR)", "InfiniBand", "ib0"),
+        ("mlx5_1", 1, "2: INIT", "400 Gb/sec (4X NDR)", "InfiniBand", "ib1")])
+    env = slurm_env(tmp_path, root)
+    p = subprocess.run(["sh", str(CONTRIB / "rdmaprov-prolog.sh")], env=env, capture_output=True,
+                       text=True, timeout=60, check=False)
+    assert p.returncode == 1
+    assert (tmp_path / "scontrol.log").read_text() == (
+        'update nodename=gpu17 state=drain reason=rdmaprov: 1 of 2 RDMA ports ACTIVE: '
+        'mlx5_1/1 INIT\n')
+
+
+def test_prolog_passes_a_healthy_node(tmp_path: Path) -> None:
+    env = slurm_env(tmp_path, fake_node(tmp_path / "n"))
+    p = subprocess.run(["sh", str(CONTRIB / "rdmaprov-prolog.sh")], env=env, capture_output=True,
+                       text=True, timeout=60, check=False)
+    assert p.returncode == 0, p.stderr
+    assert not (tmp_path / "scontrol.log").exists()
+
+
+def test_healthcheck_resumes_only_its_own_drain(tmp_path: Path) -> None:
+    env = slurm_env(tmp_path, fake_node(tmp_path / "n"))
+    script = ["sh", str(CONTRIB / "rdmaprov-healthcheck.sh")]
+    env["FAKE_REASON"] = "   Reason=admin: bad DIMM [root@2025-01-01T00:00:00]"
+    subprocess.run(script, env=env, timeout=60, check=True)
+    assert not (tmp_path / "scontrol.log").exists()
+    env["FAKE_REASON"] = "   Reason=rdmaprov: 1 of 2 RDMA ports ACTIVE [slurm@2025-01-01T00:00:00]"
+    subprocess.run(script, env=env, timeout=60, check=True)
+    assert (tmp_path / "scontrol.log").read_text() == "update nodename=gpu17 state=resume\n"
+
+
+def test_nhc_plugin_calls_die_with_the_reason(tmp_path: Path) -> None:
+    root = fake_node(tmp_path / "n", gpus=1)
+    env = slurm_env(tmp_path, root)
+    p = subprocess.run(["bash", "-c", f'die() {{ echo "DIE $1 $2"; }}; . {CONTRIB}/rdmaprov.nhc; '
+                        "check_rdmaprov --expect-gpus 2"], env=env, capture_output=True,
+                       text=True, timeout=60, check=False)
+    assert p.stdout == "DIE 1 rdmaprov: 1 of 2 GPUs visible\n", p.stderr
