@@ -1,0 +1,307 @@
+# Copyright: rdmaprov developers
+# Apache-2.0
+"""RDMA facts read from sysfs (/sys/class/infiniband, /sys/class/infiniband_verbs, /sys/class/net).
+
+Pure functions over a sysfs root, so unit tests hand them fixture trees; the rdma_facts module
+uses them with "/sys" and `rdmaprov probe` imports them directly. Attribute formats follow the
+kernel's drivers/infiniband/core/sysfs.c (state "4: ACTIVE", phys_state "5: LinkUp",
+rate "400 Gb/sec (4X NDR)", lid "0xc", GIDs printed with %pI6, gid_attrs/types "IB/RoCE v1" or
+"RoCE v2") and mlx5's own device attributes (fw_ver, board_id, hca_type).
+Return shape: docs/CONTRACTS.md, "rdma_facts module".
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from ansible_collections.rdmaprov.cluster.plugins.module_utils.driver_versions import (
+    parse_ofed_info,
+)
+
+IB_MTUS = (256, 512, 1024, 2048, 4096)
+PORT_STATES = ("NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER")
+PHYS_STATES = {1: "Sleep", 2: "Polling", 3: "Disabled", 4: "PortConfigurationTraining",
+               5: "LinkUp", 6: "LinkErrorRecovery", 7: "Phy Test"}
+ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
+# Counters worth carrying into facts: the PMA error counters (ports/N/counters/) and mlx5's
+# RoCE congestion / loss counters (ports/N/hw_counters/). Everything else there is traffic volume.
+ERROR_COUNTERS = ("symbol_error", "link_error_recovery", "link_downed", "port_rcv_errors",
+                  "port_rcv_remote_physical_errors", "port_rcv_switch_relay_errors",
+                  "port_xmit_discards", "port_xmit_constraint_errors",
+                  "port_rcv_constraint_errors", "local_link_integrity_errors",
+                  "excessive_buffer_overrun_errors", "VL15_dropped", "port_xmit_wait")
+ROCE_HW_COUNTERS = ("np_cnp_sent", "np_ecn_marked_roce_packets", "rp_cnp_handled",
+                    "rp_cnp_ignored", "out_of_sequence", "packet_seq_err", "out_of_buffer",
+                    "local_ack_timeout_err", "implied_nak_seq_err", "duplicate_request",
+                    "rnr_nak_retry_err", "req_cqe_error", "resp_cqe_error")
+
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec")
+_NUMBERED = re.compile(r"^\s*(\d+)\s*:\s*(.*?)\s*$")
+
+
+def read(path: str) -> str | None:
+    """A sysfs attribute's text without the trailing newline; None if absent or unreadable
+    (an unpopulated GID's gid_attrs entry answers EINVAL, which lands here too)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def _sorted_numeric(names: list[str]) -> list[str]:
+    return sorted((n for n in names if n.isdigit()), key=int)
+
+
+def parse_rate(text: str | None) -> int | float | None:
+    """'400 Gb/sec (4X NDR)' -> 400; '2.5 Gb/sec (1X SDR)' -> 2.5; garbage -> None."""
+    m = _RATE.match(text or "")
+    if not m:
+        return None
+    value = float(m.group(1))
+    return int(value) if value.is_integer() else value
+
+
+def parse_state(text: str | None) -> str | None:
+    """'4: ACTIVE' -> 'ACTIVE' (the name after the number, as sysfs prints it)."""
+    m = _NUMBERED.match(text or "")
+    if not m:
+        return (text or "").strip() or None
+    return m.group(2) or None
+
+
+def parse_lid(text: str | None) -> int | None:
+    try:
+        return int(text, 16) if text else None
+    except ValueError:
+        return None
+
+
+def normalise_gid_type(raw: str | None, link_layer: str | None) -> str | None:
+    """sysfs says 'IB/RoCE v1' for both IB and RoCE v1 GIDs; the link layer tells them apart."""
+    if raw is None:
+        return None
+    if raw == "IB/RoCE v1":
+        return "IB" if link_layer == "InfiniBand" else "RoCE v1"
+    return raw
+
+
+def gid_kind(gid: str) -> str:
+    """'ipv4-mapped' (::ffff:a.b.c.d), 'link-local' (fe80::/64), 'zero' or 'ipv6'."""
+    groups = gid.lower().split(":")
+    if len(groups) != 8:
+        return "invalid"
+    if gid.lower() == ZERO_GID:
+        return "zero"
+    if groups[:6] == ["0000"] * 5 + ["ffff"]:
+        return "ipv4-mapped"
+    if groups[0] == "fe80" and groups[1:4] == ["0000"] * 3:
+        return "link-local"
+    return "ipv6"
+
+
+def gid_ipv4(gid: str) -> str | None:
+    """The IPv4 address inside an IPv4-mapped GID, else None."""
+    if gid_kind(gid) != "ipv4-mapped":
+        return None
+    groups = gid.lower().split(":")
+    raw = int(groups[6], 16) << 16 | int(groups[7], 16)
+    return ".".join(str(raw >> shift & 0xFF) for shift in (24, 16, 8, 0))
+
+
+def roce_active_mtu(netdev_mtu: int | None) -> int | None:
+    """The IB MTU a RoCE port uses for a netdev MTU: the largest one that fits after the RoCE
+    v2 headers (the kernel's iboe_get_mtu subtracts GRH+UDP+BTH+XRC+AtomicETH+ICRC = 96 bytes)."""
+    if not netdev_mtu:
+        return None
+    room = netdev_mtu - 96
+    fitting = [m for m in IB_MTUS if m <= room]
+    return fitting[-1] if fitting else None
+
+
+def ipoib_active_mtu(netdev_mtu: int | None, mode: str | None) -> int | None:
+    """In datagram mode an IPoIB netdev's MTU is the IB MTU less its 4-byte header; connected
+    mode (MTU up to 65520) says nothing about the link's MTU."""
+    if not netdev_mtu or mode != "datagram":
+        return None
+    return netdev_mtu + 4 if netdev_mtu + 4 in IB_MTUS else None
+
+
+def kernel_support(sysfs_root: str = "/sys") -> dict:
+    """{"uverbs": bool, "reason": str}: can user space (NCCL, pyverbs) do RDMA on this kernel?"""
+    verbs = os.path.join(sysfs_root, "class/infiniband_verbs")
+    devices = os.path.join(sysfs_root, "class/infiniband")
+    has_devices = bool(_listdir(devices))
+    if not os.path.isdir(verbs):
+        if has_devices:
+            return {"uverbs": False,
+                    "reason": "RDMA devices exist but there is no /sys/class/infiniband_verbs: "
+                              "ib_uverbs is not loaded, so user space (NCCL) cannot use them"}
+        return {"uverbs": False, "reason": "no /sys/class/infiniband_verbs: "
+                                           "the kernel has no RDMA (ib_uverbs) support"}
+    if not has_devices:
+        return {"uverbs": True,
+                "reason": "ib_uverbs is loaded but /sys/class/infiniband is empty: no RDMA "
+                          "devices (no HCA, or its driver such as mlx5_ib is not loaded)"}
+    return {"uverbs": True, "reason": "ib_uverbs is loaded and RDMA devices are present"}
+
+
+def bond_of(sysfs_root: str, netdev: str | None) -> str | None:
+    """The bond a netdev is, or is enslaved to; None for a plain interface."""
+    if not netdev:
+        return None
+    net = os.path.join(sysfs_root, "class/net")
+    if os.path.isdir(os.path.join(net, netdev, "bonding")):
+        return netdev
+    master = os.path.join(net, netdev, "master")
+    if os.path.lexists(master):
+        upper = os.path.basename(os.path.realpath(master)) if os.path.islink(master) \
+            else (read(master) or "")
+        if upper and os.path.isdir(os.path.join(net, upper, "bonding")):
+            return upper
+    return None
+
+
+def port_netdev(sysfs_root: str, device: str, port: int) -> str | None:
+    """The netdev of a port: the default GID's ndev (which names the bond for RoCE LAG), else
+    the PCI function's netdev whose dev_port is port-1 (how rdma-core's ibdev2netdev maps them)."""
+    base = os.path.join(sysfs_root, "class/infiniband", device)
+    ndev = read(os.path.join(base, "ports", str(port), "gid_attrs/ndevs/0"))
+    if ndev:
+        return ndev
+    candidates = sorted(_listdir(os.path.join(base, "device/net")))
+    for name in candidates:
+        dev_port = read(os.path.join(base, "device/net", name, "dev_port"))
+        if dev_port is not None and dev_port.isdigit() and int(dev_port) == port - 1:
+            return name
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def _counters(path: str, names: tuple[str, ...] | None = None) -> dict:
+    """Integer counters of one directory; 'N/A (no PMA)' and other non-numbers are left out."""
+    found = {}
+    for name in sorted(_listdir(path)):
+        if names is not None and name not in names:
+            continue
+        text = read(os.path.join(path, name))
+        if text is not None and text.isdigit():
+            found[name] = int(text)
+    return found
+
+
+def read_gids(port_dir: str, link_layer: str | None) -> list[dict]:
+    gids = []
+    for index in _sorted_numeric(_listdir(os.path.join(port_dir, "gids"))):
+        gid = (read(os.path.join(port_dir, "gids", index)) or "").lower()
+        if not gid or gid_kind(gid) in ("zero", "invalid"):
+            continue
+        raw_type = read(os.path.join(port_dir, "gid_attrs/types", index))
+        entry = {"index": int(index), "gid": gid,
+                 "type": normalise_gid_type(raw_type, link_layer)}
+        ndev = read(os.path.join(port_dir, "gid_attrs/ndevs", index))
+        if ndev:
+            entry["netdev"] = ndev
+        gids.append(entry)
+    return gids
+
+
+def read_port(sysfs_root: str, device: str, port: int) -> dict:
+    port_dir = os.path.join(sysfs_root, "class/infiniband", device, "ports", str(port))
+    link_layer = read(os.path.join(port_dir, "link_layer"))
+    netdev = port_netdev(sysfs_root, device, port)
+    net_mtu = None
+    if netdev:
+        mtu = read(os.path.join(sysfs_root, "class/net", netdev, "mtu"))
+        net_mtu = int(mtu) if mtu and mtu.isdigit() else None
+    if link_layer == "Ethernet":
+        active_mtu = roce_active_mtu(net_mtu)
+        lid = None
+    else:
+        mode = read(os.path.join(sysfs_root, "class/net", netdev, "mode")) if netdev else None
+        active_mtu = ipoib_active_mtu(net_mtu, mode)
+        lid = parse_lid(read(os.path.join(port_dir, "lid")))
+    return {
+        "port": port,
+        "state": parse_state(read(os.path.join(port_dir, "state"))),
+        "phys_state": parse_state(read(os.path.join(port_dir, "phys_state"))),
+        "rate_gbps": parse_rate(read(os.path.join(port_dir, "rate"))),
+        "link_layer": link_layer,
+        "active_mtu": active_mtu,
+        "lid": lid,
+        "netdev": netdev,
+        "gids": read_gids(port_dir, link_layer),
+        # Beyond the contract's keys: extras that consumers may ignore.
+        "bond": bond_of(sysfs_root, netdev),
+        "netdev_mtu": net_mtu,
+        "counters": _counters(os.path.join(port_dir, "counters"), ERROR_COUNTERS),
+        "hw_counters": _counters(os.path.join(port_dir, "hw_counters"), ROCE_HW_COUNTERS),
+    }
+
+
+def read_device(sysfs_root: str, name: str) -> dict:
+    base = os.path.join(sysfs_root, "class/infiniband", name)
+    ports = [read_port(sysfs_root, name, int(p))
+             for p in _sorted_numeric(_listdir(os.path.join(base, "ports")))]
+    return {
+        "name": name,
+        "fw_ver": read(os.path.join(base, "fw_ver")),
+        "board_id": read(os.path.join(base, "board_id")),
+        "node_guid": read(os.path.join(base, "node_guid")),
+        "hca_type": read(os.path.join(base, "hca_type")),
+        "ports": ports,
+    }
+
+
+def list_devices(sysfs_root: str = "/sys") -> list[str]:
+    return sorted(_listdir(os.path.join(sysfs_root, "class/infiniband")))
+
+
+def stack_versions(run=None) -> dict:
+    """{"rdma_core_version", "ofed_version"} from `ofed_info -s` and the package database.
+
+    `run(argv) -> (rc, stdout)` runs a read-only command (the module's run_command, or
+    subprocess for the local probe); None, or a command that is missing, gives nulls.
+    """
+    result = {"rdma_core_version": None, "ofed_version": None}
+    if run is None:
+        return result
+    rc, out = run(["ofed_info", "-s"])
+    if rc == 0:
+        parsed = parse_ofed_info(out)
+        if parsed:
+            result["ofed_version"] = parsed["full"]
+    rc, out = run(["dpkg-query", "-W", "-f=${Version}\\t${db:Status-Abbrev}", "rdma-core"])
+    if rc == 0 and "\t" in out:
+        version, status = out.split("\t", 1)
+        if status.startswith("ii"):
+            result["rdma_core_version"] = upstream_version(version)
+    if result["rdma_core_version"] is None:
+        rc, out = run(["rpm", "-q", "--qf", "%{VERSION}", "rdma-core"])
+        if rc == 0 and out.strip() and "not installed" not in out:
+            result["rdma_core_version"] = upstream_version(out.strip())
+    return result
+
+
+def upstream_version(package_version: str) -> str:
+    """'44.0-2' -> '44.0'; '2404mlnx51-1.2404066' -> '2404mlnx51' (MLNX_OFED's rdma-core):
+    the part before the packaging revision, without an epoch."""
+    version = package_version.strip().split(":", 1)[-1]
+    return version.split("-", 1)[0]
+
+
+def collect(sysfs_root: str = "/sys", run=None) -> dict:
+    """The whole `rdma` fact from sysfs (see docs/CONTRACTS.md)."""
+    devices = [read_device(sysfs_root, name) for name in list_devices(sysfs_root)]
+    facts = {"kernel": kernel_support(sysfs_root)}
+    facts.update(stack_versions(run))
+    facts["source"] = "sysfs" if devices else "none"
+    facts["devices"] = devices
+    return facts

@@ -1,0 +1,157 @@
+#!/usr/bin/python
+# Copyright: rdmaprov developers
+# Apache-2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: rdma_facts
+short_description: Discover RDMA devices, ports, GIDs and the RDMA stack's version
+description:
+  - Reports every RDMA device (HCA) and port as C(ansible_facts.rdma): state, physical state,
+    rate, link layer, active MTU, LID, netdev, GIDs with their types, firmware and board id,
+    plus the rdma-core and OFED versions. The shape is fixed in docs/CONTRACTS.md.
+  - Uses pyverbs (rdma-core's Python binding) when it is importable and the kernel has verbs,
+    and sysfs (/sys/class/infiniband) otherwise; C(source) says which.
+  - A host without RDMA is not a failure; C(devices) is empty and C(kernel.reason) says why
+    (for example no ib_uverbs in the kernel, where pyverbs raises PyverbsRDMAError).
+  - Also returns per-port error counters (C(counters)) and RoCE congestion counters
+    (C(hw_counters)) read from sysfs, the bond a port's netdev belongs to, and each GID's netdev.
+  - Read-only; runs only C(ofed_info -s) and a package query (dpkg-query or rpm).
+version_added: "0.1.0"
+author: rdmaprov developers
+options:
+  sysfs_root:
+    description:
+      - Where sysfs is mounted. Only tests change it (fixture trees); pyverbs is not used
+        with C(use_pyverbs=auto) when it is not C(/sys), since pyverbs reads the running kernel.
+    type: path
+    default: /sys
+  use_pyverbs:
+    description:
+      - C(auto) uses pyverbs when importable, C(yes) fails without it, C(no) reads sysfs only.
+    type: str
+    choices: [auto, "yes", "no"]
+    default: auto
+  versions:
+    description: Query the rdma-core package and C(ofed_info -s) for versions.
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  facts:
+    support: full
+notes:
+  - pyverbs comes from the distribution (Debian/Ubuntu C(python3-pyverbs), RHEL C(python3-pyverbs));
+    the interpreter Ansible uses on the node must be able to import it.
+"""
+
+EXAMPLES = r"""
+- name: Discover RDMA devices
+  rdmaprov.cluster.rdma_facts:
+
+- name: Active ports
+  ansible.builtin.debug:
+    msg: >-
+      {{ ansible_facts.rdma.devices | map(attribute='ports') | flatten
+         | selectattr('state', 'equalto', 'ACTIVE') | list }}
+
+- name: Fail early on a node that cannot do RDMA
+  ansible.builtin.assert:
+    that: ansible_facts.rdma.kernel.uverbs
+    fail_msg: "{{ ansible_facts.rdma.kernel.reason }}"
+"""
+
+RETURN = r"""
+rdma:
+  description: The RDMA facts (also set as C(ansible_facts.rdma)).
+  returned: always
+  type: dict
+  contains:
+    kernel:
+      description: Whether this kernel can do RDMA from user space, and why (not).
+      type: dict
+      sample:
+        uverbs: false
+        reason: "no /sys/class/infiniband_verbs: the kernel has no RDMA (ib_uverbs) support"
+    rdma_core_version:
+      description: Upstream version of the installed rdma-core package, or null.
+      type: str
+      sample: "44.0"
+    ofed_version:
+      description: C(ofed_info -s) without its trailing colon, or null.
+      type: str
+      sample: MLNX_OFED_LINUX-23.10-1.1.9.0
+    source:
+      description: Where the device facts came from.
+      type: str
+      choices: [pyverbs, sysfs, none]
+    devices:
+      description: One entry per RDMA device, with its ports.
+      type: list
+      elements: dict
+      sample:
+        - name: mlx5_0
+          fw_ver: "28.39.1002"
+          board_id: MT_0000000838
+          node_guid: "b83f:d203:00aa:bbcc"
+          hca_type: MT4129
+          ports:
+            - port: 1
+              state: ACTIVE
+              phys_state: LinkUp
+              rate_gbps: 400
+              link_layer: InfiniBand
+              active_mtu: 4096
+              lid: 12
+              netdev: ib0
+              gids: [{index: 0, gid: "fe80:0000:0000:0000:b83f:d203:00aa:bbcc", type: IB}]
+              bond: null
+              netdev_mtu: 4092
+              counters: {symbol_error: 0, link_downed: 0, port_rcv_errors: 0}
+              hw_counters: {}
+"""
+
+# Ansible's layout: the documentation strings come first, so imports follow them.
+import subprocess  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.rdmaprov.cluster.plugins.module_utils.rdma_pyverbs import (  # noqa: E402
+    PyverbsMissing,
+    gather,
+)
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "sysfs_root": {"type": "path", "default": "/sys"},
+            "use_pyverbs": {"type": "str", "choices": ["auto", "yes", "no"], "default": "auto"},
+            "versions": {"type": "bool", "default": True},
+        },
+        supports_check_mode=True,
+    )
+
+    def run(argv: list[str]) -> tuple[int, str]:
+        # Read-only queries; a missing tool is an answer ("not installed"), not an error.
+        if not module.get_bin_path(argv[0]):
+            return 127, ""
+        try:
+            rc, out, _err = module.run_command(argv, environ_update={"LC_ALL": "C"})
+        except (OSError, subprocess.SubprocessError):
+            return 127, ""
+        return rc, out
+
+    try:
+        facts = gather(module.params["sysfs_root"], module.params["use_pyverbs"],
+                       run if module.params["versions"] else None)
+    except PyverbsMissing as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(changed=False, rdma=facts, ansible_facts={"rdma": facts})
+
+
+if __name__ == "__main__":
+    main()
