@@ -26,6 +26,8 @@ COMMANDS = (
     "check",
     "explain",
     "lab",
+    "reconfigure",
+    "status",
     "validate",
 )
 
