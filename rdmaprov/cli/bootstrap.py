@@ -38,6 +38,7 @@ def run(args: argparse.Namespace, playbook: Path | None = None) -> int:
     """``playbook`` replaces site.yml (tests run fixture playbooks through the full path)."""
     options.check_choices(args)
     options.forks(args)
+    options.apply_retry(args)
     inv = inventory_mod.load(args.inventory, limit=args.limit, extra_vars=args.extra_vars)
     book = playbook or find_playbook("site.yml")
     spec = options.run_spec(args, book, inv)
@@ -46,6 +47,10 @@ def run(args: argparse.Namespace, playbook: Path | None = None) -> int:
         result = RunnerSession(spec, on_event=view).run()
     code = exit_code(result)
     progress.print_summary(result, human)
+    if not args.check:
+        retry = options.record_retry(args.inventory, list(result.hosts), result.failed_hosts)
+        if retry is not None:
+            print(f"retry the failed hosts: --retry-failed (or --limit @{retry})", file=human)
     if args.json:
         progress.print_json(result, code, sys.stdout)
     elif code == 1 and result.error:

@@ -38,6 +38,10 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                    help="show the changes to files and settings (with --check: the drift)")
     g.add_argument("-l", "--limit", metavar="PATTERN",
                    help="only these hosts/groups (Ansible host pattern, e.g. 'gpu:!node7')")
+    g.add_argument("--retry-failed", action="store_true",
+                   help="only the hosts that failed or were unreachable in earlier runs "
+                        "against this inventory (Ansible's --limit @FILE; the file is in "
+                        "$RDMAPROV_RETRY_DIR, default ~/.cache/rdmaprov/retry)")
     g.add_argument("-t", "--tags", action="append", metavar="TAGS",
                    help="only tasks with these tags (comma-separated, repeatable)")
     g.add_argument("--skip-tags", action="append", metavar="TAGS",
@@ -67,6 +71,39 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                    help="print one JSON result document on stdout; progress goes to stderr")
     g.add_argument("-v", "--verbose", action="count", default=0,
                    help="more Ansible detail in the kept artifacts (repeat for more)")
+
+
+def retry_file(inventory: Path) -> Path:
+    """Where the failed hosts of runs against ``inventory`` are kept (one name a line)."""
+    import hashlib
+
+    base = Path(os.environ.get("RDMAPROV_RETRY_DIR")
+                or Path.home() / ".cache" / "rdmaprov" / "retry")
+    key = hashlib.sha256(str(inventory.resolve()).encode()).hexdigest()[:12]
+    return base / f"{inventory.name}-{key}.retry"
+
+
+def apply_retry(args: argparse.Namespace) -> None:
+    """--retry-failed → --limit @retry-file (combined with a --limit the user gave)."""
+    if not getattr(args, "retry_failed", False):
+        return
+    path = retry_file(args.inventory)
+    if not path.is_file() or not path.read_text().split():
+        raise UserError(f"--retry-failed: no failed hosts recorded for {args.inventory}")
+    args.limit = f"@{path}" if not args.limit else f"@{path}:&{args.limit}"
+
+
+def record_retry(inventory: Path, ran: list[str], failed: list[str]) -> Path | None:
+    """Keep the hosts still failing: earlier failures not re-run, plus this run's."""
+    path = retry_file(inventory)
+    old = path.read_text().split() if path.is_file() else []
+    keep = sorted({h for h in old if h not in ran} | set(failed))
+    if not keep:
+        path.unlink(missing_ok=True)
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{h}\n" for h in keep))
+    return path
 
 
 def forks(args: argparse.Namespace) -> int | None:

@@ -3,13 +3,12 @@ bad input, and the time budget, on a fake node tree and on this machine itself."
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
 import time
 from pathlib import Path
-
-import importlib.util
 
 # The fake node tree lives with the unit tests; load it by path (test dirs are not packages).
 _spec = importlib.util.spec_from_file_location(

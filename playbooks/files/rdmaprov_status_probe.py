@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Read-only snapshot of one node for `rdmaprov status`: prints one JSON document.
+
+Runs on the node through ansible.builtin.script, with the node's own python3 (stdlib only).
+Reads /sys, /proc and a few tools' version output; writes nothing.
+"""
+
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+
+RDMA_MODULES = ("ib_core", "ib_uverbs", "rdma_ucm", "mlx5_ib", "nvidia_peermem")
+
+
+def read(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
+
+
+def run(argv):
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return p
+
+
+def drivers():
+    p = run(["ofed_info", "-s"])
+    if p is not None and p.returncode == 0 and p.stdout.strip():
+        return p.stdout.strip().rstrip(":")
+    p = run(["dpkg-query", "-W", "-f=${Version}", "rdma-core"])
+    if p is None:
+        p = run(["rpm", "-q", "--qf", "%{VERSION}", "rdma-core"])
+    if p is not None and p.returncode == 0 and p.stdout.strip():
+        return "rdma-core " + p.stdout.strip()
+    return None
+
+
+def modules():
+    if not os.path.exists("/proc/modules"):
+        return {"supported": False, "loaded": []}
+    loaded = [m for m in RDMA_MODULES if os.path.isdir("/sys/module/" + m)]
+    return {"supported": True, "loaded": loaded}
+
+
+def mtus():
+    out = {}
+    for path in sorted(glob.glob("/sys/class/net/*/mtu")):
+        name = path.split("/")[-2]
+        if name != "lo":
+            out[name] = int(read(path) or 0)
+    return out
+
+
+def qos():
+    unit = run(["systemctl", "is-active", "rdmaprov-roce-qos.service"])
+    state = unit.stdout.strip() if unit is not None else None
+    return {"unit": state if state and state != "unknown" else None,
+            "script": os.path.exists("/usr/local/sbin/rdmaprov-roce-qos")}
+
+
+def firewall():
+    p = run(["nft", "list", "table", "inet", "rdmaprov"])
+    if p is None:
+        return None
+    if p.returncode != 0:
+        return "no rdmaprov table"
+    rules = len([ln for ln in p.stdout.splitlines() if re.search(r"\b(accept|drop)\b", ln)])
+    return "rdmaprov table, %d rules" % rules
+
+
+def runtime():
+    for engine in ("docker", "podman"):
+        p = run([engine, "--version"])
+        if p is not None and p.returncode == 0:
+            m = re.search(r"(\d+\.\d+(\.\d+)?)", p.stdout)
+            return "%s %s" % (engine, m.group(1) if m else "?")
+    return None
+
+
+def last_validation():
+    rcs = glob.glob("/var/tmp/rdmaprov-validate/*/rc")
+    if not rcs:
+        return None
+    newest = max(rcs, key=os.path.getmtime)
+    rc = read(newest)
+    return {"label": newest.split("/")[-2], "rc": rc, "mtime": int(os.path.getmtime(newest)),
+            "verdict": "pass" if rc == "0" else "fail"}
+
+
+def gpus():
+    return len(glob.glob("/proc/driver/nvidia/gpus/*")) or len(
+        [d for d in glob.glob("/dev/nvidia*") if re.fullmatch(r"/dev/nvidia\d+", d)])
+
+
+print(json.dumps({
+    "drivers": drivers(), "modules": modules(), "mtu": mtus(), "qos": qos(),
+    "firewall": firewall(), "runtime": runtime(), "gpus": gpus(),
+    "rdma_devices": sorted(os.listdir("/sys/class/infiniband"))
+    if os.path.isdir("/sys/class/infiniband") else [],
+    "validation": last_validation(),
+}))

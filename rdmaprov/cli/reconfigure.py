@@ -1,0 +1,153 @@
+"""`rdmaprov reconfigure INVENTORY --set var=value ...`: a day-2 change, rolled out in batches.
+
+Only the roles a change touches run (their tags, derived from the variable names), one
+ansible-playbook run per batch; once more hosts have failed than --max-fail allows, the
+rollout stops before the next batch. With --check --diff nothing changes and the drift table
+shows, per host and setting, the current value and the wanted one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.table import Table
+
+from rdmaprov import drift, progress
+from rdmaprov import inventory as inventory_mod
+from rdmaprov.cli import options
+from rdmaprov.engine import RunnerSession, RunResult
+from rdmaprov.resources import collection_root
+from rdmaprov.resources import playbook as find_playbook
+
+EPILOG = options.EXIT_CODES_EPILOG + """\
+     (reconfigure: also when the rollout stopped at --max-fail; the hosts not reached are listed)
+
+--set values outrank every inventory value (Ansible extra vars) for this run; put the new value
+in group_vars as well, or the next bootstrap puts the old one back.
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "reconfigure", help="change settings on running nodes, in batches, with a drift view",
+        description="Apply a changed setting to running nodes: only the roles the change "
+        "touches, in batches, stopping when too many hosts fail. --check --diff prints the "
+        "drift (host x setting, current -> wanted) and changes nothing.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("inventory", type=Path, help="inventory file or directory (INI or YAML)")
+    p.add_argument("--set", dest="settings", action="append", default=[], metavar="VAR=VALUE",
+                   help="a role variable and its new value (YAML), repeatable; decides which "
+                        "roles run (no --set: every role, or --tags)")
+    p.add_argument("--batch", metavar="N|N%",
+                   help="hosts per batch, a count or a percentage of the selected hosts "
+                        "(default: all at once)")
+    p.add_argument("--max-fail", metavar="N|N%",
+                   help="failed hosts tolerated before the rollout stops (default 0: stop "
+                        "after the first batch with a failure)")
+    options.add_run_options(p)
+    p.set_defaults(func=run)
+
+
+def merge(results: list[RunResult]) -> RunResult:
+    hosts = {}
+    for r in results:
+        hosts.update(r.hosts)
+    rc = max((r.rc for r in results), default=0)
+    errors = [r.error for r in results if r.error]
+    return RunResult(rc=rc, status="successful" if rc == 0 else "failed",
+                     hosts=dict(sorted(hosts.items())),
+                     artifacts_dir=results[-1].artifacts_dir if results else None,
+                     error=errors[0] if errors else None)
+
+
+def print_drift(rows: list[drift.DriftRow], hosts: list[str], stream: TextIO) -> None:
+    console = Console(file=stream, highlight=False, soft_wrap=True)
+    table = Table(title="Drift (current -> wanted)", title_justify="left")
+    for col in ("host", "setting", "current", "wanted"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r.host, r.setting, r.current, r.wanted)
+    in_line = [h for h in hosts if not any(r.host == h for r in rows)]
+    if rows:
+        console.print(table)
+    console.print(f"in line: {', '.join(in_line)}" if in_line else "every host drifts",
+                  markup=False)
+
+
+def run(args: argparse.Namespace) -> int:
+    options.check_choices(args)
+    options.forks(args)
+    settings = drift.parse_set(args.settings)
+    roles: list[str] = []
+    if settings:
+        roles = drift.roles_for(list(settings), inventory_mod.load_specs(collection_root()))
+        # Checked by inventory.load like any -e value: unknown names, types, ranges.
+        args.extra_vars = [*args.extra_vars, json.dumps(settings)]
+    options.apply_retry(args)
+    inv = inventory_mod.load(args.inventory, limit=args.limit, extra_vars=args.extra_vars)
+    size = drift.batch_size(args.batch, len(inv.selected))
+    budget = drift.max_failures(args.max_fail, len(inv.selected))
+    book = find_playbook("reconfigure.yml")
+    human = sys.stderr if args.json else sys.stdout
+    plan = drift.batches(inv.selected, size)
+    what = f"roles {', '.join(roles)}" if roles else "every role"
+    print(f"reconfigure: {what}; {len(inv.selected)} hosts in {len(plan)} batch(es) of "
+          f"{size}; stop after more than {budget} failed host(s)", file=human)
+
+    results: list[RunResult] = []
+    collector = drift.DriftCollector()
+    failed: list[str] = []
+    not_run: list[str] = []
+    for n, batch in enumerate(plan, 1):
+        if len(failed) > budget:
+            not_run = [h for b in plan[n - 1:] for h in b]
+            break
+        spec = options.run_spec(args, book, inv)
+        spec.limit = ",".join(batch)
+        spec.host_count = len(batch)
+        spec.tags = sorted({*spec.tags, *roles})
+        print(f"batch {n}/{len(plan)}: {', '.join(batch)}", file=human)
+
+        with progress.Progress(human, hosts=batch) as view:
+            def on_event(ev: Any, view: progress.Progress = view) -> None:
+                view(ev)
+                collector(ev)
+
+            result = RunnerSession(spec, on_event=on_event).run()
+        results.append(result)
+        # A host the run never mentions (a play error before it) counts as failed.
+        failed += [h for h in batch if h not in result.hosts or not result.hosts[h].healthy]
+        if result.error and not result.failed_hosts:
+            not_run = [h for b in plan[n:] for h in b]
+            break
+
+    total = merge(results)
+    stopped = bool(not_run)
+    progress.print_summary(total, human)
+    if args.check and args.diff:
+        print_drift(collector.rows, [h for h in inv.selected if h not in not_run], human)
+    if stopped:
+        print(f"rollout stopped: {len(failed)} host(s) failed (allowed {budget}); not run: "
+              f"{', '.join(not_run)}", file=human)
+    code = 0 if total.ok and not stopped else (2 if failed or stopped else 1)
+    if total.error and not failed:
+        code = 1
+    if not args.check:
+        retry = options.record_retry(args.inventory, [h for b in plan for h in b
+                                                      if h not in not_run], failed)
+        if retry is not None:
+            print(f"retry the failed hosts: --retry-failed (or --limit @{retry})", file=human)
+    if args.json:
+        doc = progress.result_document(total, code)
+        doc.update({"roles": roles, "settings": settings, "batches": plan,
+                    "max_fail": budget, "stopped": stopped, "not_run": not_run,
+                    "failed_hosts": failed, "drift": collector.as_dicts()})
+        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+    elif code == 1 and total.error:
+        print(f"rdmaprov: error: {total.error}", file=sys.stderr)
+    return code

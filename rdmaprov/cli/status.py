@@ -1,0 +1,109 @@
+"""`rdmaprov status INVENTORY`: a read-only table of the fleet (drivers, modules, MTU, QoS,
+firewall, container runtime, GPUs, last validation), one row per host."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from rdmaprov import inventory as inventory_mod
+from rdmaprov import progress
+from rdmaprov.cli import options
+from rdmaprov.engine import RunnerSession
+from rdmaprov.resources import playbook as find_playbook
+
+PROBE_TASK = "Read node state"
+COLUMNS = ("drivers", "modules", "mtu", "qos", "firewall", "runtime", "gpus", "validation")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "status", help="read-only fleet table: drivers, modules, MTU, QoS, firewall, runtime",
+        description="Read every node's state over SSH (nothing is changed) and print one row "
+        "per host.", epilog=options.EXIT_CODES_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("inventory", type=Path, help="inventory file or directory (INI or YAML)")
+    p.add_argument("-l", "--limit", metavar="PATTERN", help="only these hosts/groups")
+    p.add_argument("-f", "--forks", metavar="N", default=os.environ.get("RDMAPROV_FORKS"),
+                   help="parallel hosts (env RDMAPROV_FORKS)")
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    p.add_argument("--keep-artifacts", metavar="DIR", type=Path,
+                   default=os.environ.get("RDMAPROV_KEEP_ARTIFACTS") or None,
+                   help="keep ansible-runner's private data dir (env RDMAPROV_KEEP_ARTIFACTS)")
+    p.set_defaults(func=run, check=False, diff=False, tags=None, skip_tags=None,
+                   extra_vars=[], verbose=0,
+                   strategy=os.environ.get("RDMAPROV_STRATEGY", "linear"),
+                   ansible_profile=os.environ.get("RDMAPROV_ANSIBLE_PROFILE", "tuned"))
+
+
+def cells(state: Mapping[str, Any]) -> dict[str, str]:
+    """One host's probe document → the table's text cells."""
+    mods = state.get("modules") or {}
+    if not mods.get("supported", True):
+        modules = "n/a: no module loading"
+    else:
+        modules = ", ".join(mods.get("loaded") or []) or "none loaded"
+    mtu = ", ".join(f"{k} {v}" for k, v in (state.get("mtu") or {}).items()) or "-"
+    qos = state.get("qos") or {}
+    qos_text = f"unit {qos['unit']}" if qos.get("unit") else (
+        "script only" if qos.get("script") else "not configured")
+    val = state.get("validation")
+    val_text = "never" if not val else (
+        f"{val['verdict']} ({val['label']}, "
+        f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(val['mtime']))})")
+    return {"drivers": state.get("drivers") or "none", "modules": modules, "mtu": mtu,
+            "qos": qos_text, "firewall": state.get("firewall") or "no nft",
+            "runtime": state.get("runtime") or "none", "gpus": str(state.get("gpus", 0)),
+            "validation": val_text}
+
+
+def run(args: argparse.Namespace) -> int:
+    options.check_choices(args)
+    options.forks(args)
+    inv = inventory_mod.load(args.inventory, limit=args.limit)
+    spec = options.run_spec(args, find_playbook("status.yml"), inv)
+    states: dict[str, dict[str, Any]] = {}
+
+    def on_event(ev: Mapping[str, Any]) -> None:
+        data = ev.get("event_data") or {}
+        if ev.get("event") == "runner_on_ok" and data.get("task") == PROBE_TASK:
+            with contextlib.suppress(ValueError, KeyError):
+                states[str(data["host"])] = json.loads((data.get("res") or {}).get("stdout", ""))
+
+    result = RunnerSession(spec, on_event=on_event).run()
+    rows: dict[str, dict[str, str]] = {}
+    for host in inv.selected:
+        if host in states:
+            rows[host] = cells(states[host])
+        else:
+            h = result.hosts.get(host)
+            why = (h.failure.message if h and h.failure else result.error or "no answer")
+            kind = "unreachable" if h and h.unreachable else "failed"
+            rows[host] = {c: "" for c in COLUMNS} | {"drivers": f"{kind}: {why}"}
+    code = 0 if len(states) == len(inv.selected) else (2 if result.hosts else 1)
+    if args.json:
+        doc = progress.result_document(result, code)
+        doc["nodes"] = states
+        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+        return code
+    console = Console(file=sys.stdout, highlight=False, soft_wrap=True)
+    table = Table(box=None, pad_edge=False)
+    table.add_column("host")
+    for c in COLUMNS:
+        table.add_column(c)
+    for host, row in rows.items():
+        table.add_row(host, *(row[c] for c in COLUMNS))
+    console.print(table)
+    if code == 1 and result.error:
+        print(f"rdmaprov: error: {result.error}", file=sys.stderr)
+    return code
