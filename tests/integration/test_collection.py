@@ -15,8 +15,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 # What a collection tarball may hold at its top; anything else is the Python package leaking in.
-ALLOWED_TOP = {"MANIFEST.json", "FILES.json", "README.md", "meta", "roles", "plugins", "playbooks",
-               "docs", "LICENSE", "CHANGELOG.md"}
+ALLOWED_TOP = {
+    "MANIFEST.json",
+    "FILES.json",
+    "README.md",
+    "meta",
+    "roles",
+    "plugins",
+    "playbooks",
+    "docs",
+    "LICENSE",
+    "CHANGELOG.md",
+}
 
 USER_PLAYBOOK = """\
 # A user's own playbook: nothing of rdmaprov's but the collection, called by FQCN.
@@ -45,16 +55,25 @@ USER_PLAYBOOK = """\
 
 
 def _env(**extra: str) -> dict[str, str]:
-    return {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_RETRY_FILES_ENABLED": "false",
-            "ANSIBLE_COLLECTIONS_SCAN_SYS_PATH": "false", **extra}
+    return {
+        **os.environ,
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_RETRY_FILES_ENABLED": "false",
+        "ANSIBLE_COLLECTIONS_SCAN_SYS_PATH": "false",
+        **extra,
+    }
 
 
 @pytest.fixture(scope="module")
 def tarball(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("build")
-    proc = subprocess.run([str(BIN / "ansible-galaxy"), "collection", "build", "--output-path",
-                           str(out), str(ROOT)], capture_output=True, text=True, timeout=300,
-                          env=_env())
+    proc = subprocess.run(
+        [str(BIN / "ansible-galaxy"), "collection", "build", "--output-path", str(out), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env(),
+    )
     assert proc.returncode == 0, proc.stderr
     [built] = out.glob("rdmaprov-cluster-*.tar.gz")
     return built
@@ -65,10 +84,16 @@ def test_tarball_holds_only_collection_content(tarball: Path) -> None:
         names = tar.getnames()
     top = {n.split("/", 1)[0] for n in names}
     assert top <= ALLOWED_TOP, f"not collection content: {sorted(top - ALLOWED_TOP)}"
-    for needed in ("roles/preflight/meta/argument_specs.yml", "roles/rdma_ofed/tasks/main.yml",
-                   "roles/rdma_modules/templates/modules-load.conf.j2",
-                   "plugins/modules/kernel_modules.py", "plugins/modules/rdma_facts.py",
-                   "plugins/lookup/role_specs.py", "playbooks/site.yml", "meta/runtime.yml"):
+    for needed in (
+        "roles/preflight/meta/argument_specs.yml",
+        "roles/rdma_ofed/tasks/main.yml",
+        "roles/rdma_modules/templates/modules-load.conf.j2",
+        "plugins/modules/kernel_modules.py",
+        "plugins/modules/rdma_facts.py",
+        "plugins/lookup/role_specs.py",
+        "playbooks/site.yml",
+        "meta/runtime.yml",
+    ):
         assert needed in names, needed
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
@@ -76,17 +101,33 @@ def test_tarball_holds_only_collection_content(tarball: Path) -> None:
 @pytest.mark.lab
 def test_user_playbook_uses_installed_collection(lab, tarball: Path, tmp_path: Path) -> None:
     collections = tmp_path / "collections"
-    proc = subprocess.run([str(BIN / "ansible-galaxy"), "collection", "install", "-p",
-                           str(collections), str(tarball)], capture_output=True, text=True,
-                          timeout=300, env=_env())
+    proc = subprocess.run(
+        [
+            str(BIN / "ansible-galaxy"),
+            "collection",
+            "install",
+            "-p",
+            str(collections),
+            str(tarball),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env(),
+    )
     assert proc.returncode == 0, proc.stderr
     installed = collections / "ansible_collections" / "rdmaprov" / "cluster"
     assert (installed / "MANIFEST.json").is_file() and not installed.is_symlink()
 
     # The only rdmaprov.cluster Ansible can see is the installed copy, not this checkout.
-    listed = subprocess.run([str(BIN / "ansible-galaxy"), "collection", "list", "rdmaprov.cluster"],
-                            capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                            env=_env(ANSIBLE_COLLECTIONS_PATH=str(collections)))
+    listed = subprocess.run(
+        [str(BIN / "ansible-galaxy"), "collection", "list", "rdmaprov.cluster"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=_env(ANSIBLE_COLLECTIONS_PATH=str(collections)),
+    )
     assert str(collections / "ansible_collections") in listed.stdout
     assert str(ROOT) not in listed.stdout
 
@@ -97,11 +138,14 @@ def test_user_playbook_uses_installed_collection(lab, tarball: Path, tmp_path: P
     argv = [str(BIN / "ansible-playbook"), "-i", str(lab.inventory), "--limit", node, str(book)]
     recaps = []
     for _ in range(2):
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env,
-                              cwd=tmp_path)
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path
+        )
         out = proc.stdout + proc.stderr
         assert proc.returncode == 0, out
-        m = re.search(rf"^{node}\s*:\s*ok=\d+\s+changed=(\d+)\s+unreachable=0\s+failed=0", out, re.M)
+        m = re.search(
+            rf"^{node}\s*:\s*ok=\d+\s+changed=(\d+)\s+unreachable=0\s+failed=0", out, re.M
+        )
         assert m, out
         recaps.append(int(m.group(1)))
     assert recaps[1] == 0, f"second run changed {recaps[1]} task(s)"

@@ -16,8 +16,15 @@ pytestmark = pytest.mark.lab
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
-DEBIAN_PACKAGES = ["rdma-core", "ibverbs-providers", "ibverbs-utils", "infiniband-diags",
-                   "rdmacm-utils", "perftest", "python3-pyverbs"]
+DEBIAN_PACKAGES = [
+    "rdma-core",
+    "ibverbs-providers",
+    "ibverbs-utils",
+    "infiniband-diags",
+    "rdmacm-utils",
+    "perftest",
+    "python3-pyverbs",
+]
 BUNDLE = "MLNX_OFED_LINUX-24.10-1.1.4.0-debian12.5-x86_64.tgz"
 
 
@@ -31,22 +38,48 @@ def collections(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def play(tmp_path: Path, roles: list[str], extra: dict | None = None) -> Path:
     import yaml
+
     book = tmp_path / f"play-{'-'.join(r.split('.')[-1] for r in roles)}.yml"
-    book.write_text(yaml.safe_dump([{
-        "name": "driver roles", "hosts": "all", "gather_facts": False, "become": True,
-        "vars": extra or {}, "roles": [{"role": r} for r in roles]}], sort_keys=False))
+    book.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "driver roles",
+                    "hosts": "all",
+                    "gather_facts": False,
+                    "become": True,
+                    "vars": extra or {},
+                    "roles": [{"role": r} for r in roles],
+                }
+            ],
+            sort_keys=False,
+        )
+    )
     return book
 
 
 def run(lab, collections: Path, book: Path, node: str, *args: str) -> tuple[int, str, dict]:
-    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(collections),
-           "ANSIBLE_COLLECTIONS_SCAN_SYS_PATH": "false", "ANSIBLE_NOCOLOR": "1",
-           "ANSIBLE_PIPELINING": "1", "ANSIBLE_RETRY_FILES_ENABLED": "false"}
-    proc = subprocess.run([str(PLAYBOOK), "-i", str(lab.inventory), "--limit", node, str(book), *args],
-                          env=env, capture_output=True, text=True, timeout=600)
+    env = {
+        **os.environ,
+        "ANSIBLE_COLLECTIONS_PATH": str(collections),
+        "ANSIBLE_COLLECTIONS_SCAN_SYS_PATH": "false",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_PIPELINING": "1",
+        "ANSIBLE_RETRY_FILES_ENABLED": "false",
+    }
+    proc = subprocess.run(
+        [str(PLAYBOOK), "-i", str(lab.inventory), "--limit", node, str(book), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     out = proc.stdout + proc.stderr
-    m = re.search(rf"^{node}\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", out, re.M)
-    recap = dict(zip(("ok", "changed", "unreachable", "failed"), map(int, m.groups()))) if m else {}
+    m = re.search(
+        rf"^{node}\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", out, re.M
+    )
+    keys = ("ok", "changed", "unreachable", "failed")
+    recap = dict(zip(keys, map(int, m.groups()), strict=True)) if m else {}
     return proc.returncode, out, recap
 
 
@@ -64,7 +97,9 @@ def test_inbox_check_install_idempotent(lab, collections, tmp_path):
 
     rc, out, recap = run(lab, collections, book, node, "--check")
     assert rc == 0, out
-    assert recap["changed"] >= 1 and re.search(r"TASK \[[^]]*Install packages\][^\n]*\nchanged:", out), out
+    assert recap["changed"] >= 1 and re.search(
+        r"TASK \[[^]]*Install packages\][^\n]*\nchanged:", out
+    ), out
     assert not any(installed(lab, node, p) for p in DEBIAN_PACKAGES), "--check installed something"
 
     rc, out, recap = run(lab, collections, book, node)
@@ -83,7 +118,7 @@ def test_inbox_check_install_idempotent(lab, collections, tmp_path):
 def test_inbox_version_pin_is_enforced(lab, collections, tmp_path):
     node = lab.nodes[-1]
     book = play(tmp_path, ["rdmaprov.cluster.rdma_ofed"], {"rdma_ofed_inbox_version": "0.0-0"})
-    rc, out, recap = run(lab, collections, book, node, "--check")
+    rc, out, _ = run(lab, collections, book, node, "--check")
     # The pinned version does not exist in the repository: apt says so, nothing pretends.
     assert rc != 0 and "other versions: rdma-core" in out, out
 
@@ -98,46 +133,80 @@ def test_mlnx_ofed_wrong_sha256_stops_before_anything(lab, collections, tmp_path
     lab.exec(node, ["rm", "-rf", workdir])
 
     # A bundle on the control host: refused there, before it is copied.
-    book = play(tmp_path, ["rdmaprov.cluster.rdma_ofed"], {
-        "rdma_ofed_source": "mlnx_ofed", "rdma_ofed_mlnx_ofed_src": str(bundle),
-        "rdma_ofed_mlnx_ofed_sha256": wrong})
+    book = play(
+        tmp_path,
+        ["rdmaprov.cluster.rdma_ofed"],
+        {
+            "rdma_ofed_source": "mlnx_ofed",
+            "rdma_ofed_mlnx_ofed_src": str(bundle),
+            "rdma_ofed_mlnx_ofed_sha256": wrong,
+        },
+    )
     rc, out, recap = run(lab, collections, book, node)
     assert rc != 0 and recap["failed"] == 1
-    line = f"rdma_ofed: sha256 mismatch for {bundle}: expected {wrong}, got {real}; nothing was installed"
+    line = (f"rdma_ofed: sha256 mismatch for {bundle}: expected {wrong}, got {real}; "
+            "nothing was installed")
     assert line in out, out
     assert lab.exec(node, ["test", "-e", workdir], check=False).returncode != 0
 
     # A file:// URL on the node: get_url checks it and leaves no file behind.
     lab.exec(node, ["sh", "-c", f"cat > /root/{BUNDLE}"], input=bundle.read_text())
-    book = play(tmp_path, ["rdmaprov.cluster.rdma_ofed"], {
-        "rdma_ofed_source": "mlnx_ofed", "rdma_ofed_mlnx_ofed_src": f"file:///root/{BUNDLE}",
-        "rdma_ofed_mlnx_ofed_sha256": wrong})
+    book = play(
+        tmp_path,
+        ["rdmaprov.cluster.rdma_ofed"],
+        {
+            "rdma_ofed_source": "mlnx_ofed",
+            "rdma_ofed_mlnx_ofed_src": f"file:///root/{BUNDLE}",
+            "rdma_ofed_mlnx_ofed_sha256": wrong,
+        },
+    )
     rc, out, recap = run(lab, collections, book, node)
     assert rc != 0 and recap["failed"] == 1
-    assert re.search(r"rdma_ofed: Fetch the bundle and check its sha256 failed: .*did not match.*"
-                     r"nothing was installed", out), out
+    assert re.search(
+        r"rdma_ofed: Fetch the bundle and check its sha256 failed: .*did not match.*"
+        r"nothing was installed",
+        out,
+    ), out
     assert lab.exec(node, ["test", "-e", f"{workdir}/{BUNDLE}"], check=False).returncode != 0
     assert lab.exec(node, ["sh", "-c", "command -v ofed_info"], check=False).returncode != 0
 
 
 def test_mlnx_ofed_without_sha256_is_refused(lab, collections, tmp_path):
-    book = play(tmp_path, ["rdmaprov.cluster.rdma_ofed"], {
-        "rdma_ofed_source": "mlnx_ofed", "rdma_ofed_mlnx_ofed_src": f"/nonexistent/{BUNDLE}"})
+    book = play(
+        tmp_path,
+        ["rdmaprov.cluster.rdma_ofed"],
+        {"rdma_ofed_source": "mlnx_ofed", "rdma_ofed_mlnx_ofed_src": f"/nonexistent/{BUNDLE}"},
+    )
     rc, out, _ = run(lab, collections, book, lab.nodes[0])
     assert rc != 0 and "an unchecked bundle is never installed" in out, out
 
 
 def test_rdma_modules_files_and_truthful_status(lab, collections, tmp_path):
     node = lab.nodes[0]
-    lab.exec(node, ["rm", "-f", "/etc/modules-load.d/rdmaprov.conf", "/etc/modprobe.d/rdmaprov.conf"])
-    book = play(tmp_path, ["rdmaprov.cluster.rdma_modules"], {
-        "rdma_modules_ipoib": True,
-        "rdma_modules_host_extra": [{"name": "mlx5_core", "options": "prof_sel=2"}]})
+    lab.exec(
+        node, ["rm", "-f", "/etc/modules-load.d/rdmaprov.conf", "/etc/modprobe.d/rdmaprov.conf"]
+    )
+    book = play(
+        tmp_path,
+        ["rdmaprov.cluster.rdma_modules"],
+        {
+            "rdma_modules_ipoib": True,
+            "rdma_modules_host_extra": [{"name": "mlx5_core", "options": "prof_sel=2"}],
+        },
+    )
     rc, out, recap = run(lab, collections, book, node)
     assert rc == 0 and recap["changed"] == 2, out
     listed = lab.exec(node, ["cat", "/etc/modules-load.d/rdmaprov.conf"]).stdout.split("\n")
     modules = [line for line in listed if line and not line.startswith("#")]
-    assert modules == ["ib_core", "ib_uverbs", "rdma_ucm", "ib_umad", "mlx5_core", "mlx5_ib", "ib_ipoib"]
+    assert modules == [
+        "ib_core",
+        "ib_uverbs",
+        "rdma_ucm",
+        "ib_umad",
+        "mlx5_core",
+        "mlx5_ib",
+        "ib_ipoib",
+    ]
     options = lab.exec(node, ["cat", "/etc/modprobe.d/rdmaprov.conf"]).stdout
     assert "options mlx5_core prof_sel=2" in options
     # The lab kernel has no module support: every module says so, none claims to be loaded.
