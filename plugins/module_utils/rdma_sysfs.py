@@ -305,3 +305,8 @@ def collect(sysfs_root: str = "/sys", run=None) -> dict:
     facts["source"] = "sysfs" if devices else "none"
     facts["devices"] = devices
     return facts
+
+
+def list_netdevs(sysfs_root: str = "/sys") -> list[str]:
+    """Network interfaces of this host (what NCCL_SOCKET_IFNAME can name)."""
+    return sorted(_listdir(os.path.join(sysfs_root, "class/net")))

@@ -37,6 +37,21 @@ options:
     description: Query the rdma-core package and C(ofed_info -s) for versions.
     type: bool
     default: true
+  nccl_socket_ifname:
+    description:
+      - Interface for NCCL's socket (bootstrap) traffic, written as C(NCCL_SOCKET_IFNAME==name)
+        in the derived C(nccl.env). Usually the one carrying the host's address.
+    type: str
+  nccl_ib_tc:
+    description:
+      - RoCE traffic class for C(NCCL_IB_TC) (the roce_qos role's C(roce_qos_nccl_ib_tc));
+        used only when a RoCE port is in use.
+    type: int
+  nccl_lint_env:
+    description:
+      - NCCL_* variables to check against this host (for example a container image's
+        environment); the findings are returned as C(nccl.lint).
+    type: dict
 attributes:
   check_mode:
     support: full
@@ -66,6 +81,16 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+nccl:
+  description:
+    - NCCL settings derived from the facts (C(env)), why ports were left out (C(notes)), and,
+      with C(nccl_lint_env), findings on the given variables (C(lint)).
+  returned: always
+  type: dict
+  sample:
+    env: {NCCL_IB_HCA: "=mlx5_0:1,mlx5_1:1", NCCL_IB_GID_INDEX: "3", NCCL_SOCKET_IFNAME: "=eth0"}
+    notes: ["mlx5_bond_0:1 left out: bond bond0 (front-end network)"]
+    lint: [{level: error, variable: NCCL_IB_ENABLE, message: "NCCL_IB_ENABLE does not exist ..."}]
 rdma:
   description: The RDMA facts (also set as C(ansible_facts.rdma)).
   returned: always
@@ -119,6 +144,10 @@ rdma:
 import subprocess  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import (  # noqa: E402
+    rdma_nccl,
+    rdma_sysfs,
+)
 from ansible_collections.rdmaprov.cluster.plugins.module_utils.rdma_pyverbs import (  # noqa: E402
     PyverbsMissing,
     gather,
@@ -131,6 +160,9 @@ def main() -> None:
             "sysfs_root": {"type": "path", "default": "/sys"},
             "use_pyverbs": {"type": "str", "choices": ["auto", "yes", "no"], "default": "auto"},
             "versions": {"type": "bool", "default": True},
+            "nccl_socket_ifname": {"type": "str"},
+            "nccl_ib_tc": {"type": "int"},
+            "nccl_lint_env": {"type": "dict"},
         },
         supports_check_mode=True,
     )
@@ -150,7 +182,12 @@ def main() -> None:
                        run if module.params["versions"] else None)
     except PyverbsMissing as exc:
         module.fail_json(msg=str(exc))
-    module.exit_json(changed=False, rdma=facts, ansible_facts={"rdma": facts})
+    params = module.params
+    nccl = rdma_nccl.derive(facts, params["nccl_ib_tc"], params["nccl_socket_ifname"])
+    if params["nccl_lint_env"] is not None:
+        env = {str(k): str(v) for k, v in params["nccl_lint_env"].items()}
+        nccl["lint"] = rdma_nccl.lint(env, facts, rdma_sysfs.list_netdevs(params["sysfs_root"]))
+    module.exit_json(changed=False, rdma=facts, nccl=nccl, ansible_facts={"rdma": facts})
 
 
 if __name__ == "__main__":

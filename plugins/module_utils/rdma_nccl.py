@@ -1,0 +1,341 @@
+# Copyright: rdmaprov developers
+# Apache-2.0
+"""NCCL settings derived from the `rdma` fact, and a lint of NCCL_* variables against it.
+
+Pure functions (stdlib only): the rdma_facts module returns `nccl_env` from them, the nccl_env
+role writes /etc/nccl.conf from that, and `rdmaprov probe` prints and lints with the same code.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+# The variables NCCL's documentation (user guide, "Environment Variables", env.html) lists.
+# NCCL reads more undocumented parameters (NCCL_PARAM in its source), so a name outside this
+# list is a warning, not an error. Names that do not exist but that people write anyway are
+# in BOGUS, with the real switch. Keep the version in step when the list is updated.
+NCCL_DOCS_VERSION = "2.28"
+_KNOWN_TEXT = """
+NCCL_SOCKET_IFNAME NCCL_SOCKET_FAMILY NCCL_SOCKET_RETRY_CNT NCCL_SOCKET_RETRY_SLEEP_MSEC
+NCCL_SOCKET_NTHREADS NCCL_NSOCKS_PERTHREAD NCCL_CROSS_NIC NCCL_IB_HCA NCCL_IB_TIMEOUT
+NCCL_IB_RETRY_CNT NCCL_IB_GID_INDEX NCCL_IB_ADDR_FAMILY NCCL_IB_ADDR_RANGE NCCL_IB_ROCE_VERSION_NUM
+NCCL_IB_SL NCCL_IB_TC NCCL_IB_FIFO_TC NCCL_IB_RETURN_ASYNC_EVENTS NCCL_OOB_NET_ENABLE
+NCCL_OOB_NET_IFNAME NCCL_UID_STAGGER_THRESHOLD NCCL_UID_STAGGER_RATE NCCL_NET_PLUGIN
+NCCL_TUNER_PLUGIN NCCL_PROFILER_PLUGIN NCCL_IGNORE_CPU_AFFINITY NCCL_CONF_FILE NCCL_DEBUG
+NCCL_DEBUG_FILE NCCL_DEBUG_SUBSYS NCCL_DEBUG_TIMESTAMP_FORMAT NCCL_DEBUG_TIMESTAMP_LEVELS
+NCCL_COLLNET_ENABLE NCCL_COLLNET_NODE_THRESHOLD NCCL_TOPO_FILE NCCL_TOPO_DUMP_FILE
+NCCL_SET_THREAD_NAME NCCL_P2P_DISABLE NCCL_P2P_LEVEL NCCL_P2P_DIRECT_DISABLE NCCL_SHM_DISABLE
+NCCL_BUFFSIZE NCCL_NTHREADS NCCL_MAX_NCHANNELS NCCL_MIN_NCHANNELS NCCL_CHECKS_DISABLE
+NCCL_CHECK_POINTERS NCCL_LAUNCH_MODE NCCL_IB_DISABLE NCCL_IB_AR_THRESHOLD
+NCCL_IB_QPS_PER_CONNECTION NCCL_IB_SPLIT_DATA_ON_QPS NCCL_IB_CUDA_SUPPORT
+NCCL_IB_PCI_RELAXED_ORDERING NCCL_IB_ADAPTIVE_ROUTING NCCL_IB_ECE_ENABLE NCCL_IB_MERGE_VFS
+NCCL_IB_MERGE_NICS NCCL_IB_MQP_RETRY_ALL NCCL_IB_MQP_RETRY_CNT NCCL_IB_MQP_RETRY_SLEEP_MSEC
+NCCL_IB_PKEY NCCL_IB_USE_INLINE NCCL_IB_DATA_DIRECT NCCL_MEM_SYNC_DOMAIN NCCL_NET_SHARED_BUFFERS
+NCCL_NET_SHARED_COMMS NCCL_LL_THRESHOLD NCCL_TREE_THRESHOLD NCCL_ALGO NCCL_PROTO
+NCCL_NVB_DISABLE NCCL_PXN_DISABLE NCCL_P2P_PXN_LEVEL NCCL_RUNTIME_CONNECT NCCL_GRAPH_REGISTER
+NCCL_LOCAL_REGISTER NCCL_LEGACY_CUDA_REGISTER NCCL_SET_STACK_SIZE NCCL_GRAPH_MIXING_SUPPORT
+NCCL_DMABUF_ENABLE NCCL_P2P_NET_CHUNKSIZE NCCL_P2P_NVL_CHUNKSIZE NCCL_P2P_PCI_CHUNKSIZE
+NCCL_P2P_LL_THRESHOLD NCCL_NET_GDR_LEVEL NCCL_NET_GDR_READ NCCL_NET_GDR_C2C
+NCCL_NET_DISABLE_INTRA NCCL_NET NCCL_NVLS_ENABLE NCCL_NVLS_CHUNKSIZE NCCL_CUMEM_ENABLE
+NCCL_CUMEM_HOST_ENABLE NCCL_WORK_FIFO_DEPTH NCCL_WORK_FIFO_BYTES NCCL_CTA_POLICY
+NCCL_NCHANNELS_PER_NET_PEER NCCL_MNNVL_ENABLE NCCL_MNNVL_UUID NCCL_MNNVL_CLIQUE_ID
+NCCL_RAS_ENABLE NCCL_RAS_ADDR NCCL_RAS_TIMEOUT_FACTOR NCCL_COMM_BLOCKING NCCL_CGA_CLUSTER_SIZE
+NCCL_MAX_CTAS NCCL_MIN_CTAS NCCL_SHM_USE_CUDA_MEMCPY NCCL_SHM_MEMCPY_MODE NCCL_SHM_LOCALITY
+NCCL_P2P_USE_CUDA_MEMCPY NCCL_GDRCOPY_ENABLE NCCL_GDRCOPY_FLUSH_ENABLE NCCL_GDRCOPY_SYNC_ENABLE
+NCCL_GDRCOPY_FIFO_ENABLE NCCL_HOSTID NCCL_NVLS_NCHANNELS NCCL_ALLOC_P2P_NET_LL_BUFFERS
+"""
+KNOWN_VARIABLES = frozenset(_KNOWN_TEXT.split())
+# Documented as deprecated: still read by some versions, with the setting that replaces them.
+DEPRECATED = {
+    "NCCL_IB_CUDA_SUPPORT": "NCCL_NET_GDR_LEVEL",
+    "NCCL_LL_THRESHOLD": "NCCL_PROTO",
+    "NCCL_TREE_THRESHOLD": "NCCL_ALGO",
+    "NCCL_CHECKS_DISABLE": "NCCL_CHECK_POINTERS",
+}
+# Names that NCCL never read, and what does what their author meant.
+BOGUS = {
+    "NCCL_IB_ENABLE": "NCCL_IB_DISABLE=0 (InfiniBand/RoCE is on unless NCCL_IB_DISABLE=1)",
+    "NCCL_IB_ENABLE_RDMA": "NCCL_IB_DISABLE=0 (InfiniBand/RoCE is on unless NCCL_IB_DISABLE=1)",
+    "NCCL_IB_ENABLED": "NCCL_IB_DISABLE=0 (InfiniBand/RoCE is on unless NCCL_IB_DISABLE=1)",
+    "NCCL_P2P_ENABLE": "NCCL_P2P_DISABLE=0 (P2P is on unless NCCL_P2P_DISABLE=1)",
+    "NCCL_SHM_ENABLE": "NCCL_SHM_DISABLE=0 (shared memory is on unless NCCL_SHM_DISABLE=1)",
+    "NCCL_NET_GDR_ENABLE": "NCCL_NET_GDR_LEVEL (e.g. SYS to allow GPUDirect RDMA everywhere)",
+    "NCCL_GDR_LEVEL": "NCCL_NET_GDR_LEVEL",
+    "NCCL_IB_GID": "NCCL_IB_GID_INDEX",
+    "NCCL_SOCKET_IFACE": "NCCL_SOCKET_IFNAME",
+    "NCCL_IB_HCAS": "NCCL_IB_HCA",
+}
+
+_V4MAPPED = re.compile(r"^0000:0000:0000:0000:0000:ffff:[0-9a-f]{4}:[0-9a-f]{4}$")
+
+
+def _kind(gid: str) -> str:
+    gid = gid.lower()
+    if _V4MAPPED.match(gid):
+        return "ipv4-mapped"
+    if gid.startswith("fe80:0000:0000:0000:"):
+        return "link-local"
+    return "ipv6"
+
+
+def _ports(rdma: dict | None):
+    for dev in (rdma or {}).get("devices", []):
+        for port in dev.get("ports", []):
+            yield dev["name"], port
+
+
+def is_bond(device: str, port: dict) -> bool:
+    """RoCE LAG devices (mlx5_bond_N) and ports whose netdev is or belongs to a bond: these
+    carry a host's front-end traffic, not the GPU fabric's rails."""
+    return "_bond_" in device or bool(port.get("bond"))
+
+
+def roce_v2_ipv4_index(port: dict) -> int | None:
+    """The lowest GID index holding a RoCE v2, IPv4-mapped GID: what NCCL_IB_GID_INDEX needs
+    on RoCE (v1 is not routable; link-local and IPv6 GIDs do not match IPv4 peers)."""
+    for gid in sorted(port.get("gids", []), key=lambda g: g["index"]):
+        if gid.get("type") == "RoCE v2" and _kind(gid["gid"]) == "ipv4-mapped":
+            return gid["index"]
+    return None
+
+
+def fabric_ports(rdma: dict | None) -> tuple[list[tuple[str, dict]], list[str]]:
+    """(ports NCCL should use, notes on the ports left out and why)."""
+    chosen, notes = [], []
+    for device, port in _ports(rdma):
+        name = f"{device}:{port['port']}"
+        if is_bond(device, port):
+            notes.append(f"{name} left out: bond {port.get('bond') or device} (front-end network)")
+        elif port.get("state") != "ACTIVE":
+            notes.append(f"{name} left out: state {port.get('state')}, "
+                         f"physical state {port.get('phys_state')}")
+        elif port.get("link_layer") == "Ethernet" and roce_v2_ipv4_index(port) is None:
+            notes.append(f"{name} left out: RoCE port without a RoCE v2 IPv4 GID "
+                         f"(no IPv4 address on {port.get('netdev') or 'its netdev'}?)")
+        else:
+            chosen.append((device, port))
+    return chosen, notes
+
+
+def derive(rdma: dict | None, ib_tc: int | None = None, socket_ifname: str | None = None) -> dict:
+    """{"env": {NAME: value}, "notes": [...]}: what /etc/nccl.conf should say on this host.
+
+    socket_ifname: the interface for NCCL's bootstrap/socket traffic (the role passes the one
+    that carries the host's address); ib_tc: the RoCE traffic class (the roce_qos role's
+    roce_qos_nccl_ib_tc), used only when a RoCE port is in use.
+    """
+    env: dict[str, str] = {}
+    chosen, notes = fabric_ports(rdma)
+    if socket_ifname:
+        # '=' asks NCCL for this exact interface, not every name starting with it.
+        env["NCCL_SOCKET_IFNAME"] = "=" + socket_ifname
+    if not chosen:
+        devices = (rdma or {}).get("devices") or []
+        if not devices:
+            reason = ((rdma or {}).get("kernel") or {}).get("reason") or "no RDMA devices"
+            notes.insert(0, f"no RDMA devices: {reason}; NCCL will use sockets")
+        else:
+            notes.insert(0, "no usable RDMA port (all down, bonded or without a RoCE v2 IPv4 "
+                            "GID); NCCL will use sockets")
+        return {"env": env, "notes": notes}
+    # '=' makes each name exact: a bare 'mlx5_1' would also select mlx5_10 ... mlx5_19.
+    env["NCCL_IB_HCA"] = "=" + ",".join(f"{d}:{p['port']}" for d, p in chosen)
+    roce = [(d, p) for d, p in chosen if p.get("link_layer") == "Ethernet"]
+    if roce:
+        indices = {f"{d}:{p['port']}": roce_v2_ipv4_index(p) for d, p in roce}
+        if len(set(indices.values())) == 1:
+            env["NCCL_IB_GID_INDEX"] = str(next(iter(indices.values())))
+        else:
+            # One index cannot fit every port; NCCL 2.21+ finds each port's GID by family/version.
+            env["NCCL_IB_ADDR_FAMILY"] = "AF_INET"
+            env["NCCL_IB_ROCE_VERSION_NUM"] = "2"
+            notes.append("RoCE v2 IPv4 GIDs sit at different indices ("
+                         + ", ".join(f"{k}={v}" for k, v in indices.items())
+                         + "): NCCL_IB_ADDR_FAMILY/NCCL_IB_ROCE_VERSION_NUM set instead of "
+                           "NCCL_IB_GID_INDEX (needs NCCL 2.21 or newer)")
+        if ib_tc is not None:
+            env["NCCL_IB_TC"] = str(int(ib_tc))
+    return {"env": env, "notes": notes}
+
+
+# --- lint --------------------------------------------------------------------------------
+
+def _finding(level: str, name: str, message: str) -> dict:
+    return {"level": level, "variable": name, "message": message}
+
+
+def parse_env_text(text: str) -> dict[str, str]:
+    """NAME=value lines as /etc/nccl.conf holds them (comments and blank lines skipped)."""
+    env = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        name, value = line.split("=", 1)
+        env[name.strip().removeprefix("export ").strip()] = value.strip().strip("'\"")
+    return env
+
+
+def _selector(value: str) -> tuple[bool, bool, list[str]]:
+    """NCCL's list syntax for NCCL_IB_HCA / NCCL_SOCKET_IFNAME: ^ excludes, = is exact."""
+    exclude = value.startswith("^")
+    value = value[1:] if exclude else value
+    exact = value.startswith("=")
+    value = value[1:] if exact else value
+    return exclude, exact, [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _matches(entry: str, name: str, exact: bool) -> bool:
+    return name == entry if exact else name.startswith(entry)
+
+
+def lint(env: dict[str, str], rdma: dict | None = None,
+         interfaces: list[str] | None = None) -> list[dict]:
+    """Findings ({level: error|warning, variable, message}) for NCCL_* variables: names NCCL
+    does not read, and values that contradict this host's facts (when rdma is given)."""
+    findings = []
+    known = sorted(KNOWN_VARIABLES)
+    for name in sorted(env):
+        if not name.startswith("NCCL_"):
+            continue
+        if name in BOGUS:
+            findings.append(_finding("error", name,
+                                     f"{name} does not exist in NCCL; the real setting is "
+                                     f"{BOGUS[name]}"))
+        elif name in DEPRECATED:
+            findings.append(_finding("warning", name, f"{name} is deprecated in NCCL's "
+                                     f"documentation; use {DEPRECATED[name]}"))
+        elif name not in KNOWN_VARIABLES:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            findings.append(_finding("warning", name, f"{name} is not among the variables NCCL "
+                                     f"{NCCL_DOCS_VERSION}'s documentation lists{hint}"))
+    if rdma is not None:
+        findings += _lint_hca(env, rdma)
+        findings += _lint_gid(env, rdma)
+        findings += _lint_switches(env, rdma)
+    if interfaces is not None:
+        findings += _lint_ifname(env, interfaces)
+    for name in ("NCCL_IB_GID_INDEX", "NCCL_IB_TC", "NCCL_IB_SL", "NCCL_IB_TIMEOUT",
+                 "NCCL_IB_RETRY_CNT"):
+        if name in env and not re.fullmatch(r"-?\d+", env[name].strip()):
+            findings.append(_finding("error", name, f"{name}={env[name]!r} is not an integer"))
+    if "NCCL_IB_TC" in env and env["NCCL_IB_TC"].strip().isdigit() \
+            and int(env["NCCL_IB_TC"]) > 255:
+        findings.append(_finding("error", "NCCL_IB_TC", "NCCL_IB_TC is a traffic class byte "
+                                 "(0-255, DSCP << 2 plus ECN)"))
+    return findings
+
+
+def _lint_hca(env: dict[str, str], rdma: dict) -> list[dict]:
+    value = env.get("NCCL_IB_HCA", "").strip()
+    if not value:
+        return []
+    exclude, exact, entries = _selector(value)
+    if exclude:
+        return []
+    ports = {(d, str(p["port"])): p for d, p in _ports(rdma)}
+    devices = sorted({d for d, _ in ports})
+    out = []
+    for entry in entries:
+        dev, _, port = entry.partition(":")
+        hits = [(d, n) for d, n in ports if _matches(dev, d, exact) and (not port or n == port)]
+        if not hits:
+            out.append(_finding("error", "NCCL_IB_HCA",
+                                f"NCCL_IB_HCA names {entry}, which is not on this host "
+                                f"(devices: {', '.join(devices) or 'none'})"))
+            continue
+        if not exact and len({d for d, _ in hits}) > 1:
+            out.append(_finding("warning", "NCCL_IB_HCA",
+                                f"NCCL_IB_HCA entry {entry} is a prefix and selects "
+                                f"{', '.join(sorted({d for d, _ in hits}))}; start the list with "
+                                "'=' to name devices exactly"))
+        for d, n in hits:
+            p = ports[(d, n)]
+            if p.get("state") != "ACTIVE":
+                out.append(_finding("error", "NCCL_IB_HCA",
+                                    f"NCCL_IB_HCA selects {d}:{n}, which is {p.get('state')} "
+                                    f"({p.get('phys_state')})"))
+            elif is_bond(d, p):
+                out.append(_finding("warning", "NCCL_IB_HCA",
+                                    f"NCCL_IB_HCA selects {d}:{n}, a bond "
+                                    f"({p.get('bond') or d}) rather than a fabric rail"))
+    return out
+
+
+def _selected_ports(env: dict[str, str], rdma: dict) -> list[tuple[str, dict]]:
+    value = env.get("NCCL_IB_HCA", "").strip()
+    ports = list(_ports(rdma))
+    if not value:
+        return [(d, p) for d, p in ports if p.get("state") == "ACTIVE"]
+    exclude, exact, entries = _selector(value)
+
+    def hit(d: str, p: dict) -> bool:
+        for entry in entries:
+            dev, _, port = entry.partition(":")
+            if _matches(dev, d, exact) and (not port or port == str(p["port"])):
+                return True
+        return False
+
+    return [(d, p) for d, p in ports if hit(d, p) != exclude and p.get("state") == "ACTIVE"]
+
+
+def _lint_gid(env: dict[str, str], rdma: dict) -> list[dict]:
+    raw = env.get("NCCL_IB_GID_INDEX", "").strip()
+    if not re.fullmatch(r"\d+", raw):
+        return []
+    index = int(raw)
+    out = []
+    for d, p in _selected_ports(env, rdma):
+        if p.get("link_layer") != "Ethernet":
+            continue
+        gid = next((g for g in p.get("gids", []) if g["index"] == index), None)
+        best = roce_v2_ipv4_index(p)
+        hint = f"; the RoCE v2 IPv4 GID is at index {best}" if best is not None else ""
+        where = f"{d}:{p['port']}"
+        if gid is None:
+            out.append(_finding("error", "NCCL_IB_GID_INDEX",
+                                f"NCCL_IB_GID_INDEX={index}: {where} has no GID there{hint}"))
+        elif gid.get("type") != "RoCE v2":
+            out.append(_finding("error", "NCCL_IB_GID_INDEX",
+                                f"NCCL_IB_GID_INDEX={index}: on {where} that GID is "
+                                f"{gid.get('type')}, which is not routable{hint}"))
+        elif _kind(gid["gid"]) == "link-local":
+            out.append(_finding("error", "NCCL_IB_GID_INDEX",
+                                f"NCCL_IB_GID_INDEX={index}: on {where} that GID is link-local "
+                                f"({gid['gid']}){hint}"))
+        elif _kind(gid["gid"]) == "ipv6":
+            out.append(_finding("warning", "NCCL_IB_GID_INDEX",
+                                f"NCCL_IB_GID_INDEX={index}: on {where} that GID is IPv6; every "
+                                f"peer needs IPv6 on its fabric ports{hint}"))
+    return out
+
+
+def _lint_switches(env: dict[str, str], rdma: dict) -> list[dict]:
+    active = [f"{d}:{p['port']}" for d, p in _ports(rdma)
+              if p.get("state") == "ACTIVE" and not is_bond(d, p)]
+    out = []
+    if env.get("NCCL_IB_DISABLE", "").strip() == "1" and active:
+        out.append(_finding("warning", "NCCL_IB_DISABLE",
+                            f"NCCL_IB_DISABLE=1 turns RDMA off although {', '.join(active)} "
+                            "is ACTIVE: NCCL will use sockets"))
+    if env.get("NCCL_NET", "").strip().lower() == "socket" and active:
+        out.append(_finding("warning", "NCCL_NET",
+                            "NCCL_NET=Socket forces sockets although RDMA ports are ACTIVE"))
+    return out
+
+
+def _lint_ifname(env: dict[str, str], interfaces: list[str]) -> list[dict]:
+    value = env.get("NCCL_SOCKET_IFNAME", "").strip()
+    if not value:
+        return []
+    exclude, exact, entries = _selector(value)
+    if exclude:
+        return []
+    matched = [i for i in interfaces if any(_matches(e, i, exact) for e in entries)]
+    if matched:
+        return []
+    return [_finding("error", "NCCL_SOCKET_IFNAME",
+                     f"NCCL_SOCKET_IFNAME={value} names no interface on this host "
+                     f"(interfaces: {', '.join(sorted(interfaces)) or 'none'})")]
