@@ -52,6 +52,22 @@ class HostLine:
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNT_KEYS, 0))
 
 
+REPORT_ACTIONS = ("debug", "ansible.builtin.debug", "ansible.legacy.debug")
+
+
+def report_lines(event: Mapping[str, Any]) -> list[str] | None:
+    """The message of a role's report task (a debug task that ran), as lines."""
+    data = event.get("event_data") or {}
+    if event.get("event") != "runner_on_ok" or data.get("task_action") not in REPORT_ACTIONS:
+        return None
+    msg = (data.get("res") or {}).get("msg")
+    if msg is None or msg == "":
+        return None
+    if isinstance(msg, list):
+        return [str(m) for m in msg]
+    return str(msg).splitlines()
+
+
 @dataclass
 class ProgressState:
     """What the live view shows, folded from events (pure; unit-tested on its own)."""
@@ -59,6 +75,8 @@ class ProgressState:
     play: str = ""
     task: str = ""
     hosts: dict[str, HostLine] = field(default_factory=dict)
+    # What the roles report about each host (their debug tasks), in order: (task, lines).
+    reports: dict[str, list[tuple[str, list[str]]]] = field(default_factory=dict)
 
     def apply(self, event: Mapping[str, Any]) -> tuple[str, str, str] | None:
         """Fold one event in; return (host, status, task) when it is a host's final result."""
@@ -74,6 +92,9 @@ class ProgressState:
             return None
         line = self.hosts.setdefault(str(host), HostLine())
         line.status, line.task = status, task_label(data)
+        lines = report_lines(event)
+        if lines is not None:
+            self.reports.setdefault(str(host), []).append((line.task, lines))
         if status == "running":
             return None
         if status in line.counts:
@@ -139,6 +160,17 @@ class Progress:
         return Group(head, table, foot)
 
 
+def print_reports(reports: Mapping[str, list[tuple[str, list[str]]]], stream: TextIO) -> None:
+    """What the roles found on each host, grouped by host, before the summary."""
+    console = Console(file=stream, highlight=False, soft_wrap=True)
+    for host in sorted(reports):
+        console.print(Text(host, style="bold"))
+        for task, lines in reports[host]:
+            console.print(f"  {task}", markup=False, style="dim")
+            for text in lines:
+                console.print(f"    {text}", markup=False)
+
+
 def summary_table(result: RunResult) -> Table:
     table = Table(title="Summary", title_justify="left")
     table.add_column("host")
@@ -171,7 +203,9 @@ def print_summary(result: RunResult, stream: TextIO) -> None:
         console.print(f"artifacts: {result.artifacts_dir}", markup=False)
 
 
-def result_document(result: RunResult, exit_code: int) -> dict[str, Any]:
+def result_document(result: RunResult, exit_code: int,
+                    reports: Mapping[str, list[tuple[str, list[str]]]] | None = None
+                    ) -> dict[str, Any]:
     """The machine-readable result that ``--json`` prints."""
     totals = dict.fromkeys(("ok", "changed", "failed", "unreachable", "skipped", "rescued",
                             "ignored"), 0)
@@ -190,9 +224,12 @@ def result_document(result: RunResult, exit_code: int) -> dict[str, Any]:
                      for name, h in result.hosts.items() if not h.healthy],
         "error": result.error,
         "artifacts": str(result.artifacts_dir) if result.artifacts_dir else None,
+        "reports": {host: [{"task": task, "lines": lines} for task, lines in items]
+                    for host, items in (reports or {}).items()},
     }
 
 
-def print_json(result: RunResult, exit_code: int, stream: TextIO) -> None:
-    stream.write(json.dumps(result_document(result, exit_code), indent=2) + "\n")
+def print_json(result: RunResult, exit_code: int, stream: TextIO,
+               reports: Mapping[str, list[tuple[str, list[str]]]] | None = None) -> None:
+    stream.write(json.dumps(result_document(result, exit_code, reports), indent=2) + "\n")
     stream.flush()

@@ -46,13 +46,14 @@ def run(args: argparse.Namespace, playbook: Path | None = None) -> int:
     with progress.Progress(human, hosts=inv.selected) as view:
         result = RunnerSession(spec, on_event=view).run()
     code = exit_code(result)
+    progress.print_reports(view.state.reports, human)
     progress.print_summary(result, human)
     if not args.check:
         retry = options.record_retry(args.inventory, list(result.hosts), result.failed_hosts)
         if retry is not None:
             print(f"retry the failed hosts: --retry-failed (or --limit @{retry})", file=human)
     if args.json:
-        progress.print_json(result, code, sys.stdout)
+        progress.print_json(result, code, sys.stdout, view.state.reports)
     elif code == 1 and result.error:
         print(f"rdmaprov: error: {result.error}", file=sys.stderr)
     return code

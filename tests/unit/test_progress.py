@@ -85,3 +85,25 @@ def test_json_document() -> None:
     assert doc["hosts"]["node1"]["changed"] == 1
     assert [f["host"] for f in doc["failures"]] == ["node2", "node3"]
     assert doc["failures"][0]["task"] == "net_mtu : Set MTU"
+
+
+def test_role_reports_are_collected_per_host_and_printed():
+    from rdmaprov.progress import ProgressState, print_reports, report_lines
+
+    def ev(action, msg, host="node1", kind="runner_on_ok"):
+        return {"event": kind, "event_data": {"host": host, "task": "Report what this host has",
+                                              "role": "preflight", "task_action": action,
+                                              "res": {"msg": msg, "changed": False}}}
+
+    state = ProgressState()
+    state.apply(ev("ansible.builtin.debug", ["GPUs: none visible", "RDMA: none"]))
+    state.apply(ev("ansible.builtin.command", "not a report"))
+    state.apply(ev("ansible.builtin.debug", "one\ntwo", host="node2"))
+    state.apply(ev("ansible.builtin.debug", "skipped", kind="runner_on_skipped"))
+    assert report_lines(ev("ansible.builtin.command", "x")) is None
+    assert [lines for _, lines in state.reports["node1"]] == [["GPUs: none visible", "RDMA: none"]]
+    assert state.reports["node2"][0][1] == ["one", "two"]
+    out = io.StringIO()
+    print_reports(state.reports, out)
+    text = out.getvalue()
+    assert text.index("node1") < text.index("GPUs: none visible") < text.index("node2")
