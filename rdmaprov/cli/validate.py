@@ -57,7 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("inventory", type=Path, help="inventory file or directory (INI or YAML)")
     env = os.environ.get
     w = parser.add_argument_group("what runs (defaults: the inventory's nccl_validate_* values)")
-    w.add_argument("--runtime", choices=("container", "host"), default=env("RDMAPROV_VALIDATE_RUNTIME"),
+    w.add_argument("--runtime", choices=("container", "host"),
+                   default=env("RDMAPROV_VALIDATE_RUNTIME"),
                    help="container (an image per host) or host (the host's python3) "
                         "(env RDMAPROV_VALIDATE_RUNTIME)")
     w.add_argument("--image", default=env("RDMAPROV_VALIDATE_IMAGE"),
@@ -70,7 +71,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seconds a run may take on a host before it is killed and reported "
                         "(env RDMAPROV_VALIDATE_TIMEOUT; default 600)")
     j = parser.add_argument_group("verdict")
-    j.add_argument("--transport", choices=("IB", "Socket"), default=env("RDMAPROV_VALIDATE_TRANSPORT"),
+    j.add_argument("--transport", choices=("IB", "Socket"),
+                   default=env("RDMAPROV_VALIDATE_TRANSPORT"),
                    help="required transport (env RDMAPROV_VALIDATE_TRANSPORT; default IB for "
                         "nccl, Socket for gloo)")
     j.add_argument("--allow-socket", action="store_true",
@@ -126,12 +128,14 @@ class HostRow:
 
 
 def blame_pairs(pairs: dict[tuple[str, str], float | None], threshold: float | None,
-                fraction: float = DEFAULT_PAIR_FRACTION) -> tuple[float, dict[str, str], list[str]]:
+                fraction: float = DEFAULT_PAIR_FRACTION,
+                ) -> tuple[float, dict[str, str], list[str]]:
     """Which hosts make the fabric slow, from each pair's peak busbw.
 
     A pair is slow below ``threshold`` (GB/s) or, without one, below ``fraction`` x the best
-    pair (not the median: with 3 hosts one slow host makes 2 of the 3 pairs slow). A host is to blame when every pair it is in is slow (with 3+ hosts, a host whose
-    partner is the slow one still has a fast pair). Returns (bar, {host: reason}, slow pairs
+    pair (not the median: with 3 hosts one slow host makes 2 of the 3 pairs slow). A host is
+    to blame when every pair it is in is slow (with 3+ hosts, a host whose partner is the slow
+    one still has a fast pair). Returns (bar, {host: reason}, slow pairs
     that no single host explains).
     """
     measured = {p: bw for p, bw in pairs.items() if bw is not None}
@@ -210,7 +214,8 @@ def load_run(run_dir: Path) -> RunData | None:
     return RunData(str(meta.get("label") or run_dir.name), hosts, doc, reports, name_of)
 
 
-def judge_fabric(run: RunData, policy: V.Policy, rows: dict[str, HostRow]) -> V.FabricVerdict | None:
+def judge_fabric(run: RunData, policy: V.Policy,
+                 rows: dict[str, HostRow]) -> V.FabricVerdict | None:
     if run.doc is None:
         return None
     ours = {worker: inv for worker, inv in run.name_of.items()}
@@ -249,7 +254,8 @@ def _policy(args: argparse.Namespace) -> V.Policy:
     try:
         return V.Policy(transport=args.transport, allow_socket=args.allow_socket,
                         require_gdr=args.require_gdr, bw_fraction=float(args.bw_fraction),
-                        min_busbw_GBps=None if args.min_busbw in (None, "") else float(args.min_busbw))
+                        min_busbw_GBps=(None if args.min_busbw in (None, "")
+                                        else float(args.min_busbw)))
     except ValueError as exc:
         raise UserError(f"verdict options: {exc}") from None
 
@@ -312,7 +318,7 @@ def validate(args: argparse.Namespace, inv: Any, policy: V.Policy, results: Path
 
     slow_fabric = bool(fv and any(c.name == "bandwidth" and c.status == V.FAIL for c in fv.checks))
     no_bar = bool(fv and fv.threshold_GBps is None)
-    all_ran = bool(fv and fv.passed or slow_fabric)
+    all_ran = bool((fv and fv.passed) or slow_fabric)
     want_pairs = len(hosts) >= 3 and not args.check and (
         args.pairwise == "always"
         or (args.pairwise == "auto" and all_ran and (slow_fabric or no_bar)))

@@ -23,7 +23,7 @@ LAB_VARS = {
 }
 
 
-def apply(lab, tmp: Path, extravars: dict, check: bool = False, events: list | None = None):  # noqa: ANN001, ANN201
+def apply(lab, tmp: Path, extravars: dict, check: bool = False, events: list | None = None):
     book = tmp / "container_runtime.yml"
     book.write_text("- hosts: all\n  gather_facts: false\n  roles:\n"
                     "    - rdmaprov.cluster.container_runtime\n")
@@ -42,7 +42,7 @@ def _debug_msgs(events: list, task: str) -> dict[str, str]:
     return out
 
 
-def test_unlimited_memlock_is_refused_with_the_reason(lab, tmp_path: Path) -> None:  # noqa: ANN001
+def test_unlimited_memlock_is_refused_with_the_reason(lab, tmp_path: Path) -> None:
     result = apply(lab, tmp_path, {"container_runtime_engine": "podman"})
     assert set(result.failed_hosts) == set(lab.nodes)
     for name in lab.nodes:
@@ -51,7 +51,7 @@ def test_unlimited_memlock_is_refused_with_the_reason(lab, tmp_path: Path) -> No
         assert "no CAP_SYS_RESOURCE" in msg
 
 
-def test_apply_reapply_check(lab, tmp_path: Path) -> None:  # noqa: ANN001
+def test_apply_reapply_check(lab, tmp_path: Path) -> None:
     events: list = []
     first = apply(lab, tmp_path, LAB_VARS, events=events)
     assert first.ok, {h: r.failure for h, r in first.hosts.items()}

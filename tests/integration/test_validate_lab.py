@@ -8,10 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+from test_container_runtime import LAB_VARS, apply  # same directory (rootdir import)
 
 from rdmaprov.cli import main
-
-from test_container_runtime import LAB_VARS, apply  # same directory (rootdir import)
 
 pytestmark = pytest.mark.lab
 
@@ -24,7 +23,7 @@ HOST_RUNTIME = {
 }
 
 
-def _validate(lab, tmp: Path, variables: dict, *extra: str) -> tuple[int, dict]:  # noqa: ANN001
+def _validate(lab, tmp: Path, variables: dict, *extra: str) -> tuple[int, dict]:
     vars_file = tmp / "vars.json"
     vars_file.write_text(json.dumps(variables))
     out = tmp / "report.json"
@@ -39,7 +38,7 @@ def _validate(lab, tmp: Path, variables: dict, *extra: str) -> tuple[int, dict]:
     return code, json.loads(buf.getvalue())
 
 
-def test_host_runtime_green(lab, tmp_path: Path) -> None:  # noqa: ANN001
+def test_host_runtime_green(lab, tmp_path: Path) -> None:
     code, report = _validate(lab, tmp_path, HOST_RUNTIME)
     assert code == 0, report
     assert report["passed"] and report["backend"] == "gloo"
@@ -51,7 +50,7 @@ def test_host_runtime_green(lab, tmp_path: Path) -> None:  # noqa: ANN001
     assert (tmp_path / "results/fabric/node1/worker.log").is_file()
 
 
-def test_throttled_node_is_named(lab, tmp_path: Path) -> None:  # noqa: ANN001
+def test_throttled_node_is_named(lab, tmp_path: Path) -> None:
     slow = lab.nodes[-1]
     lab.exec(slow, ["tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "50mbit",
                     "burst", "32kbit", "latency", "400ms"])
@@ -66,7 +65,7 @@ def test_throttled_node_is_named(lab, tmp_path: Path) -> None:  # noqa: ANN001
     assert list(report["pairwise"]["blamed"]) == [slow]
 
 
-def test_unreachable_rendezvous_is_one_line_per_host(lab, tmp_path: Path) -> None:  # noqa: ANN001
+def test_unreachable_rendezvous_is_one_line_per_host(lab, tmp_path: Path) -> None:
     variables = {**HOST_RUNTIME, "nccl_validate_master_addr": "192.0.2.1"}
     code, report = _validate(lab, tmp_path, variables)
     assert code == 2
@@ -76,7 +75,7 @@ def test_unreachable_rendezvous_is_one_line_per_host(lab, tmp_path: Path) -> Non
         assert "192.0.2.1" in h["reasons"][0] or "not launched" in h["reasons"][0]
 
 
-def test_missing_engine_and_bad_image(lab, tmp_path: Path) -> None:  # noqa: ANN001
+def test_missing_engine_and_bad_image(lab, tmp_path: Path) -> None:
     no_engine = {**HOST_RUNTIME, "nccl_validate_runtime": "container",
                  "nccl_validate_engine": "docker"}
     code, report = _validate(lab, tmp_path, no_engine)
@@ -86,13 +85,13 @@ def test_missing_engine_and_bad_image(lab, tmp_path: Path) -> None:  # noqa: ANN
 
 
 @pytest.fixture(scope="module")
-def podman_nodes(lab, tmp_path_factory):  # noqa: ANN001, ANN201
+def podman_nodes(lab, tmp_path_factory):
     result = apply(lab, tmp_path_factory.mktemp("cr"), LAB_VARS)
     assert result.ok, {h: r.failure for h, r in result.hosts.items()}
     return lab
 
 
-def test_worker_in_podman_containers(podman_nodes, tmp_path: Path) -> None:  # noqa: ANN001
+def test_worker_in_podman_containers(podman_nodes, tmp_path: Path) -> None:
     variables = {**HOST_RUNTIME, "nccl_validate_runtime": "container",
                  "nccl_validate_engine": "podman",
                  "nccl_validate_image": "localhost/rdmaprov-lab-worker:latest",
@@ -107,10 +106,11 @@ def test_worker_in_podman_containers(podman_nodes, tmp_path: Path) -> None:  # n
     assert report["world_size"] == len(podman_nodes.nodes)
 
 
-def test_bad_image_is_one_line_per_host(podman_nodes, tmp_path: Path) -> None:  # noqa: ANN001
+def test_bad_image_is_one_line_per_host(podman_nodes, tmp_path: Path) -> None:
     variables = {**HOST_RUNTIME, "nccl_validate_runtime": "container",
                  "nccl_validate_engine": "podman",
-                 "nccl_validate_image": "localhost/no-such-image:1", "nccl_validate_pull_timeout": 30,
+                 "nccl_validate_image": "localhost/no-such-image:1",
+                 "nccl_validate_pull_timeout": 30,
                  "nccl_validate_memlock": "host"}
     code, report = _validate(podman_nodes, tmp_path, variables)
     assert code == 2
