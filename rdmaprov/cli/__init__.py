@@ -26,6 +26,7 @@ COMMANDS = (
     "check",
     "explain",
     "lab",
+    "probe",
     "reconfigure",
     "status",
     "validate",

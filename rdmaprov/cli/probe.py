@@ -1,0 +1,318 @@
+"""`rdmaprov probe [INVENTORY]`: RDMA devices, ports, GIDs and the NCCL settings they imply.
+
+Without an inventory it looks at this host, importing the collection's module_utils directly
+(no Ansible); with one, it runs the rdma_facts module on every host through the engine and adds
+the fabric consistency table. The human output is a table; --json prints one document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import socket
+import sys
+from collections.abc import Mapping
+from importlib.resources import as_file, files
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from rdmaprov.errors import UserError
+from rdmaprov.probe import fabric
+from rdmaprov.probe._collection import module_utils
+
+PROBE_TASK = "Discover RDMA devices"
+NCCL_CONF = Path("/etc/nccl.conf")
+
+EPILOG = """\
+exit codes:
+  0  probed; the report says what is there (no RDMA devices is a finding, not an error)
+  1  usage or input error (bad flag, missing file or inventory); nothing probed
+  2  a host failed or was unreachable, the NCCL lint found an error, or (with an inventory)
+     the fabric is inconsistent across hosts
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "probe", help="RDMA devices, ports, GIDs and the NCCL settings they imply",
+        description="Report every RDMA device and port (state, rate, MTU, GIDs, firmware), the "
+        "NCCL settings derived from them, and a lint of NCCL_* variables. Without INVENTORY: "
+        "this host; with one: every host, plus a fabric consistency table.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("inventory", nargs="?", type=Path,
+                   help="inventory file or directory; omit to probe this host")
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    p.add_argument("--use-pyverbs", choices=("auto", "yes", "no"),
+                   default=os.environ.get("RDMAPROV_USE_PYVERBS", "auto"),
+                   help="pyverbs first (auto), only (yes) or never (no) "
+                        "(env RDMAPROV_USE_PYVERBS; default auto)")
+    p.add_argument("--nccl-ib-tc", metavar="TC", default=os.environ.get("RDMAPROV_NCCL_IB_TC"),
+                   help="RoCE traffic class for NCCL_IB_TC, 0-255 (env RDMAPROV_NCCL_IB_TC; "
+                        "with an inventory, roce_qos_nccl_ib_tc from it is used)")
+    p.add_argument("--env-file", metavar="FILE", type=Path, action="append", default=[],
+                   help="lint the NCCL_* lines of FILE as well (repeatable); by default this "
+                        "shell's NCCL_* variables and /etc/nccl.conf are linted")
+    local = p.add_argument_group("this host only")
+    local.add_argument("--sysfs-root", metavar="DIR",
+                       default=os.environ.get("RDMAPROV_SYSFS_ROOT", "/sys"),
+                       help="read sysfs from DIR, e.g. a fixture tree (env RDMAPROV_SYSFS_ROOT; "
+                            "default /sys; pyverbs is not used with another root)")
+    local.add_argument("--socket-ifname", metavar="IF",
+                       default=os.environ.get("RDMAPROV_SOCKET_IFNAME"),
+                       help="interface for NCCL_SOCKET_IFNAME (env RDMAPROV_SOCKET_IFNAME; "
+                            "default: the default route's interface, if any)")
+    fleet = p.add_argument_group("with an inventory")
+    fleet.add_argument("-l", "--limit", metavar="PATTERN", help="only these hosts/groups")
+    fleet.add_argument("-f", "--forks", metavar="N", default=os.environ.get("RDMAPROV_FORKS"),
+                       help="parallel hosts (env RDMAPROV_FORKS)")
+    fleet.add_argument("--keep-artifacts", metavar="DIR", type=Path,
+                       default=os.environ.get("RDMAPROV_KEEP_ARTIFACTS") or None,
+                       help="keep ansible-runner's private data dir (env "
+                            "RDMAPROV_KEEP_ARTIFACTS)")
+    p.set_defaults(func=run, check=False, diff=False, tags=None, skip_tags=None,
+                   extra_vars=[], verbose=0,
+                   strategy=os.environ.get("RDMAPROV_STRATEGY", "linear"),
+                   ansible_profile=os.environ.get("RDMAPROV_ANSIBLE_PROFILE", "tuned"))
+
+
+# --- inputs ---------------------------------------------------------------------------------------
+
+def _ib_tc(raw: str | None) -> int | None:
+    if raw in (None, ""):
+        return None
+    try:
+        value = int(str(raw), 0)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 255:
+        raise UserError(f"--nccl-ib-tc {raw!r}: a traffic class is an integer from 0 to 255")
+    return value
+
+
+def lint_sources(env_files: list[Path], environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """{label: {NAME: value}} to lint: this shell, /etc/nccl.conf, and each --env-file."""
+    nccl = module_utils("rdma_nccl")
+    sources = {"environment": {k: v for k, v in environ.items() if k.startswith("NCCL_")}}
+    if NCCL_CONF.is_file():
+        with contextlib.suppress(OSError):
+            sources[str(NCCL_CONF)] = nccl.parse_env_text(NCCL_CONF.read_text())
+    for path in env_files:
+        try:
+            sources[str(path)] = nccl.parse_env_text(path.read_text())
+        except OSError as exc:
+            raise UserError(f"--env-file {path}: {exc.strerror or exc}") from None
+    return {k: v for k, v in sources.items() if v or k != "environment"}
+
+
+def default_route_interface(proc: str = "/proc") -> str | None:
+    """The interface of the IPv4 default route (/proc/net/route, destination 00000000)."""
+    try:
+        lines = Path(proc, "net/route").read_text().splitlines()[1:]
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 2 and fields[1] == "00000000":
+            return fields[0]
+    return None
+
+
+# --- local ----------------------------------------------------------------------------------------
+
+def probe_local(sysfs_root: str, use_pyverbs: str, ib_tc: int | None,
+                socket_ifname: str | None, lint_env: Mapping[str, Mapping[str, str]]) -> dict:
+    if not os.path.isdir(sysfs_root):
+        raise UserError(f"--sysfs-root {sysfs_root}: not a directory")
+    pyverbs = module_utils("rdma_pyverbs")
+    sysfs = module_utils("rdma_sysfs")
+    nccl = module_utils("rdma_nccl")
+    try:
+        facts = pyverbs.gather(sysfs_root, use_pyverbs, _run_readonly)
+    except pyverbs.PyverbsMissing as exc:
+        raise UserError(str(exc)) from None
+    interfaces = sysfs.list_netdevs(sysfs_root)
+    derived = nccl.derive(facts, ib_tc, socket_ifname)
+    lint = {label: nccl.lint(dict(env), facts, interfaces) for label, env in lint_env.items()}
+    return {"host": socket.gethostname(), "rdma": facts, "nccl": derived, "lint": lint}
+
+
+def _run_readonly(argv: list[str]) -> tuple[int, str]:
+    import shutil
+    import subprocess
+
+    if not shutil.which(argv[0]):
+        return 127, ""
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30,
+                              env=dict(os.environ, LC_ALL="C"), check=False)
+    except (OSError, subprocess.SubprocessError):
+        return 127, ""
+    return proc.returncode, proc.stdout
+
+
+# --- output ---------------------------------------------------------------------------------------
+
+def _v2_ipv4(port: Mapping[str, Any]) -> str:
+    nccl = module_utils("rdma_nccl")
+    index = nccl.roce_v2_ipv4_index(port)
+    return "-" if index is None else str(index)
+
+
+def port_rows(rdma: Mapping[str, Any]) -> list[list[str]]:
+    rows = []
+    for dev in rdma.get("devices", []):
+        for p in dev.get("ports", []):
+            rows.append([
+                dev["name"], str(p["port"]), str(p.get("state")), str(p.get("phys_state")),
+                f"{p.get('rate_gbps')} Gb/s" if p.get("rate_gbps") is not None else "-",
+                "IB" if p.get("link_layer") == "InfiniBand" else str(p.get("link_layer")),
+                str(p.get("active_mtu") or "-"),
+                str(p.get("lid")) if p.get("lid") is not None else "-",
+                (p.get("netdev") or "-") + (f" (bond {p['bond']})" if p.get("bond") and
+                                             p.get("bond") != p.get("netdev") else ""),
+                _v2_ipv4(p) if p.get("link_layer") == "Ethernet" else "-",
+                str(dev.get("fw_ver") or "-"), str(dev.get("board_id") or "-"),
+            ])
+    return rows
+
+
+PORT_COLUMNS = ("device", "port", "state", "physical", "rate", "link", "mtu", "lid", "netdev",
+                "v2 IPv4 GID", "firmware", "board")
+
+
+def _console() -> Console:
+    # Not a terminal (a pipe, a log): one line per row, however wide.
+    return Console(file=sys.stdout, highlight=False, width=None if sys.stdout.isatty() else 250)
+
+
+def _table(columns, rows) -> Table:
+    table = Table(box=None, pad_edge=False)
+    for c in columns:
+        table.add_column(c)
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def render_host(console: Console, doc: Mapping[str, Any], title: str) -> None:
+    rdma = doc["rdma"]
+    kernel = rdma.get("kernel") or {}
+    console.print(f"[bold]{title}[/bold]: source {rdma.get('source')}, "
+                  f"rdma-core {rdma.get('rdma_core_version') or 'not installed'}, "
+                  f"OFED {rdma.get('ofed_version') or 'none'}")
+    if not rdma.get("devices"):
+        console.print(f"No RDMA devices: {kernel.get('reason') or 'none found'}.")
+    else:
+        if not kernel.get("uverbs", True):
+            console.print(f"Warning: {kernel.get('reason')}.")
+        console.print(_table(PORT_COLUMNS, port_rows(rdma)))
+    env = (doc.get("nccl") or {}).get("env") or {}
+    console.print("NCCL settings for this host:" if env else "NCCL settings: none to set.")
+    for name, value in env.items():
+        console.print(f"  {name}={value}", markup=False)
+    for note in (doc.get("nccl") or {}).get("notes") or []:
+        console.print(f"  note: {note}", markup=False)
+    for label, findings in (doc.get("lint") or {}).items():
+        if not findings:
+            console.print(f"NCCL lint of {label}: clean.", markup=False)
+            continue
+        console.print(f"NCCL lint of {label}:", markup=False)
+        for f in findings:
+            console.print(f"  {f['level']}: {f['message']}", markup=False)
+
+
+def _lint_errors(docs: Mapping[str, Mapping[str, Any]]) -> bool:
+    return any(f["level"] == "error" for d in docs.values()
+               for fs in (d.get("lint") or {}).values() for f in fs)
+
+
+def run(args: argparse.Namespace) -> int:
+    ib_tc = _ib_tc(args.nccl_ib_tc)
+    sources = lint_sources(args.env_file, os.environ)
+    if args.inventory is None:
+        socket_ifname = args.socket_ifname or default_route_interface()
+        doc = probe_local(args.sysfs_root, args.use_pyverbs, ib_tc, socket_ifname, sources)
+        code = 2 if _lint_errors({"local": doc}) else 0
+        if args.json:
+            sys.stdout.write(json.dumps(doc | {"exit_code": code}, indent=2) + "\n")
+        else:
+            render_host(_console(), doc, doc["host"])
+        return code
+    return run_inventory(args, ib_tc, sources)
+
+
+# --- inventory ------------------------------------------------------------------------------------
+
+def run_inventory(args: argparse.Namespace, ib_tc: int | None,
+                  sources: Mapping[str, Mapping[str, str]]) -> int:
+    from rdmaprov import inventory as inventory_mod
+    from rdmaprov import progress
+    from rdmaprov.cli import options
+    from rdmaprov.engine import RunnerSession
+
+    options.forks(args)
+    inv = inventory_mod.load(args.inventory, limit=args.limit)
+    merged: dict[str, str] = {}
+    for env in sources.values():
+        merged.update(env)
+    with as_file(files("rdmaprov.probe") / "playbook.yml") as book:
+        spec = options.run_spec(args, Path(book), inv)
+        spec.extravars = dict(spec.extravars)
+        spec.extravars["rdmaprov_probe_use_pyverbs"] = args.use_pyverbs
+        if ib_tc is not None:
+            spec.extravars["roce_qos_nccl_ib_tc"] = ib_tc
+        if merged:
+            spec.extravars["rdmaprov_probe_lint_env"] = merged
+        docs: dict[str, dict[str, Any]] = {}
+
+        def on_event(ev: Mapping[str, Any]) -> None:
+            data = ev.get("event_data") or {}
+            if ev.get("event") == "runner_on_ok" and data.get("task") == PROBE_TASK:
+                res = data.get("res") or {}
+                if "rdma" in res:
+                    docs[str(data["host"])] = {
+                        "rdma": res["rdma"], "nccl": {k: v for k, v in (res.get("nccl") or {})
+                                                      .items() if k != "lint"},
+                        "lint": {"given variables": (res.get("nccl") or {}).get("lint", [])}
+                        if merged else {}}
+
+        result = RunnerSession(spec, on_event=on_event).run()
+    missing = {}
+    for host in inv.selected:
+        if host not in docs:
+            h = result.hosts.get(host)
+            why = h.failure.message if h and h.failure else result.error or "no answer"
+            missing[host] = ("unreachable: " if h and h.unreachable else "failed: ") + why
+    report = fabric.consistency({h: d["rdma"] for h, d in docs.items()})
+    if not result.hosts and result.error:
+        raise UserError(result.error)
+    code = 2 if missing or not report["ok"] or _lint_errors(docs) else 0
+    if args.json:
+        doc = progress.result_document(result, code)
+        doc["hosts_probed"] = docs
+        doc["fabric"] = report
+        doc["not_probed"] = missing
+        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+        return code
+    console = _console()
+    for host, doc in docs.items():
+        render_host(console, doc, host)
+        console.print()
+    render_fabric(console, report, missing)
+    return code
+
+
+def render_fabric(console: Console, report: Mapping[str, Any], missing: Mapping[str, str]) -> None:
+    console.print("[bold]Fabric consistency[/bold]")
+    rows = [[h, *(str(r[c]) for c in fabric.COLUMNS),
+             "; ".join(report["problems"].get(h, [])) or "ok"]
+            for h, r in report["rows"].items()]
+    rows += [[h, *("" for _ in fabric.COLUMNS), why] for h, why in missing.items()]
+    console.print(_table(("host", *fabric.COLUMNS, "verdict"), rows), markup=False)
+    if report["ok"] and not missing:
+        console.print("All hosts match.")
