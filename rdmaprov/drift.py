@@ -129,11 +129,16 @@ def _from_diff(diff: Any) -> tuple[str, str] | None:
             if "\n" not in before.strip() and "\n" not in after.strip():
                 return _short(before or "(absent)"), _short(after or "(empty)")
             b, a = before.splitlines(), after.splitlines()
-            added = len([x for x in a if x not in b])
-            removed = len([x for x in b if x not in a])
-            where = d.get("after_header") or d.get("before_header") or "file"
-            return (f"{where}: {len(b)} lines" if b else f"{where}: absent",
-                    f"+{added} -{removed} lines")
+            added = [x for x in a if x not in b]
+            removed = [x for x in b if x not in a]
+            # A template's before_header is the file on the node; after_header a temp file.
+            where = d.get("before_header") or d.get("after_header") or "file"
+            current = f"{where} ({len(b)} lines)" if b else f"{where} absent"
+            if len(added) + len(removed) <= 3:
+                wanted = " ".join([*(f"-{x.strip()}" for x in removed),
+                                   *(f"+{x.strip()}" for x in added)])
+                return current, _short(wanted or "reordered", 60)
+            return current, f"+{len(added)} -{len(removed)} lines"
     return None
 
 

@@ -62,9 +62,12 @@ def mtus():
 
 
 def qos():
-    unit = run(["systemctl", "is-active", "rdmaprov-roce-qos.service"])
-    state = unit.stdout.strip() if unit is not None else None
-    return {"unit": state if state and state != "unknown" else None,
+    unit = run(["systemctl", "show", "-p", "LoadState,ActiveState",
+                "rdmaprov-roce-qos.service"])
+    props = dict(ln.split("=", 1) for ln in (unit.stdout if unit else "").splitlines()
+                 if "=" in ln)
+    loaded = props.get("LoadState") not in (None, "not-found")
+    return {"unit": props.get("ActiveState") if loaded else None,
             "script": os.path.exists("/usr/local/sbin/rdmaprov-roce-qos")}
 
 

@@ -66,7 +66,8 @@ def merge(results: list[RunResult]) -> RunResult:
 
 
 def print_drift(rows: list[drift.DriftRow], hosts: list[str], stream: TextIO) -> None:
-    console = Console(file=stream, highlight=False, soft_wrap=True)
+    console = Console(file=stream, highlight=False,
+                      width=None if stream.isatty() else 250)
     table = Table(title="Drift (current -> wanted)", title_justify="left")
     for col in ("host", "setting", "current", "wanted"):
         table.add_column(col)

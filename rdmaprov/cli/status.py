@@ -96,7 +96,9 @@ def run(args: argparse.Namespace) -> int:
         doc["nodes"] = states
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
         return code
-    console = Console(file=sys.stdout, highlight=False, soft_wrap=True)
+    # Not a terminal (a pipe, a log): one line per host, however wide.
+    console = Console(file=sys.stdout, highlight=False,
+                      width=None if sys.stdout.isatty() else 250)
     table = Table(box=None, pad_edge=False)
     table.add_column("host")
     for c in COLUMNS:

@@ -69,8 +69,8 @@ def test_drift_rows_from_loop_labels_and_diffs() -> None:
     # The loop's own summary event repeats the items: not a second row.
     c(ev("runner_on_ok", "node1", {"changed": True, "results": [{}]}))
     c(ev("runner_on_ok", "node2", {"changed": True, "diff": [{
-        "before": "", "after": "ib_uverbs\nrdma_ucm\n",
-        "after_header": "/etc/modules-load.d/rdmaprov.conf"}]},
+        "before": "", "after": "ib_uverbs\nrdma_ucm\n", "before_header": "/etc/m.conf",
+        "after_header": "/tmp/x/template"}]},
         task="Persist the modules", role="rdmaprov.cluster.rdma_modules"))
     c(ev("runner_on_ok", "node3", {"changed": True, "diff": {
         "before": {"path": "/etc/x", "mode": "0600"}, "after": {"path": "/etc/x", "mode": "0644"}}},
@@ -79,7 +79,7 @@ def test_drift_rows_from_loop_labels_and_diffs() -> None:
     assert [(r.host, r.setting, r.current, r.wanted) for r in c.rows] == [
         ("node1", "net_mtu : Set the runtime MTU [eth1]", "1500", "9000"),
         ("node2", "rdma_modules : Persist the modules",
-         "/etc/modules-load.d/rdmaprov.conf: absent", "+2 -0 lines"),
+         "/etc/m.conf absent", "+ib_uverbs +rdma_ucm"),
         ("node3", "net_mtu : File mode", "mode=0600", "mode=0644"),
         ("node3", "net_mtu : Restart", "differs", "would change"),
     ]
