@@ -307,6 +307,8 @@ class RunnerSession:
         finally:
             if spec.keep_artifacts is None:
                 shutil.rmtree(pdd, ignore_errors=True)
+            else:
+                redact_extravars(pdd)
 
     def _result(self, runner: Any, artifacts: Path | None) -> RunResult:
         stats: Mapping[str, Mapping[str, int]] = runner.stats or {}
@@ -330,6 +332,17 @@ class RunnerSession:
                 "and no host to blame")
         return RunResult(rc=rc, status=str(runner.status), hosts=dict(sorted(hosts.items())),
                          artifacts_dir=artifacts, error=error)
+
+
+def redact_extravars(pdd: Path) -> None:
+    """A kept private data dir keeps the names of the -e variables, not their values: they
+    may be tokens or passwords, and the dir is kept for people to read and share."""
+    path = pdd / "env" / "extravars"
+    try:
+        names = sorted(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return
+    path.write_text(json.dumps(dict.fromkeys(names, "<redacted by rdmaprov>"), indent=1) + "\n")
 
 
 def _put(events: queue.Queue[Mapping[str, Any]], event: Mapping[str, Any]) -> bool:
