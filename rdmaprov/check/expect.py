@@ -127,5 +127,6 @@ def build(config: Path | None, flags: dict[str, Any]) -> Expectations:
         values.update(load_file(DEFAULT_CONFIG))
     for name, value in flags.items():
         if value is not None:
-            values[name] = _convert(name, value, FLAG_NAMES.get(name, "--" + name.replace("_", "-")))
+            flag = FLAG_NAMES.get(name, "--" + name.replace("_", "-"))
+            values[name] = _convert(name, value, flag)
     return Expectations(**values)
