@@ -8,8 +8,8 @@ DOCUMENTATION = r"""
 module: rdma_facts
 short_description: Discover RDMA devices, ports, GIDs and the RDMA stack's version
 description:
-  - Reports every RDMA device (HCA) and port as C(ansible_facts.rdma): state, physical state,
-    rate, link layer, active MTU, LID, netdev, GIDs with their types, firmware and board id,
+  - Reports every RDMA device (HCA) and port as C(ansible_facts.rdma) with state, physical
+    state, rate, link layer, active MTU, LID, netdev, GIDs with their types, firmware and board id,
     plus the rdma-core and OFED versions. The shape is fixed in docs/CONTRACTS.md.
   - Uses pyverbs (rdma-core's Python binding) when it is importable and the kernel has verbs,
     and sysfs (/sys/class/infiniband) otherwise; C(source) says which.

@@ -336,3 +336,19 @@ def test_module_on_this_host_without_rdma(tmp_path):
 def test_module_rejects_bad_choice(tmp_path):
     rc, res = _ansible(tmp_path, "use_pyverbs=maybe")
     assert rc != 0 and "use_pyverbs" in res["msg"]
+
+
+def test_module_documentation_is_valid_yaml_and_matches_the_argument_spec():
+    import ast
+
+    import yaml
+
+    tree = ast.parse((ROOT / "plugins/modules/rdma_facts.py").read_text())
+    docs = {n.targets[0].id: n.value.value for n in tree.body
+            if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "").isupper()}
+    parsed = {k: yaml.safe_load(v) for k, v in docs.items()}
+    assert set(parsed["DOCUMENTATION"]["options"]) == {
+        "sysfs_root", "use_pyverbs", "versions", "nccl_socket_ifname", "nccl_ib_tc",
+        "nccl_lint_env"}
+    assert set(parsed["RETURN"]) == {"rdma", "nccl"}
+    assert parsed["EXAMPLES"][0]["rdmaprov.cluster.rdma_facts"] is None
