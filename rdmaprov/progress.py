@@ -60,12 +60,19 @@ def report_lines(event: Mapping[str, Any]) -> list[str] | None:
     data = event.get("event_data") or {}
     if event.get("event") != "runner_on_ok" or data.get("task_action") not in REPORT_ACTIONS:
         return None
-    msg = (data.get("res") or {}).get("msg")
-    if msg is None or msg == "":
-        return None
-    if isinstance(msg, list):
-        return [str(m) for m in msg]
-    return str(msg).splitlines()
+    res = data.get("res") or {}
+    if isinstance(res.get("results"), list):  # a looped debug: one message per item
+        msgs = [item.get("msg") for item in res["results"]
+                if isinstance(item, dict) and not item.get("skipped")]
+    else:
+        msgs = [res.get("msg")]
+    lines: list[str] = []
+    for msg in msgs:
+        if isinstance(msg, list):
+            lines += [str(m) for m in msg]
+        elif msg not in (None, ""):
+            lines += str(msg).splitlines()
+    return lines or None
 
 
 @dataclass

@@ -29,8 +29,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     common(up)
     up.add_argument("--nodes", type=int, default=3, help="number of nodes (default 3)")
     up.add_argument("--subnet", help="IPv4 subnet for the lab bridge (default: a free 10.199.X.0/24)")
+    up.add_argument("--fabric-subnet",
+                    help="IPv4 subnet of the fabric network, eth1 (default: a free 10.198.X.0/24)")
     up.add_argument("--mtu", type=int, default=1500,
-                    help="MTU of the lab bridge and veths, the 'switch' side (default 1500)")
+                    help="MTU of the management network, eth0 (default 1500)")
+    up.add_argument("--fabric-mtu", type=int, default=9000,
+                    help="MTU of the fabric 'switch' (bridge and its ports); nodes' eth1 start "
+                    "at 1500 as on a fresh host (default 9000)")
     up.add_argument("--mirror", help="archive mirror for the base image "
                     "(default: the first one in this host's apt configuration)")
     up.add_argument("--suite", help="distribution suite (default: this host's, from /etc/os-release)")
@@ -59,7 +64,7 @@ def _log(msg: str) -> None:
 def _up(args: argparse.Namespace) -> int:
     lab = Lab(args.name)
     lab.up(nodes=args.nodes, subnet=args.subnet, mirror=args.mirror, suite=args.suite,
-           mtu=args.mtu, log=_log)
+           mtu=args.mtu, fabric_subnet=args.fabric_subnet, fabric_mtu=args.fabric_mtu, log=_log)
     print(lab.inventory)
     return 0
 

@@ -1,6 +1,9 @@
 """The lab: real Debian nodes on this machine, for tests and a newcomer's first run.
 
-A node is a network namespace on a bridge (fixed MAC, no default route), an overlay root over a
+A node is a network namespace on two bridges, as a cluster host sits on two networks: eth0 on the
+management network (SSH, Ansible; MTU 1500) and eth1 on the fabric (the data network that RDMA
+and NCCL use; its "switch" takes jumbo frames, the node's port starts at 1500 as on a fresh host).
+Each has a fixed MAC and no default route. A node also has an overlay root over a
 shared debootstrapped base, and systemd as PID 1 in its own mount/PID/UTS/IPC/cgroup namespaces,
 running sshd with its own host key. `Lab.up` writes an Ansible inventory for the nodes. Lab
 traffic stays on the bridge: nodes have no route out and resolve names against 127.0.0.1.
@@ -17,6 +20,8 @@ import signal
 import socket
 import subprocess
 import time
+
+import yaml
 from dataclasses import asdict, dataclass, field
 from importlib.resources import as_file, files
 from pathlib import Path
@@ -26,6 +31,7 @@ from rdmaprov.lab import base as lab_base
 
 STATE_ROOT = Path(os.environ.get("RDMAPROV_LAB_DIR", "/var/lib/rdmaprov/lab"))
 CGROUP_ROOT = Path("/sys/fs/cgroup/unified") if Path("/sys/fs/cgroup/unified/cgroup.procs").exists() else Path("/sys/fs/cgroup")
+LAB_WORKER_IMAGE = "localhost/rdmaprov-lab-worker:latest"
 NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 # Host-wide settings a misbehaving node could change; checked after every `up`.
 HOST_SENTINELS = ("/proc/sys/vm/swappiness", "/proc/sys/fs/protected_regular")
@@ -37,6 +43,8 @@ class Node:
     index: int
     address: str
     mac: str
+    fabric_address: str = ""
+    fabric_mac: str = ""
     pid: int = 0
 
 
@@ -46,6 +54,9 @@ class LabState:
     subnet: str
     bridge: str
     mtu: int = 1500
+    fabric_subnet: str = ""
+    fabric_bridge: str = ""
+    fabric_mtu: int = 9000
     nodes: list[dict] = field(default_factory=list)
     base: str = ""
     repo: str = ""
@@ -89,8 +100,8 @@ class Lab:
     def _netns(self, node: str) -> str:
         return f"rdmaprov-{self.name}-{node}"
 
-    def _veth(self, index: int) -> str:
-        return f"r{self.name}h{index}"
+    def _veth(self, index: int, fabric: bool = False) -> str:
+        return f"r{self.name}{'f' if fabric else 'h'}{index}"
 
     def _cgroup(self, node: str) -> Path:
         return CGROUP_ROOT / "rdmaprov-lab" / f"{self.name}-{node}"
@@ -101,31 +112,46 @@ class Lab:
         if STATE_ROOT.is_dir():
             for path in STATE_ROOT.glob("*/state.json"):
                 try:
-                    used.add(json.loads(path.read_text())["subnet"])
-                except (OSError, ValueError, KeyError):
+                    data = json.loads(path.read_text())
+                except (OSError, ValueError):
                     continue
+                used.update(data.get(k) for k in ("subnet", "fabric_subnet") if data.get(k))
         return used
 
-    def _pick_subnet(self) -> str:
+    def _pick_subnet(self, second: int) -> str:
         used = self._used_subnets()
         for third in range(250, 150, -1):
-            cand = f"10.199.{third}.0/24"
+            cand = f"10.{second}.{third}.0/24"
             if cand not in used:
                 return cand
-        raise UserError("no free lab subnet left under 10.199.0.0/16: remove old labs")
+        raise UserError(f"no free lab subnet left under 10.{second}.0.0/16: remove old labs")
 
     # ----- up ------------------------------------------------------------------------------
     def up(self, nodes: int = 3, subnet: str | None = None, mirror: str | None = None,
-           suite: str | None = None, mtu: int = 1500, log=print) -> LabState:  # noqa: ANN001
+           suite: str | None = None, mtu: int = 1500, fabric_subnet: str | None = None,
+           fabric_mtu: int = 9000, log=print) -> LabState:  # noqa: ANN001
         _require_root()
         if not 1 <= nodes <= 64:
             raise UserError(f"--nodes {nodes}: a lab has 1 to 64 nodes")
         state = self._load()
         if state is None:
-            net = ipaddress.ip_network(subnet or self._pick_subnet(), strict=True)
-            if net.num_addresses < nodes + 12:
-                raise UserError(f"--subnet {net}: too small for {nodes} nodes")
-            state = LabState(name=self.name, subnet=str(net), bridge=f"rdmaprov-{self.name}"[:15], mtu=mtu)
+            nets = []
+            for flag, given, second in (("--subnet", subnet, 199), ("--fabric-subnet", fabric_subnet, 198)):
+                try:
+                    net = ipaddress.ip_network(given or self._pick_subnet(second), strict=True)
+                except ValueError as exc:
+                    raise UserError(f"{flag} {given}: {exc}") from exc
+                if net.version != 4 or net.num_addresses < nodes + 12:
+                    raise UserError(f"{flag} {net}: need an IPv4 subnet with room for {nodes} nodes")
+                nets.append(net)
+            if nets[0].overlaps(nets[1]):
+                raise UserError(f"--subnet {nets[0]} and --fabric-subnet {nets[1]} overlap")
+            for value, flag in ((mtu, "--mtu"), (fabric_mtu, "--fabric-mtu")):
+                if not 1280 <= value <= 9216:
+                    raise UserError(f"{flag} {value}: use 1280..9216")
+            state = LabState(name=self.name, subnet=str(nets[0]), bridge=f"rl-{self.name}-m",
+                             mtu=mtu, fabric_subnet=str(nets[1]), fabric_bridge=f"rl-{self.name}-f",
+                             fabric_mtu=fabric_mtu)
         elif len(state.nodes) > nodes:
             raise UserError(
                 f"lab {self.name!r} has {len(state.nodes)} nodes; run 'rdmaprov lab down "
@@ -145,17 +171,21 @@ class Lab:
         self._bridge_up(state)
         net = ipaddress.ip_network(state.subnet)
         hosts = list(net.hosts())
+        fabric_hosts = list(ipaddress.ip_network(state.fabric_subnet).hosts()) if state.fabric_subnet else []
         by_name = {n["name"]: n for n in state.nodes}
         for i in range(1, nodes + 1):
             by_name.setdefault(f"node{i}", asdict(Node(
                 name=f"node{i}", index=i, address=str(hosts[10 + i - 1]),
                 mac="02:72:64:%02x:%02x:%02x" % (net.network_address.packed[2], i // 256, i % 256),
+                fabric_address=str(fabric_hosts[10 + i - 1]) if fabric_hosts else "",
+                fabric_mac="02:72:66:%02x:%02x:%02x" % (net.network_address.packed[2], i // 256, i % 256),
             )))
         state.nodes = [by_name[k] for k in sorted(by_name, key=lambda n: int(n[4:]))]
         for entry in state.nodes:
             if not self._running(entry):
                 self._start_node(state, entry, base, repo)
         self._save(state)
+        lab_base.ensure_torch(self.dir / "build.log", base=base, log_msg=log)
         self._wait_ssh(state)
         self._write_inventory(state)
         changed = {k: v for k, v in sentinels.items() if self._host_sentinels()[k] != v}
@@ -172,14 +202,18 @@ class Lab:
         return out
 
     def _bridge_up(self, state: LabState) -> None:
-        net = ipaddress.ip_network(state.subnet)
-        gw = next(net.hosts())
-        if _ip("link", "show", state.bridge, check=False).returncode != 0:
-            _ip("link", "add", state.bridge, "type", "bridge")
-        _ip("link", "set", state.bridge, "mtu", str(state.mtu), "up")
-        have = _ip("-o", "-4", "addr", "show", "dev", state.bridge).stdout
-        if f"{gw}/" not in have:
-            _ip("addr", "add", f"{gw}/{net.prefixlen}", "dev", state.bridge)
+        for bridge, subnet, mtu in ((state.bridge, state.subnet, state.mtu),
+                                    (state.fabric_bridge, state.fabric_subnet, state.fabric_mtu)):
+            if not bridge:
+                continue  # a lab made before the fabric network existed
+            net = ipaddress.ip_network(subnet)
+            gw = next(net.hosts())
+            if _ip("link", "show", bridge, check=False).returncode != 0:
+                _ip("link", "add", bridge, "type", "bridge")
+            _ip("link", "set", bridge, "mtu", str(mtu), "up")
+            have = _ip("-o", "-4", "addr", "show", "dev", bridge).stdout
+            if f"{gw}/" not in have:
+                _ip("addr", "add", f"{gw}/{net.prefixlen}", "dev", bridge)
 
     def _running(self, entry: dict) -> bool:
         pid = entry.get("pid") or 0
@@ -208,6 +242,15 @@ class Lab:
         _ip("-n", ns, "link", "set", "lo", "up")
         _ip("-n", ns, "link", "set", "eth0", "address", entry["mac"], "mtu", str(state.mtu), "up")
         _ip("-n", ns, "addr", "add", f"{entry['address']}/{prefix}", "dev", "eth0")
+        if state.fabric_bridge:
+            fveth = self._veth(index, fabric=True)
+            # The bridge is the jumbo-capable switch; the node's port starts at the usual 1500.
+            _ip("link", "add", fveth, "mtu", str(state.fabric_mtu), "type", "veth", "peer", "name",
+                "eth1", "netns", ns)
+            _ip("link", "set", fveth, "master", state.fabric_bridge, "up")
+            fprefix = ipaddress.ip_network(state.fabric_subnet).prefixlen
+            _ip("-n", ns, "link", "set", "eth1", "address", entry["fabric_mac"], "mtu", "1500", "up")
+            _ip("-n", ns, "addr", "add", f"{entry['fabric_address']}/{fprefix}", "dev", "eth1")
 
         cgroup = self._cgroup(name)
         cgroup.mkdir(parents=True, exist_ok=True)
@@ -304,6 +347,40 @@ class Lab:
             "ansible_python_interpreter=/usr/bin/python3",
         ]
         self.inventory.write_text("\n".join(lines) + "\n")
+        self._write_group_vars(state)
+
+    def _write_group_vars(self, state: LabState) -> None:
+        """What a user would write for this cluster: the data-path roles act on the fabric
+        network (eth1), never on eth0, which carries SSH."""
+        gv = self.dir / "group_vars"
+        gv.mkdir(exist_ok=True)
+        path = gv / "lab.yml"
+        if not state.fabric_bridge:
+            path.unlink(missing_ok=True)
+            return
+        doc = {
+            "net_mtu_interfaces": [{"name": "eth1", "mtu": state.fabric_mtu}],
+            # Lab nodes have no network manager: their addresses are set from outside, as in a
+            # container, so the MTU persists through rdmaprov's boot-time unit.
+            "net_mtu_persist": "systemd_unit",
+            "net_mtu_verify_interface": "eth1",
+            "firewall_cluster_subnets": [state.fabric_subnet, state.subnet],
+            "roce_qos_interfaces": ["eth1"],
+            # This machine lacks CAP_SYS_RESOURCE, so nodes cannot raise the memlock hard limit:
+            # accept the host's limit here (a real cluster keeps the default, unlimited).
+            "container_runtime_memlock": "host",
+            # No registry is reachable from the lab: its worker image is a root filesystem
+            # tarball that `lab up` makes from the nodes' own base (python3, no torch; torch is
+            # mounted in from /opt/rdmaprov-torch).
+            "container_runtime_images": [{"name": LAB_WORKER_IMAGE,
+                                          "archive": lab_base.WORKER_IMAGE_TAR,
+                                          "format": "rootfs"}],
+            "container_runtime_verify_image": LAB_WORKER_IMAGE,
+        }
+        header = ("# Written by 'rdmaprov lab up': the lab's settings, as a user would write them\n"
+                  f"# for a cluster with management network {state.subnet} (eth0) and fabric\n"
+                  f"# {state.fabric_subnet} (eth1).\n")
+        path.write_text(header + "---\n" + yaml.safe_dump(doc, sort_keys=False))
 
     def ensure_torch(self, log=print) -> Path:  # noqa: ANN001
         """torch for the lab's validation runs, visible in every node (see base.ensure_torch)."""
@@ -319,8 +396,9 @@ class Lab:
             return
         for entry in state.nodes:
             self._stop_node(entry)
-        if _ip("link", "show", state.bridge, check=False).returncode == 0:
-            _ip("link", "del", state.bridge)
+        for bridge in (state.bridge, state.fabric_bridge):
+            if bridge and _ip("link", "show", bridge, check=False).returncode == 0:
+                _ip("link", "del", bridge)
         shutil.rmtree(self.dir / "nodes", ignore_errors=True)
         try:
             (CGROUP_ROOT / "rdmaprov-lab").rmdir()  # only succeeds once no lab is left
@@ -342,6 +420,7 @@ class Lab:
         if ns in _ip("netns", "list").stdout.split():
             _ip("netns", "del", ns)
         _ip("link", "del", self._veth(entry["index"]), check=False)
+        _ip("link", "del", self._veth(entry["index"], fabric=True), check=False)
         cgroup = self._cgroup(entry["name"])
         if cgroup.exists():
             self._rmdir_cgroup(cgroup)

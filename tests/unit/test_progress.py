@@ -101,6 +101,10 @@ def test_role_reports_are_collected_per_host_and_printed():
     state.apply(ev("ansible.builtin.debug", "one\ntwo", host="node2"))
     state.apply(ev("ansible.builtin.debug", "skipped", kind="runner_on_skipped"))
     assert report_lines(ev("ansible.builtin.command", "x")) is None
+    looped = ev("ansible.builtin.debug", None)
+    looped["event_data"]["res"] = {"results": [{"msg": "eth1: not capable"}, {"skipped": True},
+                                               {"msg": ["a", "b"]}]}
+    assert report_lines(looped) == ["eth1: not capable", "a", "b"]
     assert [lines for _, lines in state.reports["node1"]] == [["GPUs: none visible", "RDMA: none"]]
     assert state.reports["node2"][0][1] == ["one", "two"]
     out = io.StringIO()
