@@ -113,7 +113,9 @@ def test_user_playbook_uses_installed_collection(lab, tarball: Path, tmp_path: P
         capture_output=True,
         text=True,
         timeout=300,
-        env=_env(),
+        # Only the temporary path counts: a copy installed elsewhere on this machine (the
+        # user's ~/.ansible) must not make ansible-galaxy skip the install.
+        env=_env(ANSIBLE_COLLECTIONS_PATH=str(collections)),
     )
     assert proc.returncode == 0, proc.stderr
     installed = collections / "ansible_collections" / "rdmaprov" / "cluster"
