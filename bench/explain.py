@@ -109,8 +109,9 @@ def main() -> int:
     if a.keep:
         path = a.keep
     else:
-        tmp = tempfile.NamedTemporaryFile(suffix=".log", delete=False)
-        path = Path(tmp.name)
+        # Only the name is wanted: close the handle now, generate() opens the path itself.
+        with tempfile.NamedTemporaryFile(suffix=".log", delete=False) as tmp:
+            path = Path(tmp.name)
     try:
         t0 = time.perf_counter()
         nlines = generate(path, a.size_mb, a.ranks)

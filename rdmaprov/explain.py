@@ -190,9 +190,10 @@ def render_text(name: str, report: dict[str, Any]) -> str:
                    f"at {report['peak_size_bytes']} B")
     elif "ports" in report:
         for p in report["ports"][:64]:
-            out.append("   {:<12} port {:<2} {:<7} {:<10} {:>6} {:<10} mtu {:<5} lid {:<6} {}".format(
-                str(p["device"] or "?"), str(p["port"] if p["port"] is not None else "?"), str(p["state"] or "-"),
-                str(p["phys_state"] or "-"),
+            row = "   {:<12} port {:<2} {:<7} {:<10} {:>6} {:<10} mtu {:<5} lid {:<6} {}"
+            out.append(row.format(
+                str(p["device"] or "?"), str(p["port"] if p["port"] is not None else "?"),
+                str(p["state"] or "-"), str(p["phys_state"] or "-"),
                 f"{p['rate_gbps']}G" if p["rate_gbps"] is not None else "-",
                 str(p["link_layer"] or "-"), str(p["active_mtu"] or "-"),
                 str(p["lid"] if p["lid"] is not None else "-"),

@@ -188,9 +188,9 @@ def port_findings(ports: list[Port]) -> list[Finding]:
             out.append(Finding("error", f"{name} is Active but has no LID ({p.lid})",
                                "The subnet manager did not assign a LID; check it."))
         rate_str = p.extra.get("rate_string") or ""
-        if p.link_layer == "Ethernet" and re.search(r"\b(SDR|DDR|QDR|FDR|EDR|HDR|NDR|XDR)\b",
-                                                     rate_str):
-            ib_name = re.search(r"\b(SDR|DDR|QDR|FDR|EDR|HDR|NDR|XDR)\b", rate_str).group(1)
+        ib_rate = re.search(r"\b(SDR|DDR|QDR|FDR|EDR|HDR|NDR|XDR)\b", rate_str)
+        if p.link_layer == "Ethernet" and ib_rate:
+            ib_name = ib_rate.group(1)
             out.append(Finding(
                 "warning", f"{name} is an Ethernet (RoCE) port although its rate says "
                 f"'{rate_str.strip()}'",

@@ -1,4 +1,5 @@
-"""`ibstatus`: Infiniband device 'mlx5_0' port 1 status: / state: 4: ACTIVE / rate: 100 Gb/sec (4X EDR)."""
+"""`ibstatus`: Infiniband device 'mlx5_0' port 1 status: / state: 4: ACTIVE /
+rate: 100 Gb/sec (4X EDR)."""
 
 from __future__ import annotations
 

@@ -113,7 +113,8 @@ class IbvDevinfoParser(PortListParser):
                 out.append(Finding(
                     "info", f"{p.device or '?'} port {p.port or '?'}: IPv4-mapped GID at index "
                     + ", ".join(str(g["index"]) for g in v4)
-                    + ("" if typed else " (the GID type is not shown: check show_gids for RoCE v2)"),
+                    + ("" if typed
+                       else " (the GID type is not shown: check show_gids for RoCE v2)"),
                     f"NCCL_IB_GID_INDEX={idx}" if typed else None))
         return out
 

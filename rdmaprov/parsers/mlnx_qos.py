@@ -52,8 +52,7 @@ class MlnxQosParser:
             r.trust = s.split(":", 1)[1].strip().lower()
         elif low.startswith("dscp2prio mapping") or low.startswith("pfc configuration"):
             pass
-        elif _PRIO.match(s):
-            m = _PRIO.match(s)
+        elif m := _PRIO.match(s):
             for d in re.findall(r"\d+", m.group(2)):
                 r.dscp2prio[int(d)] = int(m.group(1))
         elif re.match(r"^priority(\s+\d){8}\s*$", s):
@@ -61,10 +60,9 @@ class MlnxQosParser:
         elif re.match(r"^enabled(\s+[01]){8}\s*$", s):
             flags = [int(x) for x in s.split()[1:]]
             prios = self._prio_line or list(range(8))
-            r.pfc_enabled = [p for p, on in zip(prios, flags) if on]
+            r.pfc_enabled = [p for p, on in zip(prios, flags, strict=True) if on]
             r.pfc_seen = True
-        elif _TC.match(s):
-            m = _TC.match(s)
+        elif m := _TC.match(s):
             self._tc = {"tc": int(m.group(1)), "ratelimit": m.group(2).strip(),
                         "tsa": m.group(3), "bw_percent": int(m.group(4)) if m.group(4) else None,
                         "priorities": []}

@@ -6,7 +6,8 @@ so a gigabyte from a thousand ranks parses in bounded memory. The validation eng
 ``rdmaprov explain`` share this parser.
 
 Line shapes it relies on (all versions seen in public issue threads):
-  host:pid:tid [dev] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.0.1<0>
+  host:pid:tid [dev] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO];
+      OOB eth0:10.0.0.1<0>                                                    (one line)
   host:pid:tid [dev] NCCL INFO NET/IB: [0] mlx5_1:1/IB                        (2.3)
   host:pid:tid [dev] NCCL INFO Using network IB | Using internal Network IB   (2.4+ | 2.3)
   host:pid:tid [dev] NCCL INFO NET/IB : No device found.
@@ -14,7 +15,8 @@ Line shapes it relies on (all versions seen in public issue threads):
   host:pid:tid [dev] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)
   host:pid:tid [dev] NCCL INFO GPU Direct RDMA Disabled for GPU 42000 / HCA 0 (distance 6 > 4)
   host:pid:tid [dev] NCCL INFO NCCL_IB_GID_INDEX set by environment to 3.
-  host:pid:tid [dev] file.cc:123 NCCL WARN NET/IB : Got completion from peer ... status=12 ... vendor err 129
+  host:pid:tid [dev] file.cc:123 NCCL WARN NET/IB : Got completion from peer ...
+      status=12 ... vendor err 129                                            (one line)
   NCCL version 2.18.5+cuda12.2   |   host:pid:tid [dev] NCCL INFO NCCL version 2.27.6+cuda13.0
 """
 
@@ -274,10 +276,9 @@ class NcclLogParser:
                     self.socket_ifs[m.group(1)] += 1
         elif w == "NET/Plugin":
             low = msg.lower()
-            if ("returned" in low or "failed" in low) and len(self.plugin_failures) < 8 \
-                    and "collnet" not in low:
-                if msg not in self.plugin_failures:
-                    self.plugin_failures.append(msg)
+            if (("returned" in low or "failed" in low) and len(self.plugin_failures) < 8
+                    and "collnet" not in low and msg not in self.plugin_failures):
+                self.plugin_failures.append(msg)
 
     def _gdr_line(self, msg: str) -> None:
         if "Disabled" in msg:
@@ -377,7 +378,8 @@ class NcclLogParser:
             elif self.no_libibverbs:
                 r.fallback_cause = "libibverbs could not be loaded"
             elif ib_disabled:
-                r.fallback_cause = f"IB disabled by environment (NCCL_IB_DISABLE={self.env['NCCL_IB_DISABLE']})"
+                r.fallback_cause = ("IB disabled by environment "
+                                    f"(NCCL_IB_DISABLE={self.env['NCCL_IB_DISABLE']})")
             elif self.plugin_failures:
                 r.fallback_cause = "network plugin failed to load"
             else:
@@ -479,7 +481,8 @@ def _explain_error(e: NcclError) -> Finding:
                     "ends), routing between subnets and PFC/ECN; vendor err 129 is the mlx5 "
                     "code for that retry exhaustion.")
         elif e.status == 13:
-            hint = "The receiver had no buffer posted in time: usually the peer process died or hung."
+            hint = ("The receiver had no buffer posted in time: usually the peer process died "
+                    "or hung.")
         elif e.status == 5:
             hint = "Flushed after an earlier error on the same QP: look for the first error."
         elif e.status in (4, 10):
@@ -496,7 +499,8 @@ def _explain_error(e: NcclError) -> Finding:
                         "(on RoCE pick the RoCE v2 IPv4 GID from show_gids, same on all "
                         "hosts) or no route between the two ports' subnets.")
             elif "timed out" in err:
-                hint = "The peer did not answer the connection: check the fabric path and firewalls."
+                hint = ("The peer did not answer the connection: check the fabric path and "
+                        "firewalls.")
             else:
                 hint = "Queue pair setup failed: check NCCL_IB_GID_INDEX, MTU and the fabric path."
         elif e.verb in ("ibv_reg_mr", "ibv_reg_mr_iova2", "ibv_create_cq", "ibv_create_qp",

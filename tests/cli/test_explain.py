@@ -76,7 +76,7 @@ def test_unknown_input_lists_formats(capsys: pytest.CaptureFixture[str],
 
 
 def test_missing_file_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, err = run(["/no/such/file.log"], capsys)
+    rc, _out, err = run(["/no/such/file.log"], capsys)
     assert rc == 1 and err == "rdmaprov: error: /no/such/file.log: no such file\n"
 
 

@@ -20,10 +20,7 @@ def lookup(report: dict[str, Any], path: str) -> Any:
     cur: Any = report
     # Keys such as "mlx5_0:1" or "26" are single parts; split on dots only.
     for part in path.split("."):
-        if isinstance(cur, list):
-            cur = cur[int(part)]
-        else:
-            cur = cur[part]
+        cur = cur[int(part)] if isinstance(cur, list) else cur[part]
     return cur
 
 

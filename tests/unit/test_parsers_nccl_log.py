@@ -30,10 +30,13 @@ def test_socket_fallback_report() -> None:
 
 def test_ib_with_gdrdma_and_prefixes() -> None:
     lines = [
-        "[1,0]<stdout>:n1:10:20 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; OOB ib0:10.1.0.1<0>\r\n",
+        "[1,0]<stdout>:n1:10:20 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; "
+        "OOB ib0:10.1.0.1<0>\r\n",
         "[1,0]<stdout>:n1:10:20 [0] NCCL INFO Using network IB\r\n",
-        "[1,0]<stdout>:n1:10:20 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA\r\n",
-        "[1,1]<stdout>:n2:11:21 [0] NCCL INFO comm 0x1 rank 1 nranks 2 cudaDev 0 nvmlDev 0 - Init COMPLETE\r\n",
+        "[1,0]<stdout>:n1:10:20 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] "
+        "via NET/IB/0/GDRDMA\r\n",
+        "[1,1]<stdout>:n2:11:21 [0] NCCL INFO comm 0x1 rank 1 nranks 2 cudaDev 0 nvmlDev 0 "
+        "- Init COMPLETE\r\n",
     ]
     r = parse_nccl_log(lines)
     assert r.network == "IB" and r.gdr == "enabled" and r.oob_interface == "ib0"
