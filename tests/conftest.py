@@ -26,11 +26,12 @@ class LabHandle:
         self.dir: Path = lab.dir
 
     def exec(self, node: str, argv: list[str], check: bool = True,
-             input: str | None = None) -> subprocess.CompletedProcess[str]:  # noqa: A002
+             input: str | None = None) -> subprocess.CompletedProcess[str]:
         return self._lab.exec(node, argv, check=check, input=input)
 
     def ssh_argv(self, node: str) -> list[str]:
-        return ["ssh", "-i", str(self._lab.key), "-o", f"UserKnownHostsFile={self._lab.known_hosts}",
+        return ["ssh", "-i", str(self._lab.key),
+                "-o", f"UserKnownHostsFile={self._lab.known_hosts}",
                 "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
                 f"root@{self.addresses[node]}"]
 

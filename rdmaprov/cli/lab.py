@@ -23,12 +23,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--name", default=os.environ.get("RDMAPROV_LAB_NAME", "lab"),
-                       help="lab name, 1-8 lowercase letters/digits (env RDMAPROV_LAB_NAME; default lab)")
+                       help="lab name, 1-8 lowercase letters/digits "
+                       "(env RDMAPROV_LAB_NAME; default lab)")
 
     up = lab_sub.add_parser("up", help="start the lab's nodes and write its inventory")
     common(up)
     up.add_argument("--nodes", type=int, default=3, help="number of nodes (default 3)")
-    up.add_argument("--subnet", help="IPv4 subnet for the lab bridge (default: a free 10.199.X.0/24)")
+    up.add_argument("--subnet",
+                    help="IPv4 subnet for the lab bridge (default: a free 10.199.X.0/24)")
     up.add_argument("--fabric-subnet",
                     help="IPv4 subnet of the fabric network, eth1 (default: a free 10.198.X.0/24)")
     up.add_argument("--mtu", type=int, default=1500,
@@ -38,7 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "at 1500 as on a fresh host (default 9000)")
     up.add_argument("--mirror", help="archive mirror for the base image "
                     "(default: the first one in this host's apt configuration)")
-    up.add_argument("--suite", help="distribution suite (default: this host's, from /etc/os-release)")
+    up.add_argument("--suite",
+                    help="distribution suite (default: this host's, from /etc/os-release)")
     up.set_defaults(func=_up)
 
     status = lab_sub.add_parser("status", help="show the lab's nodes")

@@ -11,6 +11,7 @@ traffic stays on the bridge: nodes have no route out and resolve names against 1
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
@@ -20,17 +21,19 @@ import signal
 import socket
 import subprocess
 import time
-
-import yaml
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from importlib.resources import as_file, files
 from pathlib import Path
+
+import yaml
 
 from rdmaprov.errors import UserError
 from rdmaprov.lab import base as lab_base
 
 STATE_ROOT = Path(os.environ.get("RDMAPROV_LAB_DIR", "/var/lib/rdmaprov/lab"))
-CGROUP_ROOT = Path("/sys/fs/cgroup/unified") if Path("/sys/fs/cgroup/unified/cgroup.procs").exists() else Path("/sys/fs/cgroup")
+CGROUP_ROOT = (Path("/sys/fs/cgroup/unified")
+               if Path("/sys/fs/cgroup/unified/cgroup.procs").exists() else Path("/sys/fs/cgroup"))
 LAB_WORKER_IMAGE = "localhost/rdmaprov-lab-worker:latest"
 NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 # Host-wide settings a misbehaving node could change; checked after every `up`.
@@ -77,7 +80,8 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 class Lab:
     def __init__(self, name: str = "lab") -> None:
         if not NAME_RE.match(name):
-            raise UserError(f"lab name {name!r}: use 1-8 lowercase letters/digits, starting with a letter")
+            raise UserError(
+                f"lab name {name!r}: use 1-8 lowercase letters/digits, starting with a letter")
         self.name = name
         self.dir = STATE_ROOT / name
         self.state_file = self.dir / "state.json"
@@ -108,7 +112,7 @@ class Lab:
 
     @staticmethod
     def _used_subnets() -> set[str]:
-        used = set()
+        used: set[str] = set()
         if STATE_ROOT.is_dir():
             for path in STATE_ROOT.glob("*/state.json"):
                 try:
@@ -129,20 +133,22 @@ class Lab:
     # ----- up ------------------------------------------------------------------------------
     def up(self, nodes: int = 3, subnet: str | None = None, mirror: str | None = None,
            suite: str | None = None, mtu: int = 1500, fabric_subnet: str | None = None,
-           fabric_mtu: int = 9000, log=print) -> LabState:  # noqa: ANN001
+           fabric_mtu: int = 9000, log: Callable[[str], object] = print) -> LabState:
         _require_root()
         if not 1 <= nodes <= 64:
             raise UserError(f"--nodes {nodes}: a lab has 1 to 64 nodes")
         state = self._load()
         if state is None:
             nets = []
-            for flag, given, second in (("--subnet", subnet, 199), ("--fabric-subnet", fabric_subnet, 198)):
+            for flag, given, second in (("--subnet", subnet, 199),
+                                        ("--fabric-subnet", fabric_subnet, 198)):
                 try:
                     net = ipaddress.ip_network(given or self._pick_subnet(second), strict=True)
                 except ValueError as exc:
                     raise UserError(f"{flag} {given}: {exc}") from exc
                 if net.version != 4 or net.num_addresses < nodes + 12:
-                    raise UserError(f"{flag} {net}: need an IPv4 subnet with room for {nodes} nodes")
+                    raise UserError(
+                        f"{flag} {net}: need an IPv4 subnet with room for {nodes} nodes")
                 nets.append(net)
             if nets[0].overlaps(nets[1]):
                 raise UserError(f"--subnet {nets[0]} and --fabric-subnet {nets[1]} overlap")
@@ -158,7 +164,8 @@ class Lab:
                 f"--name {self.name}' first to shrink it"
             )
         self.dir.mkdir(parents=True, exist_ok=True)
-        distro = lab_base.Distro(suite=suite or lab_base.host_suite(), mirror=mirror or lab_base.host_mirror())
+        distro = lab_base.Distro(suite=suite or lab_base.host_suite(),
+                                 mirror=mirror or lab_base.host_mirror())
         started = time.monotonic()
         log(f"base image {distro.key} (cached in {lab_base.CACHE_DIR})")
         base = lab_base.ensure_base(distro, self.dir / "build.log")
@@ -166,19 +173,21 @@ class Lab:
         state.base, state.repo = str(base), str(repo)
         sentinels = self._host_sentinels()
         if not self.key.exists():
-            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"rdmaprov-lab-{self.name}",
-                            "-f", str(self.key)], check=True)
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "",
+                            "-C", f"rdmaprov-lab-{self.name}", "-f", str(self.key)], check=True)
         self._bridge_up(state)
         net = ipaddress.ip_network(state.subnet)
         hosts = list(net.hosts())
-        fabric_hosts = list(ipaddress.ip_network(state.fabric_subnet).hosts()) if state.fabric_subnet else []
+        fabric_hosts = (list(ipaddress.ip_network(state.fabric_subnet).hosts())
+                        if state.fabric_subnet else [])
         by_name = {n["name"]: n for n in state.nodes}
         for i in range(1, nodes + 1):
+            mac_tail = f"{net.network_address.packed[2]:02x}:{i // 256:02x}:{i % 256:02x}"
             by_name.setdefault(f"node{i}", asdict(Node(
                 name=f"node{i}", index=i, address=str(hosts[10 + i - 1]),
-                mac="02:72:64:%02x:%02x:%02x" % (net.network_address.packed[2], i // 256, i % 256),
+                mac=f"02:72:64:{mac_tail}",
                 fabric_address=str(fabric_hosts[10 + i - 1]) if fabric_hosts else "",
-                fabric_mac="02:72:66:%02x:%02x:%02x" % (net.network_address.packed[2], i // 256, i % 256),
+                fabric_mac=f"02:72:66:{mac_tail}",
             )))
         state.nodes = [by_name[k] for k in sorted(by_name, key=lambda n: int(n[4:]))]
         for entry in state.nodes:
@@ -249,7 +258,8 @@ class Lab:
                 "eth1", "netns", ns)
             _ip("link", "set", fveth, "master", state.fabric_bridge, "up")
             fprefix = ipaddress.ip_network(state.fabric_subnet).prefixlen
-            _ip("-n", ns, "link", "set", "eth1", "address", entry["fabric_mac"], "mtu", "1500", "up")
+            _ip("-n", ns, "link", "set", "eth1", "address", entry["fabric_mac"], "mtu", "1500",
+                "up")
             _ip("-n", ns, "addr", "add", f"{entry['fabric_address']}/{fprefix}", "dev", "eth1")
 
         cgroup = self._cgroup(name)
@@ -280,7 +290,8 @@ class Lab:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
-                children = Path(f"/proc/{unshare_pid}/task/{unshare_pid}/children").read_text().split()
+                children = Path(
+                    f"/proc/{unshare_pid}/task/{unshare_pid}/children").read_text().split()
             except OSError:
                 break
             if children:
@@ -343,7 +354,8 @@ class Lab:
         lines += [
             "", "[lab:vars]", "ansible_user=root",
             f"ansible_ssh_private_key_file={self.key}",
-            f"ansible_ssh_common_args='-o UserKnownHostsFile={self.known_hosts} -o StrictHostKeyChecking=yes'",
+            f"ansible_ssh_common_args='-o UserKnownHostsFile={self.known_hosts} "
+            "-o StrictHostKeyChecking=yes'",
             "ansible_python_interpreter=/usr/bin/python3",
         ]
         self.inventory.write_text("\n".join(lines) + "\n")
@@ -382,13 +394,13 @@ class Lab:
                   f"# {state.fabric_subnet} (eth1).\n")
         path.write_text(header + "---\n" + yaml.safe_dump(doc, sort_keys=False))
 
-    def ensure_torch(self, log=print) -> Path:  # noqa: ANN001
+    def ensure_torch(self, log: Callable[[str], object] = print) -> Path:
         """torch for the lab's validation runs, visible in every node (see base.ensure_torch)."""
         _require_root()
         return lab_base.ensure_torch(self.dir / "build.log", log_msg=log)
 
     # ----- down / status / exec ------------------------------------------------------------
-    def down(self, log=print) -> None:  # noqa: ANN001
+    def down(self, log: Callable[[str], object] = print) -> None:
         _require_root()
         state = self._load()
         if state is None:
@@ -400,10 +412,8 @@ class Lab:
             if bridge and _ip("link", "show", bridge, check=False).returncode == 0:
                 _ip("link", "del", bridge)
         shutil.rmtree(self.dir / "nodes", ignore_errors=True)
-        try:
+        with contextlib.suppress(OSError):
             (CGROUP_ROOT / "rdmaprov-lab").rmdir()  # only succeeds once no lab is left
-        except OSError:
-            pass
         for path in (self.state_file, self.inventory, self.known_hosts):
             path.unlink(missing_ok=True)
         log(f"lab {self.name!r}: down")
@@ -465,7 +475,8 @@ class Lab:
         raise UserError(f"lab {self.name!r} has no running node {node!r}")
 
     def exec(self, node: str, argv: list[str], check: bool = True,
-             input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:  # noqa: A002
+             input: str | None = None,
+             timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """Run argv inside a node (its namespaces and root), without SSH."""
         pid = self.node_pid(node)
         proc = subprocess.run(
@@ -474,7 +485,8 @@ class Lab:
             capture_output=True, text=True, input=input, timeout=timeout, check=False,
         )
         if check and proc.returncode != 0:
-            raise RuntimeError(f"{node}: {' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()}")
+            raise RuntimeError(
+                f"{node}: {' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()}")
         return proc
 
     @property

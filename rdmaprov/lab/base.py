@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -220,7 +221,8 @@ def shared_dirs() -> dict[Path, str]:
     return dirs
 
 
-def ensure_torch(log: Path, base: Path | None = None, log_msg=print) -> Path:  # noqa: ANN001
+def ensure_torch(log: Path, base: Path | None = None,
+                 log_msg: Callable[[str], object] = print) -> Path:
     """Install torch (CPU) for the nodes' python3 into the shared torch directory, and tar a node
     root filesystem as the worker image. Running nodes see both at once (same bind mounts)."""
     torch_dir = CACHE_DIR / "share/torch"
