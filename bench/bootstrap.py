@@ -61,7 +61,8 @@ def measure(nodes: int, rounds: int, variants: dict[str, list[str]]) -> dict:
                 elapsed, doc = bootstrap(lab.inventory, extra)
                 changed = sum(h["changed"] for h in doc["hosts"].values())
                 if changed:
-                    raise SystemExit(f"{name}: a re-run changed {changed} things: not a no-change run")
+                    raise SystemExit(
+                        f"{name}: a re-run changed {changed} things: not a no-change run")
                 times[name].append(elapsed)
                 print(f"{nodes} nodes, {name}: {elapsed:.1f}s", file=sys.stderr)
         return {"nodes": nodes, "first_run_s": first,

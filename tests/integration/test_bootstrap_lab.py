@@ -123,8 +123,8 @@ def test_a_node_without_sshd_is_named_unreachable(lab, converged):
 
 def test_kept_artifacts_hold_the_run_and_its_settings(lab, converged, tmp_path):
     assert converged[0] == 0
-    rc, doc, err = bootstrap(lab.inventory, "--keep-artifacts", str(tmp_path / "art"),
-                             "--limit", lab.nodes[0], "--tags", "preflight")
+    rc, _doc, err = bootstrap(lab.inventory, "--keep-artifacts", str(tmp_path / "art"),
+                              "--limit", lab.nodes[0], "--tags", "preflight")
     assert rc == 0, err[-2000:]
     envvars = list((tmp_path / "art").rglob("envvars"))
     assert envvars, "no env/envvars in the kept artifacts"

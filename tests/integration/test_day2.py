@@ -108,7 +108,7 @@ def test_status_reads_every_node(lab, converged) -> None:
     rc, doc, err = rdmaprov("status", str(lab.inventory))
     assert rc == 0, err[-2000:]
     assert set(doc["nodes"]) == set(lab.nodes)
-    for n, state in doc["nodes"].items():
+    for state in doc["nodes"].values():
         assert state["drivers"].startswith("rdma-core "), state
         assert state["modules"]["supported"] is False  # the lab kernel loads no modules
         assert "eth0" in state["mtu"]

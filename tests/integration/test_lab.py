@@ -1,4 +1,5 @@
-"""The lab's nodes are real hosts: own network, own systemd, own sshd, and isolated from the host."""
+"""The lab's nodes are real hosts: own network, own systemd, own sshd, and isolated from the
+host."""
 
 from __future__ import annotations
 

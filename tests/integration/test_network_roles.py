@@ -62,8 +62,8 @@ def lab9000(tmp_path_factory):
 
 
 def play(env, *args: str, fresh_ssh: bool = False) -> subprocess.CompletedProcess[str]:
-    argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(env["lab"].inventory),
-            str(PLAYBOOK), "-e", f"@{env['vars']}", *args]
+    argv = [str(Path(sys.executable).with_name("ansible-playbook")),
+            "-i", str(env["lab"].inventory), str(PLAYBOOK), "-e", f"@{env['vars']}", *args]
     run_env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(env["colls"]), "ANSIBLE_NOCOLOR": "1",
                "ANSIBLE_FORCE_COLOR": "0"}
     if fresh_ssh:
@@ -71,7 +71,8 @@ def play(env, *args: str, fresh_ssh: bool = False) -> subprocess.CompletedProces
         # full-size segments are black-holed (the veth drops them without an ICMP), a real-world
         # PMTU black hole. New connections negotiate the smaller MSS.
         run_env["ANSIBLE_SSH_ARGS"] = "-o ControlMaster=no"
-    return subprocess.run(argv, capture_output=True, text=True, env=run_env, timeout=400, check=False)
+    return subprocess.run(argv, capture_output=True, text=True, env=run_env, timeout=400,
+                          check=False)
 
 
 def recap_changed(out: str) -> dict[str, int]:
@@ -113,7 +114,8 @@ def _listen(lab, node: str, port: int) -> subprocess.Popen:
             "while True:\n c,_=s.accept();c.sendall(b'ok');c.close()")
     pid = lab.node_pid(node)
     return subprocess.Popen(["nsenter", "-t", str(pid), "-m", "-n", "-p", "-r", "-w",
-                             "python3", "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             "python3", "-c", code],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def test_firewall_allows_fabric_and_refuses_others(lab9000):
@@ -124,7 +126,8 @@ def test_firewall_allows_fabric_and_refuses_others(lab9000):
     try:
         target = lab.addresses["node1"]
         probe = ("import socket,time\nfor _ in range(50):\n try:\n  s=socket.create_connection"
-                 f"(('{target}',29500),timeout=3);print(s.recv(2).decode());break\n except ConnectionRefusedError:\n"
+                 f"(('{target}',29500),timeout=3);print(s.recv(2).decode());break\n"
+                 " except ConnectionRefusedError:\n"
                  "  time.sleep(0.1)\n except OSError as e:\n  print('ERR',e);break")
         ok = lab.exec("node2", ["python3", "-c", probe]).stdout.strip()
         assert ok == "ok", ok  # from a fabric address
@@ -154,8 +157,11 @@ def test_qos_unit_installed_and_not_capable_reported(lab9000):
     lab = lab9000["lab"]
     res = play(lab9000, "--tags", "roce_qos")
     assert res.returncode == 0, res.stdout[-3000:]
-    assert "not capable: eth0: dcb pfc show answers 'Attribute read: Operation not supported'" in res.stdout
-    assert lab.exec("node1", ["systemctl", "is-enabled", "rdmaprov-roce-qos.service"]).stdout.strip() == "enabled"
+    assert ("not capable: eth0: dcb pfc show answers 'Attribute read: Operation not supported'"
+            in res.stdout)
+    assert lab.exec("node1", ["systemctl", "is-enabled",
+                              "rdmaprov-roce-qos.service"]).stdout.strip() == "enabled"
     log = lab.exec("node1", ["journalctl", "--no-pager", "-u", "rdmaprov-roce-qos.service"]).stdout
     assert "eth0: not capable: dcb pfc show: Attribute read: Operation not supported" in log
-    assert lab.exec("node1", ["systemctl", "is-enabled", "rdmaprov-mtu.service"]).stdout.strip() == "enabled"
+    assert lab.exec("node1", ["systemctl", "is-enabled",
+                              "rdmaprov-mtu.service"]).stdout.strip() == "enabled"

@@ -180,8 +180,8 @@ def test_bad_input_contacts_no_node(lab, tmp_path: Path, case: str, command: str
 def test_secrets_stay_out_of_artifacts(lab, converged, tmp_path: Path) -> None:
     secret = "S3cr3t-t0ken-" + os.urandom(6).hex()
     keep = tmp_path / "artifacts"
-    rc, doc, err = bootstrap(lab.inventory, "--limit", lab.nodes[0], "--keep-artifacts",
-                             str(keep), "-e", f"repo_token={secret}", "-vv")
+    rc, _doc, err = bootstrap(lab.inventory, "--limit", lab.nodes[0], "--keep-artifacts",
+                              str(keep), "-e", f"repo_token={secret}", "-vv")
     assert rc == 0, err[-2000:]
     assert secret not in err
     leaks = [str(p) for p in keep.rglob("*") if p.is_file()

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("netcfg_firewall", ROOT / "plugins/module_utils/netcfg_firewall.py")
+_spec = importlib.util.spec_from_file_location("netcfg_firewall",
+                                               ROOT / "plugins/module_utils/netcfg_firewall.py")
 fw = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fw)
 

@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "plugins/module_utils" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name,
+                                                  ROOT / "plugins/module_utils" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -37,13 +38,15 @@ def test_connection_interface_and_ipv4():
     assert mtu.iface_for_address(IP_ADDR, "10.199.249.11") == "eth0"
     assert mtu.iface_for_address(IP_ADDR, "10.0.0.1") is None
     assert mtu.ipv4_of(IP_ADDR, "eth0") == "10.199.249.11"
-    assert mtu.parse_ssh_connection("10.199.249.1 33410 10.199.249.11 22") == ("10.199.249.1", "10.199.249.11")
+    assert (mtu.parse_ssh_connection("10.199.249.1 33410 10.199.249.11 22")
+            == ("10.199.249.1", "10.199.249.11"))
     assert mtu.parse_ssh_connection("") == (None, None)
 
 
 @pytest.mark.parametrize(("value", "kind", "mode", "bad"), [
-    (9000, "ether", None, False), (9300, "ether", None, True), (4092, "infiniband", "datagram", False),
-    (4096, "infiniband", "datagram", True), (65520, "infiniband", "connected", False), (60, "ether", None, True),
+    (9000, "ether", None, False), (9300, "ether", None, True),
+    (4092, "infiniband", "datagram", False), (4096, "infiniband", "datagram", True),
+    (65520, "infiniband", "connected", False), (60, "ether", None, True),
 ])
 def test_mtu_limits(value, kind, mode, bad):
     assert (mtu.mtu_limit_error(value, kind, mode) is not None) is bad
@@ -51,12 +54,17 @@ def test_mtu_limits(value, kind, mode, bad):
 
 def test_backend_order_and_clear_failure():
     base = {"name": "ens1", "nm": {"active": False}, "networkd": {"active": False}}
-    assert mtu.pick_backend({**base, "netplan_present": True, "netplan_files": ["/etc/netplan/50.yaml"],
+    assert mtu.pick_backend({**base, "netplan_present": True,
+                             "netplan_files": ["/etc/netplan/50.yaml"],
                              "nm": {"active": True, "connection": "x"}})[0] == "netplan"
-    assert mtu.pick_backend({**base, "nm": {"active": True, "connection": "Wired 1"}})[0] == "networkmanager"
-    assert mtu.pick_backend({**base, "networkd": {"active": True, "network_file": "/etc/systemd/network/10.network"}})[0] == "networkd"
+    assert mtu.pick_backend(
+        {**base, "nm": {"active": True, "connection": "Wired 1"}})[0] == "networkmanager"
+    assert mtu.pick_backend(
+        {**base, "networkd": {"active": True,
+                              "network_file": "/etc/systemd/network/10.network"}})[0] == "networkd"
     assert mtu.pick_backend({**base, "ifupdown_file": "/etc/network/interfaces"})[0] == "ifupdown"
-    assert mtu.pick_backend({**base, "ifcfg_file": "/etc/sysconfig/network-scripts/ifcfg-ens1"})[0] == "ifcfg"
+    assert mtu.pick_backend(
+        {**base, "ifcfg_file": "/etc/sysconfig/network-scripts/ifcfg-ens1"})[0] == "ifcfg"
     backend, why = mtu.pick_backend({**base, "networkd": {"active": True}})
     assert backend is None
     assert "ens1" in why and "no .network file" in why and "systemd_unit" in why
@@ -75,7 +83,8 @@ def test_ifupdown_edit_touches_only_the_stanza_and_is_idempotent():
 
 def test_ping_verdict_names_the_pair():
     lost = mtu.ping_verdict("node1", "10.0.0.1", "node3", "10.0.0.3", 9000, 1,
-                            "--- 10.0.0.3 ping statistics ---\n3 packets transmitted, 0 received, 100% packet loss", "")
+                            "--- 10.0.0.3 ping statistics ---\n"
+                            "3 packets transmitted, 0 received, 100% packet loss", "")
     assert not lost["ok"] and lost["msg"].startswith("node1 (10.0.0.1) -> node3 (10.0.0.3)")
     assert "-s 8972" in lost["msg"] and "drops the frame" in lost["msg"]
     local = mtu.ping_verdict("node3", "10.0.0.3", "node1", "10.0.0.1", 9000, 1, "",
@@ -85,7 +94,8 @@ def test_ping_verdict_names_the_pair():
 
 
 def test_drift():
-    assert mtu.mtu_drift([{"name": "eth0", "mtu": 9000}], [{"name": "eth0", "mtu": 1500}]) == ["eth0"]
+    assert mtu.mtu_drift([{"name": "eth0", "mtu": 9000}],
+                         [{"name": "eth0", "mtu": 1500}]) == ["eth0"]
     assert mtu.mtu_drift([{"name": "eth0", "mtu": 9000}], [{"name": "eth0", "mtu": 9000}]) == []
 
 

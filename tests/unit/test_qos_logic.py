@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("netcfg_qos", ROOT / "plugins/module_utils/netcfg_qos.py")
+_spec = importlib.util.spec_from_file_location("netcfg_qos",
+                                               ROOT / "plugins/module_utils/netcfg_qos.py")
 qos = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(qos)
 
@@ -70,7 +71,8 @@ def test_parse_dcb():
 
 def test_veth_is_not_capable_with_the_reason():
     probe = {"name": "eth0", "exists": True, "mlnx_qos": None,
-             "dcb_pfc": {"rc": 1, "stdout": "", "stderr": "Attribute read: Operation not supported\n"}}
+             "dcb_pfc": {"rc": 1, "stdout": "",
+                         "stderr": "Attribute read: Operation not supported\n"}}
     state = qos.qos_state(probe)
     assert not state["capable"]
     assert "Operation not supported" in state["reason"] and "eth0" in state["reason"]
@@ -90,8 +92,8 @@ def test_drift_and_builders_dcb():
     assert cmds[0] == ["dcb", "pfc", "set", "dev", "ens1", "prio-pfc", "0:off", "1:off", "2:off",
                        "3:on", "4:off", "5:off", "6:off", "7:off"]
     assert cmds[1] == ["dcb", "app", "replace", "dev", "ens1", "dscp-prio", "26:3", "48:6"]
-    in_line = {**probe, "dcb_pfc": {"rc": 0, "stdout": DCB_PFC}, "dcb_app": {"rc": 0, "stdout": DCB_APP},
-               "ecn_np": {"3": "1"}}
+    in_line = {**probe, "dcb_pfc": {"rc": 0, "stdout": DCB_PFC},
+               "dcb_app": {"rc": 0, "stdout": DCB_APP}, "ecn_np": {"3": "1"}}
     assert qos.drift(qos.qos_state(in_line), want) == []
 
 
@@ -100,7 +102,8 @@ def test_builders_mlnx_and_sysfs():
     assert qos.mlnx_qos_commands("ens1", want)[:2] == [
         ["mlnx_qos", "-i", "ens1", "--trust", "dscp"],
         ["mlnx_qos", "-i", "ens1", "--pfc", "0,0,0,1,0,0,0,0"]]
-    assert ["mlnx_qos", "-i", "ens1", "--dscp2prio", "set,26,3"] in qos.mlnx_qos_commands("ens1", want)
+    assert (["mlnx_qos", "-i", "ens1", "--dscp2prio", "set,26,3"]
+            in qos.mlnx_qos_commands("ens1", want))
     writes = dict(qos.sysfs_writes("ens1", "mlx5_0", 1, want, {"dscp": 48, "priority": 6}))
     assert writes["/sys/class/net/ens1/ecn/roce_np/enable/3"] == "1"
     assert writes["/sys/class/net/ens1/ecn/roce_rp/enable/3"] == "1"
