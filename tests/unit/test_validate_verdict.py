@@ -308,3 +308,18 @@ def test_preflight_cause_is_quoted_on_fallback(h200_doc):
                            "--device /dev/infiniband) or none on the host"]
     # Allowed fallback: the causes are not failures.
     assert v.fabric_verdict(doc, {"vm": SOCKET_REPORT}, policy=v.Policy(allow_socket=True)).passed
+
+
+def test_real_ib_disabled_run_names_the_variable_twice():
+    # NCCL_IB_DISABLE=1 on the H200: NCCL's log and the worker's pre-flight both name it.
+    nccl_log = pytest.importorskip("rdmaprov.parsers.nccl_log")
+    base = "h200-nccl2.28.9-1rank-ib-disabled"
+    doc = json.loads((FIXTURES / f"{base}.worker.json").read_text())
+    with (FIXTURES / f"{base}.log").open() as lines:
+        report = nccl_log.parse_nccl_log(lines)
+    res = v.fabric_verdict(doc, {"vm": report})
+    assert not res.passed
+    (reason,) = res.reasons
+    assert reason.startswith("vm: NCCL fell back to Socket (IB disabled by environment "
+                             "(NCCL_IB_DISABLE=1)); pre-flight: ")
+    assert reason.endswith("NCCL_IB_DISABLE=1 turns IB off")
