@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 from pathlib import Path
 
@@ -19,12 +21,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="provision nodes: drivers, modules, MTU, QoS, firewall, container runtime",
         description="Validate the inventory and its variables (no host is touched when they "
         "are wrong), then run the rdmaprov.cluster site playbook with live per-host progress "
-        "and a per-host summary.",
+        "and a per-host summary, then prove the hosts with `rdmaprov validate` (all_reduce "
+        "across hosts: transport from NCCL's own log, busbw against the link rate). The "
+        "validation is skipped with --no-validate, --check or --tags.",
         epilog=options.EXIT_CODES_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("inventory", type=Path, help="inventory file or directory (INI or YAML)")
     options.add_run_options(parser)
+    parser.add_argument("--no-validate", action="store_true",
+                        default=os.environ.get("RDMAPROV_NO_VALIDATE", "") not in ("", "0"),
+                        help="stop after site.yml, without the validation run (env "
+                        "RDMAPROV_NO_VALIDATE=1)")
     parser.set_defaults(func=run)
 
 
@@ -32,6 +40,39 @@ def exit_code(result: RunResult) -> int:
     if result.ok:
         return 0
     return 2 if result.failed_hosts else 1
+
+
+def _skip_validation(args: argparse.Namespace, code: int, playbook: Path | None) -> str | None:
+    """Why bootstrap's last phase (validate) does not run, or None when it does."""
+    if playbook is not None:
+        return "a test playbook ran instead of site.yml"
+    if code != 0:
+        return "site.yml did not succeed on every host"
+    if getattr(args, "no_validate", False):
+        return "--no-validate"
+    if args.check:
+        return "--check changes nothing and proves nothing"
+    if args.tags:
+        return "--tags ran only part of site.yml"
+    return None
+
+
+def _validate(args: argparse.Namespace) -> dict:
+    """Run `rdmaprov validate` with its defaults and bootstrap's shared run options."""
+    from rdmaprov.cli import validate as validate_cli  # imports torch-free verdict code only
+
+    vargs = validate_cli.defaults(args.inventory)
+    for name in ("limit", "forks", "strategy", "ansible_profile", "keep_artifacts", "json",
+                 "verbose", "diff"):
+        setattr(vargs, name, getattr(args, name))
+    vargs.extra_vars = list(args.extra_vars)
+    vargs.pairwise = os.environ.get("RDMAPROV_VALIDATE_PAIRWISE", "slow")
+    human = sys.stderr if args.json else sys.stdout
+    print("validation: all_reduce across the hosts", file=human)
+    report = validate_cli.execute(vargs)
+    if not args.json:
+        validate_cli.print_table(report, human)
+    return report
 
 
 def run(args: argparse.Namespace, playbook: Path | None = None) -> int:
@@ -52,8 +93,17 @@ def run(args: argparse.Namespace, playbook: Path | None = None) -> int:
         retry = options.record_retry(args.inventory, list(result.hosts), result.failed_hosts)
         if retry is not None:
             print(f"retry the failed hosts: --retry-failed (or --limit @{retry})", file=human)
+    validation = None
+    skip = _skip_validation(args, code, playbook)
+    if skip is None:
+        validation = _validate(args)
+        code = max(code, int(validation["exit_code"]))
+    elif playbook is None:
+        print(f"validation: skipped ({skip})", file=human)
     if args.json:
-        progress.print_json(result, code, sys.stdout, view.state.reports)
+        doc = progress.result_document(result, code, view.state.reports)
+        doc["validation"] = validation
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     elif code == 1 and result.error:
         print(f"rdmaprov: error: {result.error}", file=sys.stderr)
     return code

@@ -32,6 +32,9 @@ from rdmaprov.validate import verdict as V
 # Without a threshold, a pair slower than this fraction of the best pair is slow (lab gloo pairs
 # on 2 busy cores spread to ~0.6 of the best; a 50 Mbit/s throttled host sits near 0.01).
 DEFAULT_PAIR_FRACTION = 0.4
+# auto: when the fabric is below its bar or no bar is known; slow: only when below the bar
+# (bootstrap's last phase, where a healthy first run should not pay for every pair).
+PAIRWISE = ("auto", "slow", "always", "never")
 
 EPILOG = """\
 exit codes:
@@ -88,10 +91,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     j.add_argument("--min-busbw", type=float, default=env("RDMAPROV_VALIDATE_MIN_BUSBW"),
                    metavar="GBPS", help="explicit busbw threshold in GB/s, instead of the "
                    "fraction of the line rate (env RDMAPROV_VALIDATE_MIN_BUSBW)")
-    j.add_argument("--pairwise", choices=("auto", "always", "never"),
+    j.add_argument("--pairwise", choices=PAIRWISE,
                    default=env("RDMAPROV_VALIDATE_PAIRWISE", "auto"),
-                   help="pairwise rounds: auto when the fabric is too slow or no threshold is "
-                        "known (3+ hosts) (env RDMAPROV_VALIDATE_PAIRWISE; default auto)")
+                   help="pairwise rounds (3+ hosts): auto when the fabric is too slow or no "
+                        "threshold is known; slow only when it is too slow (env "
+                        "RDMAPROV_VALIDATE_PAIRWISE; default auto)")
     j.add_argument("--pair-fraction", type=float,
                    default=env("RDMAPROV_VALIDATE_PAIR_FRACTION", str(DEFAULT_PAIR_FRACTION)),
                    help="with no threshold, a pair is slow below this fraction of the best "
@@ -139,8 +143,8 @@ def blame_pairs(pairs: dict[tuple[str, str], float | None], threshold: float | N
     that no single host explains).
     """
     measured = {p: bw for p, bw in pairs.items() if bw is not None}
-    if not measured:
-        return 0.0, {}, []
+    if not measured:  # no pair finished: nothing to compare, but every pair is a failure
+        return 0.0, {}, [f"{'+'.join(p)} no result" for p in sorted(pairs)]
     bar = threshold if threshold is not None else fraction * max(measured.values())
     slow = {p for p, bw in pairs.items() if bw is None or bw < bar}
     hosts = sorted({h for p in pairs for h in p})
@@ -268,11 +272,29 @@ def _run_play(args: argparse.Namespace, inv: Any, extra: dict[str, Any], human: 
 
 
 def run(args: argparse.Namespace) -> int:
+    report = execute(args)
+    human = sys.stderr if args.json else sys.stdout
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        print_table(report, human)
+    return int(report["exit_code"])
+
+
+def defaults(inventory: Path) -> argparse.Namespace:
+    """validate's options at their defaults (what `bootstrap` runs as its last phase)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    register(parser.add_subparsers())
+    return parser.parse_args(["validate", str(inventory)])
+
+
+def execute(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the validation and return its report (also written as JUnit when asked)."""
     options.check_choices(args)
     options.forks(args)
-    if args.pairwise not in ("auto", "always", "never"):
+    if args.pairwise not in PAIRWISE:
         raise UserError(f"--pairwise/RDMAPROV_VALIDATE_PAIRWISE: {args.pairwise!r} is not one "
-                        "of auto, always, never")
+                        f"of {', '.join(PAIRWISE)}")
     if not 0 < float(args.pair_fraction) <= 1:
         raise UserError(f"--pair-fraction: {args.pair_fraction} must be in (0, 1]")
     policy = _policy(args)
@@ -295,11 +317,7 @@ def run(args: argparse.Namespace) -> int:
             shutil.rmtree(results, ignore_errors=True)
     if args.junit:
         write_junit(report, args.junit)
-    if args.json:
-        print(json.dumps(report, indent=1))
-    else:
-        print_table(report, human)
-    return report["exit_code"]
+    return report
 
 
 def validate(args: argparse.Namespace, inv: Any, policy: V.Policy, results: Path,
@@ -321,7 +339,8 @@ def validate(args: argparse.Namespace, inv: Any, policy: V.Policy, results: Path
     all_ran = bool((fv and fv.passed) or slow_fabric)
     want_pairs = len(hosts) >= 3 and not args.check and (
         args.pairwise == "always"
-        or (args.pairwise == "auto" and all_ran and (slow_fabric or no_bar)))
+        or (args.pairwise == "auto" and all_ran and (slow_fabric or no_bar))
+        or (args.pairwise == "slow" and all_ran and slow_fabric))
     pairwise: dict[str, Any] | None = None
     if want_pairs:
         pairwise = run_pairwise(args, inv, policy, results, rows, human, fv)
@@ -366,6 +385,8 @@ def run_pairwise(args: argparse.Namespace, inv: Any, policy: V.Policy, results: 
             rows[name].fail(f"pairwise: {hr.failure.message}")
     bar, blamed, unexplained = blame_pairs(pairs, fv.threshold_GBps if fv else None,
                                            float(args.pair_fraction))
+    if not pairs:
+        unexplained.append("the pairwise rounds produced no result at all")
     for h, why in blamed.items():
         if h in rows:
             rows[h].fail(why)

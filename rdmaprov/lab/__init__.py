@@ -388,6 +388,14 @@ class Lab:
                                           "archive": lab_base.WORKER_IMAGE_TAR,
                                           "format": "rootfs"}],
             "container_runtime_verify_image": LAB_WORKER_IMAGE,
+            # Validation: gloo on the CPUs (no GPUs here) over the fabric, in the lab's image
+            # with torch mounted in from the host's cache.
+            "nccl_validate_backend": "gloo",
+            "nccl_validate_image": LAB_WORKER_IMAGE,
+            "nccl_validate_pythonpath": [lab_base.TORCH_NODE_DIR],
+            "nccl_validate_memlock": "host",
+            "nccl_validate_env": {"GLOO_SOCKET_IFNAME": "eth1", "NCCL_SOCKET_IFNAME": "eth1"},
+            "nccl_validate_worker_args": ["--max-bytes", "16M"],
         }
         header = ("# Written by 'rdmaprov lab up': the lab's settings, as a user would write them\n"
                   f"# for a cluster with management network {state.subnet} (eth0) and fabric\n"

@@ -102,3 +102,10 @@ def test_bad_fraction_is_exit_1(tmp_path: Path) -> None:
     inv.write_text("[lab]\nnode1\n")
     assert main(["validate", str(inv), "--bw-fraction", "1.5"]) == 1
     assert main(["validate", str(inv), "--pair-fraction", "0"]) == 1
+
+
+def test_pairs_without_any_result_fail_the_rounds():
+    pairs = {("a", "b"): None, ("a", "c"): None, ("b", "c"): None}
+    _, blamed, unexplained = blame_pairs(pairs, None, 0.4)
+    assert blamed == {}
+    assert unexplained == ["a+b no result", "a+c no result", "b+c no result"]

@@ -52,12 +52,12 @@ def test_host_runtime_green(lab, tmp_path: Path) -> None:
 
 def test_throttled_node_is_named(lab, tmp_path: Path) -> None:
     slow = lab.nodes[-1]
-    lab.exec(slow, ["tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "50mbit",
+    lab.exec(slow, ["tc", "qdisc", "add", "dev", "eth1", "root", "tbf", "rate", "50mbit",
                     "burst", "32kbit", "latency", "400ms"])
     try:
         code, report = _validate(lab, tmp_path, HOST_RUNTIME)
     finally:
-        lab.exec(slow, ["tc", "qdisc", "del", "dev", "eth0", "root"], check=False)
+        lab.exec(slow, ["tc", "qdisc", "del", "dev", "eth1", "root"], check=False)
     assert code == 2
     failed = {h["host"]: h["reasons"] for h in report["hosts"] if not h["passed"]}
     assert list(failed) == [slow], report
@@ -66,13 +66,16 @@ def test_throttled_node_is_named(lab, tmp_path: Path) -> None:
 
 
 def test_unreachable_rendezvous_is_one_line_per_host(lab, tmp_path: Path) -> None:
-    variables = {**HOST_RUNTIME, "nccl_validate_master_addr": "192.0.2.1"}
+    # An address inside the lab's own subnet that no node holds: nothing leaves the lab.
+    first = lab.addresses[lab.nodes[0]]
+    nobody = first.rsplit(".", 1)[0] + ".200"
+    variables = {**HOST_RUNTIME, "nccl_validate_master_addr": nobody}
     code, report = _validate(lab, tmp_path, variables)
     assert code == 2
     for h in report["hosts"]:
         assert not h["passed"]
         assert len(h["reasons"]) == 1
-        assert "192.0.2.1" in h["reasons"][0] or "not launched" in h["reasons"][0]
+        assert nobody in h["reasons"][0] or "not launched" in h["reasons"][0]
 
 
 def test_missing_engine_and_bad_image(lab, tmp_path: Path) -> None:
