@@ -117,7 +117,7 @@ def _get(obj: Any, name: str, default: Any = None) -> Any:
 def is_ib_network(network: str | None) -> bool:
     """NCCL's verbs transports: the built-in "IB" (InfiniBand and RoCE) and plugins on it
     such as the SHARP plugin's "IBext" / "IBext_v8"."""
-    return bool(network) and network.upper().startswith("IB")
+    return network is not None and network.upper().startswith("IB")
 
 
 def _hca_label(hca: Any) -> str:
