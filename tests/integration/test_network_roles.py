@@ -1,7 +1,8 @@
 """net_mtu, firewall and roce_qos against lab nodes, with real effects.
 
-The lab here is brought up with its bridge and host-side veths at MTU 9000 (a node's own eth0 is
-what the role changes), since a DF 8972-byte ping only passes when every hop carries 9000.
+The roles act on the lab's fabric network (eth1): its bridge and host-side veths carry 9000 (the
+jumbo-capable switch), each node's own eth1 starts at 1500 and is what the role changes, and a
+DF 8972-byte ping only passes when every hop carries 9000. eth0 carries SSH and is left alone.
 """
 
 from __future__ import annotations
@@ -37,25 +38,25 @@ def lab9000(tmp_path_factory):
             pytest.fail(why)
         pytest.skip(why)
     lab = Lab(LAB_NAME)
-    state = lab.up(nodes=3, mtu=9000, log=lambda msg: None)
-    assert state.mtu == 9000, f"lab {LAB_NAME!r} exists at MTU {state.mtu}: take it down first"
+    state = lab.up(nodes=3, log=lambda msg: None)
+    assert state.fabric_mtu == 9000, f"lab {LAB_NAME!r} has no 9000 fabric: take it down first"
     colls = tmp_path_factory.mktemp("collections")
     (colls / "ansible_collections/rdmaprov").mkdir(parents=True)
     (colls / "ansible_collections/rdmaprov/cluster").symlink_to(ROOT)
-    for node in lab.addresses:  # nodes start at the bridge's MTU; the role is what raises them
-        lab.exec(node, ["ip", "link", "set", "eth0", "mtu", "1500"])
-    subnet = json.loads((lab.dir / "state.json").read_text())["subnet"]
-    first = min(lab.addresses.values(), key=lambda a: tuple(map(int, a.split("."))))
+    for node in lab.addresses:  # ports start at 1500 as on a fresh host; the role raises them
+        lab.exec(node, ["ip", "link", "set", "eth1", "mtu", "1500"])
+    fabric = {n["name"]: n["fabric_address"] for n in state.nodes}
+    first = min(fabric.values(), key=lambda a: tuple(map(int, a.split("."))))
     base = first.rsplit(".", 1)[0]
-    # The nodes (.11-.13) are the "fabric"; the host's bridge address (.1) is not.
-    extra = {"net_mtu_interfaces": [{"name": "eth0", "mtu": 9000}],
-             "net_mtu_allow_connection_interface": True, "net_mtu_persist": "systemd_unit",
-             "firewall_cluster_subnets": [f"{base}.8/29"], "roce_qos_interfaces": ["eth0"],
+    # The nodes (.11-.13) are the fabric; the host's bridge address (.1) is not.
+    extra = {"net_mtu_interfaces": [{"name": "eth1", "mtu": 9000}],
+             "net_mtu_persist": "systemd_unit", "net_mtu_verify_interface": "eth1",
+             "firewall_cluster_subnets": [f"{base}.8/29"], "roce_qos_interfaces": ["eth1"],
              "firewall_rollback_seconds": 20, "firewall_confirm_timeout": 8}
     varsfile = colls / "vars.json"
     varsfile.write_text(json.dumps(extra))
     try:
-        yield {"lab": lab, "colls": colls, "vars": varsfile, "subnet": subnet}
+        yield {"lab": lab, "colls": colls, "vars": varsfile, "fabric": fabric}
     finally:
         if os.environ.get("RDMAPROV_KEEP_LAB") != "1":
             lab.down(log=lambda msg: None)
@@ -84,7 +85,7 @@ def test_converge_is_green_then_idempotent_and_check_clean(lab9000):
     first = play(lab9000)
     assert first.returncode == 0, first.stdout[-4000:]
     for node in lab9000["lab"].addresses:
-        link = json.loads(lab9000["lab"].exec(node, ["ip", "-j", "link", "show", "eth0"]).stdout)[0]
+        link = json.loads(lab9000["lab"].exec(node, ["ip", "-j", "link", "show", "eth1"]).stdout)[0]
         assert link["mtu"] == 9000
     assert "9000-byte DF packets pass" in first.stdout
     second = play(lab9000)
@@ -97,15 +98,15 @@ def test_converge_is_green_then_idempotent_and_check_clean(lab9000):
 
 def test_df_ping_fails_naming_the_pair_when_one_node_is_at_1500(lab9000):
     lab = lab9000["lab"]
-    lab.exec("node3", ["ip", "link", "set", "eth0", "mtu", "1500"])
+    lab.exec("node3", ["ip", "link", "set", "eth1", "mtu", "1500"])
     try:
         res = play(lab9000, "--tags", "net_mtu_verify", fresh_ssh=True)
         assert res.returncode != 0
-        a1, a3 = lab.addresses["node1"], lab.addresses["node3"]
+        a1, a3 = lab9000["fabric"]["node1"], lab9000["fabric"]["node3"]
         assert f"node1 ({a1}) -> node3 ({a3}): 9000-byte DF packets do NOT pass" in res.stdout
         assert "mtu=1500" in res.stdout  # node3's own side names its local limit
     finally:
-        lab.exec("node3", ["ip", "link", "set", "eth0", "mtu", "9000"])
+        lab.exec("node3", ["ip", "link", "set", "eth1", "mtu", "9000"])
 
 
 def _listen(lab, node: str, port: int) -> subprocess.Popen:
@@ -124,14 +125,15 @@ def test_firewall_allows_fabric_and_refuses_others(lab9000):
     assert "tcp dport { 22, 29500, 32768-60999 }" in listing and "udp dport 4791" in listing
     server = _listen(lab, "node1", 29500)
     try:
-        target = lab.addresses["node1"]
+        target = lab9000["fabric"]["node1"]
         probe = ("import socket,time\nfor _ in range(50):\n try:\n  s=socket.create_connection"
                  f"(('{target}',29500),timeout=3);print(s.recv(2).decode());break\n"
                  " except ConnectionRefusedError:\n"
                  "  time.sleep(0.1)\n except OSError as e:\n  print('ERR',e);break")
         ok = lab.exec("node2", ["python3", "-c", probe]).stdout.strip()
         assert ok == "ok", ok  # from a fabric address
-        # From the host's bridge address, outside the declared subnet: reset by the reject rule.
+        # From the host's fabric bridge address, outside the declared subnet: reset by the
+        # reject rule.
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection((target, 29500), timeout=5)
     finally:
@@ -157,11 +159,11 @@ def test_qos_unit_installed_and_not_capable_reported(lab9000):
     lab = lab9000["lab"]
     res = play(lab9000, "--tags", "roce_qos")
     assert res.returncode == 0, res.stdout[-3000:]
-    assert ("not capable: eth0: dcb pfc show answers 'Attribute read: Operation not supported'"
+    assert ("not capable: eth1: dcb pfc show answers 'Attribute read: Operation not supported'"
             in res.stdout)
     assert lab.exec("node1", ["systemctl", "is-enabled",
                               "rdmaprov-roce-qos.service"]).stdout.strip() == "enabled"
     log = lab.exec("node1", ["journalctl", "--no-pager", "-u", "rdmaprov-roce-qos.service"]).stdout
-    assert "eth0: not capable: dcb pfc show: Attribute read: Operation not supported" in log
+    assert "eth1: not capable: dcb pfc show: Attribute read: Operation not supported" in log
     assert lab.exec("node1", ["systemctl", "is-enabled",
                               "rdmaprov-mtu.service"]).stdout.strip() == "enabled"
