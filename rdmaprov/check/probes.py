@@ -102,7 +102,7 @@ def mtus(interfaces: list[str], root: str = "/") -> dict[str, int | None]:
     out: dict[str, int | None] = {}
     for name in interfaces:
         text = _read(Path(root) / "sys/class/net" / name / "mtu")
-        out[name] = int(text) if text and text.isdigit() else None
+        out[name] = int(text) if text and text.isdecimal() else None
     return out
 
 

@@ -53,7 +53,7 @@ def _env_float(name: str) -> float | None:
 
 def _env_int(name: str) -> int | None:
     v = os.environ.get(name)
-    return int(v) if v and v.isdigit() else None
+    return int(v) if v and v.isdecimal() else None
 
 
 def _lines(path: str) -> Iterator[str]:

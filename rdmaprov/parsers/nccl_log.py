@@ -239,7 +239,7 @@ class NcclLogParser:
         parts = rest.split("/")
         name_parts = []
         for p in parts:
-            if p.strip().isdigit():
+            if p.strip().isdecimal():
                 break
             name_parts.append(p)
         name = "/".join(name_parts).strip()

@@ -93,11 +93,11 @@ class NcclTestsParser:
                 self.ranks.setdefault(int(m.group(1)), set()).add(m.group(2) + "@" + m.group(3))
                 self.signals += 1
             return
-        if s[0].isdigit():
+        if s[0].isdecimal():
             self._row(s.split())
 
     def _row(self, tok: list[str]) -> None:
-        if len(tok) < 3 or not (tok[0].isdigit() and tok[1].isdigit()) \
+        if len(tok) < 3 or not (tok[0].isdecimal() and tok[1].isdecimal()) \
                 or tok[2] not in _TYPES or len(self.rows) >= _MAX_ROWS:
             return
         row: dict[str, Any] = {"size_bytes": int(tok[0]), "count": int(tok[1]), "type": tok[2]}
@@ -147,7 +147,7 @@ class NcclTestsParser:
                 v = row.get(k)
                 # Only the newer integer "#wrong" column counts wrong values; the old
                 # "error" column is a float max-error that is normally a rounding residue.
-                if v is not None and v.isdigit() and int(v) > 0 \
+                if v is not None and v.isdecimal() and int(v) > 0 \
                         and (self.header is None or "#wrong" in self.header):
                     r.wrong_rows += 1
                     break

@@ -56,7 +56,7 @@ class ShowGidsParser:
             self.signals += 1
             return
         tok = s.split()
-        if len(tok) not in (6, 7) or not tok[1].isdigit() or not tok[2].isdigit() \
+        if len(tok) not in (6, 7) or not tok[1].isdecimal() or not tok[2].isdecimal() \
                 or not _GID.match(tok[3]) or tok[-2] not in ("v1", "v2"):
             return
         if len(self.gids) >= 8192:

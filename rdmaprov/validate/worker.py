@@ -143,9 +143,9 @@ def _ib_ports(root: str = _SYS_IB) -> list[dict[str, Any]]:
             base = os.path.join(pdir, port)
             state = _read(os.path.join(base, "state")) or ""  # "4: ACTIVE"
             rate = _read(os.path.join(base, "rate")) or ""  # "400 Gb/sec (4X NDR)"
-            ports.append({"device": dev, "port": int(port) if port.isdigit() else port,
+            ports.append({"device": dev, "port": int(port) if port.isdecimal() else port,
                           "state": state.split(":")[-1].strip(),
-                          "rate_gbps": float(rate.split()[0]) if rate[:1].isdigit() else None,
+                          "rate_gbps": float(rate.split()[0]) if rate[:1].isdecimal() else None,
                           "link_layer": _read(os.path.join(base, "link_layer"))})
     return ports
 
@@ -162,7 +162,7 @@ def hca_filter_matches(spec: str, devices: list[tuple[str, int]]) -> list[tuple[
     wanted = []
     for item in filter(None, (x.strip() for x in spec.split(","))):
         name, _, port = item.partition(":")
-        wanted.append((name, int(port) if port.isdigit() else None))
+        wanted.append((name, int(port) if port.isdecimal() else None))
 
     def hit(dev: str, port: int) -> bool:
         return any((dev == n if exact else dev.startswith(n)) and (p is None or p == port)
@@ -370,8 +370,10 @@ def sweep(ctx: _Ctx, sizes: list[int], dtype_name: str, warmup: int,
             "count": nbytes // elem,
             "time_us": round(t_max * 1e6, 3),
             "time_us_avg": round(t_avg * 1e6, 3),
-            "algbw_GBps": round(algbw, 4),
-            "busbw_GBps": round(busbw, 4),
+            # Significant digits, not decimals: a slow link (a lab, a throttled port) must
+            # keep its relative precision.
+            "algbw_GBps": float(f"{algbw:.6g}"),
+            "busbw_GBps": float(f"{busbw:.6g}"),
             "correct": mx[2].item() == 0.0,
         })
     return rows
