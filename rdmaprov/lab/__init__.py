@@ -122,11 +122,24 @@ class Lab:
                 used.update(data.get(k) for k in ("subnet", "fabric_subnet") if data.get(k))
         return used
 
+    @staticmethod
+    def _host_networks() -> list[ipaddress.IPv4Network]:
+        """Networks this host already has an address in (other labs, real LANs)."""
+        out = _ip("-o", "-4", "addr", "show", check=False).stdout
+        nets = []
+        for line in out.splitlines():
+            fields = line.split()
+            if "inet" in fields:
+                nets.append(ipaddress.ip_interface(fields[fields.index("inet") + 1]).network)
+        return nets
+
     def _pick_subnet(self, second: int) -> str:
         used = self._used_subnets()
+        taken = self._host_networks()
         for third in range(250, 150, -1):
             cand = f"10.{second}.{third}.0/24"
-            if cand not in used:
+            net = ipaddress.ip_network(cand)
+            if cand not in used and not any(net.overlaps(t) for t in taken):
                 return cand
         raise UserError(f"no free lab subnet left under 10.{second}.0.0/16: remove old labs")
 
