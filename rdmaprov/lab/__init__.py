@@ -435,8 +435,8 @@ class Lab:
         shutil.rmtree(self.dir / "nodes", ignore_errors=True)
         with contextlib.suppress(OSError):
             (CGROUP_ROOT / "rdmaprov-lab").rmdir()  # only succeeds once no lab is left
-        for path in (self.state_file, self.inventory, self.known_hosts):
-            path.unlink(missing_ok=True)
+        # Nothing of the lab is left: its key, inventory, group_vars and build log go too.
+        shutil.rmtree(self.dir, ignore_errors=True)
         log(f"lab {self.name!r}: down")
 
     def _stop_node(self, entry: dict) -> None:
