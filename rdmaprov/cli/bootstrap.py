@@ -57,14 +57,16 @@ def _skip_validation(args: argparse.Namespace, code: int, playbook: Path | None)
     return None
 
 
-def _validate(args: argparse.Namespace) -> dict:
+def _validate(args: argparse.Namespace, hosts: list[str]) -> dict:
     """Run `rdmaprov validate` with its defaults and bootstrap's shared run options."""
     from rdmaprov.cli import validate as validate_cli  # imports torch-free verdict code only
 
     vargs = validate_cli.defaults(args.inventory)
-    for name in ("limit", "forks", "strategy", "ansible_profile", "keep_artifacts", "json",
-                 "verbose", "diff"):
+    for name in ("forks", "strategy", "ansible_profile", "keep_artifacts", "json", "verbose",
+                 "diff"):
         setattr(vargs, name, getattr(args, name))
+    # The hosts site.yml ran on, by name: a --retry-failed limit file is gone once they succeed.
+    vargs.limit = ",".join(hosts)
     vargs.extra_vars = list(args.extra_vars)
     vargs.pairwise = os.environ.get("RDMAPROV_VALIDATE_PAIRWISE", "slow")
     human = sys.stderr if args.json else sys.stdout
@@ -96,7 +98,7 @@ def run(args: argparse.Namespace, playbook: Path | None = None) -> int:
     validation = None
     skip = _skip_validation(args, code, playbook)
     if skip is None:
-        validation = _validate(args)
+        validation = _validate(args, list(inv.selected))
         code = max(code, int(validation["exit_code"]))
     elif playbook is None:
         print(f"validation: skipped ({skip})", file=human)
