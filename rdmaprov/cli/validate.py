@@ -27,6 +27,7 @@ from rdmaprov.engine import RunnerSession, RunResult
 from rdmaprov.errors import UserError
 from rdmaprov.parsers.nccl_log import parse_nccl_log
 from rdmaprov.resources import playbook as find_playbook
+from rdmaprov.validate import report_html
 from rdmaprov.validate import verdict as V
 
 # Without a threshold, a pair slower than this fraction of the best pair is slow (lab gloo pairs
@@ -104,6 +105,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     o = parser.add_argument_group("output")
     o.add_argument("--junit", type=Path, metavar="FILE", default=env("RDMAPROV_VALIDATE_JUNIT"),
                    help="also write a JUnit XML report (env RDMAPROV_VALIDATE_JUNIT)")
+    o.add_argument("--html", type=Path, metavar="FILE", default=env("RDMAPROV_VALIDATE_HTML"),
+                   help="also write a self-contained HTML report: verdict, checks, hosts, "
+                        "pairs, busbw against message size (env RDMAPROV_VALIDATE_HTML)")
     o.add_argument("--results", type=Path, metavar="DIR", default=env("RDMAPROV_VALIDATE_RESULTS"),
                    help="keep the fetched results (worker JSON, NCCL logs, counters) in DIR "
                         "(env RDMAPROV_VALIDATE_RESULTS; default: a temporary dir, removed)")
@@ -289,7 +293,7 @@ def defaults(inventory: Path) -> argparse.Namespace:
 
 
 def execute(args: argparse.Namespace) -> dict[str, Any]:
-    """Run the validation and return its report (also written as JUnit when asked)."""
+    """Run the validation and return its report (also written as JUnit / HTML when asked)."""
     options.check_choices(args)
     options.forks(args)
     if args.pairwise not in PAIRWISE:
@@ -317,6 +321,8 @@ def execute(args: argparse.Namespace) -> dict[str, Any]:
             shutil.rmtree(results, ignore_errors=True)
     if args.junit:
         write_junit(report, args.junit)
+    if getattr(args, "html", None):
+        write_html(report, args.html)
     return report
 
 
@@ -449,3 +455,10 @@ def write_junit(report: dict[str, Any], path: Path) -> None:
         ET.ElementTree(suite).write(path, encoding="unicode", xml_declaration=True)
     except OSError as exc:
         raise UserError(f"--junit {path}: {exc.strerror or exc}") from None
+
+
+def write_html(report: dict[str, Any], path: Path) -> None:
+    try:
+        path.write_text(report_html.render(report), encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"--html {path}: {exc.strerror or exc}") from None

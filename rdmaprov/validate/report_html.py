@@ -1,0 +1,264 @@
+"""`rdmaprov validate --html FILE`: the report document as one self-contained HTML page.
+
+A pure function of the report that rdmaprov/cli/validate.py builds (``rdmaprov.validate.
+report/1``): the verdict, the fabric's checks, one row per host, the pairwise rounds when they
+ran, and busbw against message size as an inline SVG drawn here (log2 x axis, the threshold as
+a dashed line when one is known). No script, no external file, no dependency: it opens from a
+CI artifact or a mail attachment as it is. Every piece of text from the report goes through
+html.escape, since reasons quote hosts' own output.
+
+The fabric run's per-size rows are in the report (``results``); pairs carry only their peak
+busbw (``pairwise.pairs[].busbw_GBps``) unless a pair also has ``results`` rows, and hosts have
+no size rows of their own (every host is in the one fabric all_reduce). The page says which.
+"""
+
+from __future__ import annotations
+
+import math
+from html import escape
+from typing import Any
+
+# Plot geometry (SVG user units): the drawing area is the box inside the margins.
+WIDTH, HEIGHT = 720, 380
+LEFT, RIGHT, TOP, BOTTOM = 64, 24, 20, 48
+# One colour per series: the fabric first, then each pair that has size rows.
+COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+           "#bcbd22", "#17becf", "#d62728")
+
+CSS = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
+.verdict { display: inline-block; padding: .15em .6em; border-radius: 4px; color: #fff; }
+.PASS, .pass { color: #176f2c; } .FAIL, .fail { color: #b00020; } .skip { color: #777; }
+.verdict.PASS { background: #176f2c; color: #fff; }
+.verdict.FAIL { background: #b00020; color: #fff; }
+table { border-collapse: collapse; margin: .5em 0; }
+th, td { border: 1px solid #ccc; padding: .25em .6em; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+p.note { color: #555; font-style: italic; }
+svg text { font: 11px system-ui, sans-serif; fill: #333; }
+"""
+
+
+def _e(value: Any) -> str:
+    return escape(str(value), quote=True)
+
+
+def _gbps(value: Any) -> str:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return "-"
+    return f"{value:.3f} GB/s"
+
+
+def human_bytes(n: float) -> str:
+    """1024 -> 1K, 8388608 -> 8M: the sizes as nccl-tests prints them."""
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= scale:
+            v = n / scale
+            return f"{v:.0f}{unit}" if v == int(v) else f"{v:.3g}{unit}"
+    return f"{n:.0f}B"
+
+
+def _points(rows: Any) -> list[tuple[int, float]]:
+    """(bytes, busbw) for each usable row: bytes > 0 (log axis), busbw a number."""
+    out = []
+    for r in rows or ():
+        if not isinstance(r, dict):
+            continue
+        b, bw = r.get("bytes"), r.get("busbw_GBps")
+        if isinstance(b, int | float) and b > 0 and isinstance(bw, int | float):
+            out.append((int(b), float(bw)))
+    return sorted(out)
+
+
+def _nice_step(span: float, ticks: int = 5) -> float:
+    raw = span / ticks
+    mag = 10 ** math.floor(math.log10(raw))
+    for m in (1, 2, 2.5, 5, 10):
+        if m * mag >= raw:
+            return m * mag
+    return 10 * mag
+
+
+def bandwidth_svg(series: list[tuple[str, list[tuple[int, float]]]],
+                  threshold: float | None) -> str:
+    """busbw (GB/s) against message size (log2) for each (label, points) series, with the
+    threshold as a dashed line. One <circle class="point"> per row."""
+    series = [(label, pts) for label, pts in series if pts]
+    if not series:
+        return ""
+    xs = [math.log2(b) for _, pts in series for b, _ in pts]
+    ys = [bw for _, pts in series for _, bw in pts]
+    x0, x1 = math.floor(min(xs)), math.ceil(max(xs))
+    if x1 == x0:
+        x0, x1 = x0 - 1, x1 + 1
+    top = max([*ys, threshold or 0.0])
+    step = _nice_step(top * 1.1) if top > 0 else 0.2
+    y1 = step * math.ceil(top * 1.1 / step) if top > 0 else 1.0
+    pw, ph = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def px(b: float) -> float:
+        return LEFT + (math.log2(b) - x0) / (x1 - x0) * pw
+
+    def py(bw: float) -> float:
+        return TOP + ph - bw / y1 * ph
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+           f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+           f'aria-label="bus bandwidth against message size">',
+           f'<rect x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}" fill="#fff" '
+           f'stroke="#999"/>']
+    # x axis: one tick per power of two, thinned to at most ~12 labels.
+    every = max(1, math.ceil((x1 - x0 + 1) / 12))
+    for k in range(x0, x1 + 1):
+        x = px(2.0 ** k)
+        out.append(f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{TOP + ph}" '
+                   f'stroke="#eee"/>')
+        if (k - x0) % every == 0:
+            out.append(f'<text x="{x:.1f}" y="{TOP + ph + 16}" text-anchor="middle">'
+                       f'{_e(human_bytes(2.0 ** k))}</text>')
+    out.append(f'<text x="{LEFT + pw / 2:.1f}" y="{HEIGHT - 8}" text-anchor="middle">'
+               f'message size (bytes, log2)</text>')
+    # y axis: busbw from 0.
+    n = 0
+    while n * step <= y1 + step / 1e6:
+        y = py(n * step)
+        out.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{LEFT + pw}" y2="{y:.1f}" '
+                   f'stroke="#eee"/>')
+        out.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">'
+                   f'{n * step:.4g}</text>')
+        n += 1
+    out.append(f'<text transform="translate(14 {TOP + ph / 2:.1f}) rotate(-90)" '
+               f'text-anchor="middle">busbw (GB/s)</text>')
+    if threshold is not None:
+        y = py(threshold)
+        out.append(f'<line class="threshold" x1="{LEFT}" y1="{y:.1f}" x2="{LEFT + pw}" '
+                   f'y2="{y:.1f}" stroke="#b00020" stroke-width="1.5" '
+                   f'stroke-dasharray="6 4"/>')
+        out.append(f'<text x="{LEFT + pw - 4}" y="{y - 5:.1f}" text-anchor="end" '
+                   f'fill="#b00020">threshold {threshold:.3f} GB/s</text>')
+    for i, (label, pts) in enumerate(series):
+        colour = COLOURS[i % len(COLOURS)]
+        path = " ".join(f"{px(b):.1f},{py(bw):.1f}" for b, bw in pts)
+        out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" '
+                   f'points="{path}"/>')
+        for b, bw in pts:
+            out.append(f'<circle class="point" data-series="{_e(label)}" data-bytes="{b}" '
+                       f'cx="{px(b):.1f}" cy="{py(bw):.1f}" r="3" fill="{colour}">'
+                       f'<title>{_e(label)}: {_e(human_bytes(b))} ({b} B), '
+                       f'busbw {bw:.4g} GB/s</title></circle>')
+        ly = TOP + 14 + 16 * i
+        out.append(f'<rect x="{LEFT + 10}" y="{ly - 9}" width="10" height="10" '
+                   f'fill="{colour}"/>')
+        out.append(f'<text x="{LEFT + 26}" y="{ly}">{_e(label)}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    """``rows`` hold already-escaped cell HTML (a cell may carry a class: ``<td ...>``)."""
+    th = "".join(f"<th>{_e(h)}</th>" for h in head)
+    body = "\n".join("<tr>" + "".join(c if c.startswith("<td") else f"<td>{c}</td>"
+                                      for c in row) + "</tr>" for row in rows)
+    return f"<table>\n<thead><tr>{th}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
+
+
+def _num(value: Any) -> str:
+    return f'<td class="num">{_e(_gbps(value))}</td>'
+
+
+def render(report: dict[str, Any]) -> str:
+    """The whole page, from validate's report dict."""
+    verdict = "PASS" if report.get("passed") else "FAIL"
+    thr = report.get("threshold_GBps")
+    hosts = report.get("hosts") or []
+    parts = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+             f"<title>rdmaprov validate: {verdict}</title>", f"<style>{CSS}</style>",
+             "</head>", "<body>",
+             f'<h1>rdmaprov validate: <span class="verdict {verdict}">{verdict}</span></h1>']
+    facts = [
+        ("backend", report.get("backend") or "-"),
+        ("ranks", report.get("world_size") or "-"),
+        ("hosts", len(hosts)),
+        ("peak busbw", _gbps(report.get("busbw_GBps"))),
+        ("threshold", _gbps(thr) if thr is not None
+         else "none known (no line rate and no --min-busbw)"),
+        ("exit code", report.get("exit_code", 0 if verdict == "PASS" else 2)),
+    ]
+    parts.append(_table(["", ""], [[f"<strong>{_e(k)}</strong>", _e(v)] for k, v in facts]))
+
+    parts.append("<h2>Fabric checks</h2>")
+    checks = [[f'<td class="{_e(c.get("status", ""))}">{_e(c.get("status", ""))}</td>',
+               _e(c.get("name", "")), _e(c.get("reason", ""))]
+              for c in report.get("fabric_checks") or []]
+    if report.get("fabric_error"):
+        checks.append(['<td class="fail">fail</td>', "worker", _e(report["fabric_error"])])
+    parts.append(_table(["status", "check", "reason"], checks) if checks
+                 else '<p class="note">No fabric checks in the report.</p>')
+
+    parts.append("<h2>Hosts</h2>")
+    parts.append(_table(
+        ["host", "result", "pair busbw", "transport", "reasons"],
+        [[_e(h.get("host", "?")),
+          f'<td class="{"PASS" if h.get("passed") else "FAIL"}">'
+          f'{"PASS" if h.get("passed") else "FAIL"}</td>',
+          _num(h.get("busbw_GBps")), _e(h.get("transport") or ""),
+          "<br>".join(_e(r) for r in h.get("reasons") or [])]
+         for h in hosts]))
+
+    pw = report.get("pairwise")
+    if pw:
+        bar = pw.get("bar_GBps")
+        parts.append(f"<h2>Pairwise rounds (bar {_e(_gbps(bar))})</h2>")
+        blamed = pw.get("blamed") or {}
+        rows = []
+        for p in pw.get("pairs") or []:
+            bw = p.get("busbw_GBps")
+            slow = bw is None or (isinstance(bar, int | float) and bw < bar)
+            who = [h for h in p.get("hosts") or [] if h in blamed]
+            rows.append([_e("+".join(p.get("hosts") or [])), _num(bw),
+                         f'<td class="{"fail" if slow else "pass"}">'
+                         f'{"slow" if slow else "ok"}</td>',
+                         _e(", ".join(who))])
+        parts.append(_table(["pair", "peak busbw", "", "blamed host"], rows))
+        for h, why in blamed.items():
+            parts.append(f'<p><strong class="FAIL">{_e(h)}</strong>: {_e(why)}</p>')
+        for u in pw.get("unexplained") or []:
+            parts.append(f"<p>slow pair, no single host to blame: {_e(u)}</p>")
+
+    parts.append("<h2>Bus bandwidth against message size</h2>")
+    series = [("fabric", _points(report.get("results")))]
+    pairs = (pw or {}).get("pairs") or []
+    series += [("+".join(p.get("hosts") or []), _points(p.get("results"))) for p in pairs
+               if p.get("results")]
+    svg = bandwidth_svg(series, thr if isinstance(thr, int | float) else None)
+    notes = []
+    if not series[0][1]:
+        notes.append("The report has no per-size rows for the fabric run (the worker gave no "
+                     "result), so there is no fabric curve.")
+    if pairs and not any(p.get("results") for p in pairs):
+        notes.append("The report holds only each pair's peak busbw, not its per-size rows: "
+                     "the pairs are in the table above, not in the plot.")
+    notes.append("Hosts have no size rows of their own: every host is in the one fabric "
+                 "all_reduce; a host's busbw is its best pair's peak.")
+    if thr is None:
+        notes.append("No threshold is known, so the plot has no threshold line.")
+    parts.append(svg if svg else '<p class="note">Nothing to plot.</p>')
+    parts += [f'<p class="note">{_e(n)}</p>' for n in notes]
+
+    rows_html = []
+    for r in report.get("results") or []:
+        if not isinstance(r, dict):
+            continue
+        b = r.get("bytes")
+        rows_html.append([
+            f'<td class="num">{_e(human_bytes(b) if isinstance(b, int | float) else b)}</td>',
+            f'<td class="num">{_e(r.get("time_us", "-"))}</td>',
+            _num(r.get("algbw_GBps")), _num(r.get("busbw_GBps")),
+            {True: "yes", False: "NO"}.get(r["correct"], "-")
+            if isinstance(r.get("correct"), bool) else "-"])
+    if rows_html:
+        parts.append("<h2>Fabric sweep</h2>")
+        parts.append(_table(["size", "time (us)", "algbw", "busbw", "sum correct"], rows_html))
+    parts += ["</body>", "</html>", ""]
+    return "\n".join(parts)
