@@ -4,15 +4,14 @@
 Every reader takes ``root`` so that unit tests hand it a fake tree. The result is one plain
 dict (``NodeState``) that rdmaprov.check.judge compares with the expectations.
 
-RDMA ports come in the rdma_facts contract's shape (docs/CONTRACTS.md). Until the rdma_facts
-module_utils is in the collection, they are read with the validation worker's port reader
-(rdmaprov.validate.worker), so there is still one sysfs reader for ports, not two.
+RDMA ports come in the rdma_facts contract's shape (docs/CONTRACTS.md), read by the collection's
+own sysfs reader (plugins/module_utils/rdma_sysfs.py, what the rdma_facts module runs), through
+its sysfs-only functions: no version tools, so no subprocess and no delay.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
 import resource
 import shutil
 import subprocess
@@ -22,8 +21,8 @@ from types import ModuleType
 from typing import Any
 
 from rdmaprov.check.expect import PEERMEM_MODULES, Expectations
+from rdmaprov.probe._collection import module_utils
 from rdmaprov.resources import collection_root
-from rdmaprov.validate import worker as _worker
 
 # A prolog must not hang on a wedged driver: each external tool gets this long.
 TOOL_TIMEOUT_S = 1.5
@@ -54,29 +53,25 @@ def _read(path: Path) -> str | None:
 
 def rdma(root: str = "/") -> dict[str, Any]:
     """{kernel: {uverbs, reason}, source, devices: [{name, ports: [...]}]} (contract shape)."""
-    r = Path(root)
-    ib = r / "sys/class/infiniband"
-    uverbs = (r / "sys/class/infiniband_verbs").is_dir()
+    # The canonical reader (rdma_facts'), not the validation worker's: that one is a copy kept
+    # only because the worker runs in containers without rdmaprov.
+    sysfs = module_utils("rdma_sysfs")
+    sys_root = str(Path(root) / "sys")
+    uverbs = bool(sysfs.kernel_support(sys_root)["uverbs"])
     reason = None
     if not uverbs:
         reason = ("no /sys/class/infiniband_verbs: the kernel has no RDMA (ib_uverbs) support "
                   "loaded")
-    devices: dict[str, dict[str, Any]] = {}
-    for p in _worker._ib_ports(str(ib)):
-        dev = devices.setdefault(p["device"], {"name": p["device"], "ports": []})
-        netdevs = sorted(os.listdir(ib / p["device"] / "device" / "net")) \
-            if (ib / p["device"] / "device" / "net").is_dir() else []
-        rate = p.get("rate_gbps")
-        dev["ports"].append({
-            "port": p["port"], "state": p["state"] or None,
-            "rate_gbps": int(rate) if rate is not None and float(rate).is_integer() else rate,
-            "link_layer": p.get("link_layer"),
-            "netdev": netdevs[0] if netdevs else None,
-        })
+    devices: list[dict[str, Any]] = []
+    for name in sysfs.list_devices(sys_root):
+        ports = [{key: p[key] for key in ("port", "state", "rate_gbps", "link_layer", "netdev")}
+                 for p in sysfs.read_device(sys_root, name)["ports"]]
+        if ports:
+            devices.append({"name": name, "ports": ports})
     if not devices and uverbs:
         reason = "no RDMA devices in /sys/class/infiniband (no HCA, or its driver not loaded)"
     return {"kernel": {"uverbs": uverbs, "reason": reason},
-            "source": "sysfs" if devices else "none", "devices": list(devices.values())}
+            "source": "sysfs" if devices else "none", "devices": devices}
 
 
 def modules(names: list[str], root: str = "/") -> dict[str, str]:
