@@ -61,6 +61,8 @@ class LabState:
     fabric_bridge: str = ""
     fabric_mtu: int = 9000
     nodes: list[dict] = field(default_factory=list)
+    # Where the nodes' overlay layers live (the lab dir, or /run when that is on overlayfs).
+    nodes_dir: str = ""
     base: str = ""
     repo: str = ""
 
@@ -101,6 +103,11 @@ class Lab:
         tmp.write_text(json.dumps(asdict(state), indent=2))
         tmp.replace(self.state_file)
 
+    def _nodes_dir(self, state: LabState) -> Path:
+        if not state.nodes_dir:
+            state.nodes_dir = str(lab_base.writable_layer_dir(self.dir / "nodes", self.name))
+        return Path(state.nodes_dir)
+
     def _netns(self, node: str) -> str:
         return f"rdmaprov-{self.name}-{node}"
 
@@ -123,7 +130,7 @@ class Lab:
         return used
 
     @staticmethod
-    def _host_networks() -> list[ipaddress.IPv4Network]:
+    def _host_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
         """Networks this host already has an address in (other labs, real LANs)."""
         out = _ip("-o", "-4", "addr", "show", check=False).stdout
         nets = []
@@ -250,7 +257,7 @@ class Lab:
     def _start_node(self, state: LabState, entry: dict, base: Path, repo: Path) -> None:
         name, index = entry["name"], entry["index"]
         ns, veth = self._netns(name), self._veth(index)
-        node_dir = self.dir / "nodes" / name
+        node_dir = self._nodes_dir(state) / name
         self._stop_node(entry)  # leftovers of a crashed node
         for sub in ("upper", "work", "root", "containers"):
             (node_dir / sub).mkdir(parents=True, exist_ok=True)
@@ -339,7 +346,7 @@ class Lab:
         while pending and time.monotonic() < deadline:
             for entry in state.nodes:
                 if entry["name"] in pending and not self._running(entry):
-                    console = self.dir / "nodes" / entry["name"] / "console.log"
+                    console = self._nodes_dir(state) / entry["name"] / "console.log"
                     raise RuntimeError(f"lab node {entry['name']} died while starting: "
                                        f"{console.read_text(errors='replace')[-400:].strip()}")
             for name, addr in list(pending.items()):
@@ -358,7 +365,7 @@ class Lab:
     def _write_inventory(self, state: LabState) -> None:
         known = []
         for n in state.nodes:
-            pub = (self.dir / "nodes" / n["name"] / "upper/etc/ssh/ssh_host_ed25519_key.pub")
+            pub = self._nodes_dir(state) / n["name"] / "upper/etc/ssh/ssh_host_ed25519_key.pub"
             keytype, key = pub.read_text().split()[:2]
             known.append(f"{n['address']} {keytype} {key}")
         self.known_hosts.write_text("\n".join(known) + "\n")
@@ -432,7 +439,7 @@ class Lab:
         for bridge in (state.bridge, state.fabric_bridge):
             if bridge and _ip("link", "show", bridge, check=False).returncode == 0:
                 _ip("link", "del", bridge)
-        shutil.rmtree(self.dir / "nodes", ignore_errors=True)
+        shutil.rmtree(self._nodes_dir(state), ignore_errors=True)
         with contextlib.suppress(OSError):
             (CGROUP_ROOT / "rdmaprov-lab").rmdir()  # only succeeds once no lab is left
         # Nothing of the lab is left: its key, inventory, group_vars and build log go too.

@@ -109,6 +109,35 @@ def _run(argv: list[str], log: Path, **kw: object) -> None:
         raise UserError(f"{argv[0]} failed (exit {proc.returncode}), see {log}: {' | '.join(tail)}")
 
 
+def fs_type(path: Path) -> str:
+    """The filesystem type of the mount holding `path` (from /proc/self/mountinfo)."""
+    path = path.resolve()
+    best, kind = "", ""
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        mount_point = left.split()[4].replace("\\040", " ")
+        inside = str(path) == mount_point or str(path).startswith(mount_point.rstrip("/") + "/")
+        if inside and len(mount_point) >= len(best):
+            best, kind = mount_point, right.split()[0]
+    return kind
+
+
+def writable_layer_dir(wanted: Path, name: str) -> Path:
+    """Where overlay upper/work directories can live: `wanted`, unless it is itself on overlayfs
+    (a container's or a chroot's root), which the kernel refuses as an upper layer; then a
+    directory on /run's tmpfs."""
+    probe = wanted
+    while not probe.exists():
+        probe = probe.parent
+    if fs_type(probe) != "overlay":
+        return wanted
+    alt = Path("/run/rdmaprov-lab") / name
+    if fs_type(Path("/run")) in ("overlay", ""):
+        raise UserError(f"{wanted} is on overlayfs and /run is not a tmpfs: the lab needs a "
+                        "filesystem that can hold overlay upper layers (set RDMAPROV_LAB_DIR)")
+    return alt
+
+
 def _check_tools() -> None:
     for tool in ("debootstrap", "apt-ftparchive", "ssh-keygen", "unshare", "nsenter"):
         if not shutil.which(tool):
@@ -144,7 +173,8 @@ def ensure_repo(distro: Distro, base: Path, log: Path,
     if (repo / "Packages").is_file():
         return repo
     _check_tools()
-    work = CACHE_DIR / f"repo-build-{os.getpid()}"
+    work = writable_layer_dir(CACHE_DIR / f"repo-build-{os.getpid()}",
+                              f"repo-build-{os.getpid()}")
     root = work / "root"
     for sub in ("upper", "work", "root"):
         (work / sub).mkdir(parents=True, exist_ok=True)
