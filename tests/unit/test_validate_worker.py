@@ -89,6 +89,9 @@ def _torchrun(tmp_path, nproc, *args, timeout=120):
     shutil.copy(WORKER, alone / "worker.py")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "MASTER_"))}
     env["PYTHONPATH"] = ""
+    # gloo otherwise binds to the address this host's name resolves to: a machine without an
+    # /etc/hosts entry for it (a bare chroot) would wait on DNS that cannot answer.
+    env["GLOO_SOCKET_IFNAME"] = "lo"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
            f"--nproc_per_node={nproc}", "worker.py", "--backend", "gloo", *args]
     return subprocess.run(cmd, cwd=alone, env=env, capture_output=True, text=True,
