@@ -52,8 +52,9 @@ def test_host_runtime_green(lab, tmp_path: Path) -> None:
 
 def test_throttled_node_is_named(lab, tmp_path: Path) -> None:
     slow = lab.nodes[-1]
+    # The bucket must hold a whole frame: the fabric runs at MTU 9000 once bootstrapped.
     lab.exec(slow, ["tc", "qdisc", "add", "dev", "eth1", "root", "tbf", "rate", "50mbit",
-                    "burst", "32kbit", "latency", "400ms"])
+                    "burst", "16kb", "latency", "400ms"])
     try:
         code, report = _validate(lab, tmp_path, HOST_RUNTIME)
     finally:
