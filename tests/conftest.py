@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -34,6 +35,18 @@ class LabHandle:
                 "-o", f"UserKnownHostsFile={self._lab.known_hosts}",
                 "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
                 f"root@{self.addresses[node]}"]
+
+    def etc_digest(self, node: str) -> str:
+        """A digest of every file under the node's /etc (content, mode, owner, link target)."""
+        script = ("find /etc -xdev \\( -type f -o -type l \\) -printf '%p %m %u %l\\n' | sort; "
+                  "find /etc -xdev -type f -print0 | sort -z | xargs -0 sha256sum")
+        out = self.exec(node, ["sh", "-c", script]).stdout
+        return hashlib.sha256(out.encode()).hexdigest()
+
+    def ssh_logins(self, node: str) -> int:
+        """SSH logins the node's sshd has accepted (its journal): "no host contacted" checks."""
+        out = self.exec(node, ["journalctl", "-u", "ssh", "--no-pager", "-o", "cat"]).stdout
+        return out.count("Accepted publickey")
 
     @property
     def lab(self) -> Lab:

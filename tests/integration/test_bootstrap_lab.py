@@ -3,7 +3,6 @@ input errors that contact no host, and an unreachable node."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 import sys
@@ -23,18 +22,6 @@ def bootstrap(inventory: Path, *extra: str, timeout: int = 900) -> tuple[int, di
     return proc.returncode, doc, proc.stderr
 
 
-def etc_digest(lab, node: str) -> str:
-    """A digest of every file under the node's /etc (content, mode, owner, link target)."""
-    out = lab.exec(node, ["sh", "-c",
-                          "find /etc -xdev \\( -type f -o -type l \\) -printf '%p %m %u %l\\n' "
-                          "| sort; find /etc -xdev -type f -print0 | sort -z | xargs -0 sha256sum"
-                          ]).stdout
-    return hashlib.sha256(out.encode()).hexdigest()
-
-
-def ssh_logins(lab, node: str) -> int:
-    out = lab.exec(node, ["journalctl", "-u", "ssh", "--no-pager", "-o", "cat"]).stdout
-    return out.count("Accepted publickey")
 
 
 @pytest.fixture(scope="module")
@@ -66,9 +53,9 @@ def test_check_mode_changes_nothing_on_the_nodes(lab, converged):
     node = lab.nodes[0]
     # Plant drift the roles own, so check mode has something to report.
     lab.exec(node, ["sh", "-c", "rm -f /etc/modules-load.d/rdmaprov.conf"])
-    before = {n: etc_digest(lab, n) for n in lab.nodes}
+    before = {n: lab.etc_digest(n) for n in lab.nodes}
     rc, doc, err = bootstrap(lab.inventory, "--check")
-    after = {n: etc_digest(lab, n) for n in lab.nodes}
+    after = {n: lab.etc_digest(n) for n in lab.nodes}
     assert before == after, "--check changed files under /etc"
     assert rc == 0, err[-2000:]
     assert doc["hosts"][node]["changed"] > 0, "--check did not report the planted drift"
@@ -91,14 +78,14 @@ def test_bad_input_is_one_line_and_contacts_no_host(lab, converged, tmp_path, in
         inventory.write_text(lab.inventory.read_text())
         (tmp_path / "group_vars").mkdir()
         (tmp_path / "group_vars" / "all.yml").write_text("---\n" + variables)
-    logins = {n: ssh_logins(lab, n) for n in lab.nodes}
+    logins = {n: lab.ssh_logins(n) for n in lab.nodes}
     proc = subprocess.run([*RDMAPROV, "bootstrap", str(inventory)], capture_output=True,
                           text=True, timeout=120, check=False)
     assert proc.returncode == 1, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert expected in lines[0].lower() or expected in lines[0]
-    assert {n: ssh_logins(lab, n) for n in lab.nodes} == logins, "a node saw an SSH login"
+    assert {n: lab.ssh_logins(n) for n in lab.nodes} == logins, "a node saw an SSH login"
 
 
 def test_a_node_without_sshd_is_named_unreachable(lab, converged):

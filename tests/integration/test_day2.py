@@ -4,7 +4,6 @@ only the failed host; `status` reads every node."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 import sys
@@ -24,17 +23,6 @@ def rdmaprov(*args: str, timeout: int = 900) -> tuple[int, dict, str]:
     return proc.returncode, doc, proc.stderr
 
 
-def etc_digest(lab, node: str) -> str:
-    out = lab.exec(node, ["sh", "-c",
-                          "find /etc -xdev \\( -type f -o -type l \\) -printf '%p %m %u %l\\n' "
-                          "| sort; find /etc -xdev -type f -print0 | sort -z | xargs -0 sha256sum"
-                          ]).stdout
-    return hashlib.sha256(out.encode()).hexdigest()
-
-
-def ssh_logins(lab, node: str) -> int:
-    out = lab.exec(node, ["journalctl", "-u", "ssh", "--no-pager", "-o", "cat"]).stdout
-    return out.count("Accepted publickey")
 
 
 def stop_sshd(lab, node: str) -> None:
@@ -58,10 +46,10 @@ def test_check_diff_reports_drift_and_changes_nothing(lab, converged) -> None:
     conf = "/etc/modules-load.d/rdmaprov.conf"
     # Planted drift the rdma_modules role owns: a module line removed by hand.
     lab.exec(node, ["sed", "-i", "/^ib_uverbs$/d", conf])
-    before = {n: etc_digest(lab, n) for n in lab.nodes}
+    before = {n: lab.etc_digest(n) for n in lab.nodes}
     rc, doc, err = rdmaprov("reconfigure", str(lab.inventory), "--set", "rdma_modules_ipoib=true",
                             "--check", "--diff", "--batch", "2")
-    after = {n: etc_digest(lab, n) for n in lab.nodes}
+    after = {n: lab.etc_digest(n) for n in lab.nodes}
     assert before == after, "--check changed files under /etc"
     assert rc == 0, err[-2000:]
     assert doc["roles"] == ["rdma_modules"] and len(doc["batches"]) == 2
@@ -94,17 +82,17 @@ def test_rollout_stops_at_max_fail_and_retry_touches_only_the_failed(lab, conver
         assert f"{first}: unreachable" in err
     finally:
         start_sshd(lab, first)
-    logins = {n: ssh_logins(lab, n) for n in others}
+    logins = {n: lab.ssh_logins(n) for n in others}
     rc, doc, err = rdmaprov("reconfigure", str(lab.inventory), "--set",
                             "rdma_modules_ipoib=false", "--retry-failed")
     assert rc == 0, err[-2000:]
     assert list(doc["hosts"]) == [first]
-    assert {n: ssh_logins(lab, n) for n in others} == logins, "retry touched a healthy host"
+    assert {n: lab.ssh_logins(n) for n in others} == logins, "retry touched a healthy host"
     assert not list(tmp_path.iterdir()), "the retry file outlived a successful retry"
 
 
 def test_status_reads_every_node(lab, converged) -> None:
-    before = {n: etc_digest(lab, n) for n in lab.nodes}
+    before = {n: lab.etc_digest(n) for n in lab.nodes}
     rc, doc, err = rdmaprov("status", str(lab.inventory))
     assert rc == 0, err[-2000:]
     assert set(doc["nodes"]) == set(lab.nodes)
@@ -112,4 +100,4 @@ def test_status_reads_every_node(lab, converged) -> None:
         assert state["drivers"].startswith("rdma-core "), state
         assert state["modules"]["supported"] is False  # the lab kernel loads no modules
         assert "eth0" in state["mtu"]
-    assert before == {n: etc_digest(lab, n) for n in lab.nodes}
+    assert before == {n: lab.etc_digest(n) for n in lab.nodes}

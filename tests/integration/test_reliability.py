@@ -28,10 +28,6 @@ def bootstrap(inventory: Path, *extra: str, timeout: int = 900) -> tuple[int, di
     return proc.returncode, doc, proc.stderr
 
 
-def ssh_logins(lab, node: str) -> int:
-    out = lab.exec(node, ["journalctl", "-u", "ssh", "--no-pager", "-o", "cat"]).stdout
-    return out.count("Accepted publickey")
-
 
 def failures(doc: dict) -> dict[str, dict]:
     return {f["host"]: f for f in doc.get("failures", [])}
@@ -70,11 +66,11 @@ def test_sshd_stopped_and_apt_repo_gone(lab, converged, retry_dir: Path) -> None
     finally:
         lab.exec(dead, ["systemctl", "start", "ssh"])
         lab.exec(no_repo, ["sh", "-c", f"printf '%s' '{original}' > {REPO_LIST}"])
-    logins = ssh_logins(lab, healthy)
+    logins = lab.ssh_logins(healthy)
     rc, doc, err = bootstrap(lab.inventory, "--retry-failed")
     assert rc == 0, err[-2000:]
     assert set(doc["hosts"]) == {dead, no_repo}
-    assert ssh_logins(lab, healthy) == logins, "the retry touched a healthy host"
+    assert lab.ssh_logins(healthy) == logins, "the retry touched a healthy host"
     assert "perftest" in lab.exec(no_repo, ["dpkg-query", "-W", "perftest"]).stdout
 
 
@@ -168,13 +164,13 @@ def test_bad_input_contacts_no_node(lab, tmp_path: Path, case: str, command: str
         body += "[all:vars]" + vars_
     inv = tmp_path / f"inventory.{ext or 'ini'}"
     inv.write_text(body)
-    before = ssh_logins(lab, node)
+    before = lab.ssh_logins(node)
     proc = subprocess.run([*RDMAPROV, command, str(inv)], capture_output=True, text=True,
                           timeout=120, check=False)
     assert proc.returncode == 1, (case, proc.stdout[-500:], proc.stderr[-500:])
     assert len(proc.stderr.splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert EXPECTED[case] in proc.stderr, proc.stderr
-    assert ssh_logins(lab, node) == before, f"{case}: a node was contacted"
+    assert lab.ssh_logins(node) == before, f"{case}: a node was contacted"
 
 
 def test_secrets_stay_out_of_artifacts(lab, converged, tmp_path: Path) -> None:
