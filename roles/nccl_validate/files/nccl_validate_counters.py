@@ -2,11 +2,19 @@
 """RDMA port state and counters as the worker sees them (inside the container, or on the
 host), read before and after a run. One JSON document out; standard library only.
 
+Each port: device, port, state, link_layer, rate (the kernel's text, "400 Gb/sec (4X NDR)"),
+rate_gbps (its number, null when unknown), netdev (RoCE: the netdev of GID 0; InfiniBand: the
+IPoIB interface of the port; null when none) and the error/traffic counters. The controller's
+verdict takes each host's line rate from counters_before.json.
+
+RDMAPROV_SYSFS_ROOT (default /sys) lets a test point it at a fixture sysfs tree.
 The worker itself checks the causes of a fallback to Socket (its "preflight" section).
 """
 import glob
 import json
 import os
+
+SYSFS = os.environ.get("RDMAPROV_SYSFS_ROOT", "/sys")
 
 
 def read(path):
@@ -17,21 +25,48 @@ def read(path):
         return None
 
 
+def rate_gbps(text):
+    head = (text or "").split(" ")[0]
+    try:
+        return float(head)
+    except ValueError:
+        return None
+
+
+def netdev(dev_dir, port):
+    """RoCE: GID 0's netdev. InfiniBand: the PCI function's interface whose dev_port is port-1."""
+    name = read(os.path.join(dev_dir, "ports", str(port), "gid_attrs", "ndevs", "0"))
+    if name:
+        return name
+    for net in sorted(glob.glob(os.path.join(dev_dir, "device", "net", "*"))):
+        dev_port = read(os.path.join(net, "dev_port"))
+        if dev_port is None or (dev_port.isdigit() and int(dev_port) == port - 1):
+            return os.path.basename(net)
+    return None
+
+
 def ports():
     out = []
-    for port_dir in sorted(glob.glob("/sys/class/infiniband/*/ports/*")):
-        dev = port_dir.split("/")[4]
-        port = int(os.path.basename(port_dir))
-        counters = {}
-        for name in ("port_xmit_data", "port_rcv_data", "port_xmit_packets", "port_rcv_packets",
-                     "symbol_error", "link_downed", "port_rcv_errors", "port_xmit_discards"):
-            value = read(f"{port_dir}/counters/{name}")
-            if value is not None and value.isdigit():
-                counters[name] = int(value)
-        state = (read(f"{port_dir}/state") or "").split(":")[-1].strip()
-        out.append({"device": dev, "port": port, "state": state,
-                    "link_layer": read(f"{port_dir}/link_layer"),
-                    "rate": read(f"{port_dir}/rate"), "counters": counters})
+    for dev_dir in sorted(glob.glob(os.path.join(SYSFS, "class", "infiniband", "*"))):
+        dev = os.path.basename(dev_dir)
+        for port_dir in sorted(glob.glob(os.path.join(dev_dir, "ports", "*"))):
+            base = os.path.basename(port_dir)
+            if not base.isdigit():
+                continue
+            port = int(base)
+            counters = {}
+            for name in ("port_xmit_data", "port_rcv_data", "port_xmit_packets",
+                         "port_rcv_packets", "symbol_error", "link_downed", "port_rcv_errors",
+                         "port_xmit_discards"):
+                value = read(f"{port_dir}/counters/{name}")
+                if value is not None and value.isdigit():
+                    counters[name] = int(value)
+            state = (read(f"{port_dir}/state") or "").split(":")[-1].strip()
+            rate = read(f"{port_dir}/rate")
+            out.append({"device": dev, "port": port, "state": state,
+                        "link_layer": read(f"{port_dir}/link_layer"),
+                        "rate": rate, "rate_gbps": rate_gbps(rate),
+                        "netdev": netdev(dev_dir, port), "counters": counters})
     return out
 
 
