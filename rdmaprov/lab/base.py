@@ -35,6 +35,9 @@ REPO_PACKAGES = (
     "perftest", "python3-pyverbs",
     # container_runtime: podman, with runc as the OCI runtime the lab nodes were seen to run
     "podman", "runc", "conmon", "uidmap", "catatonit",
+    # firewall: the firewalld and ufw backends, and a real DHCP client socket (68/udp) for the
+    # test that the firewall never cuts a listening service
+    "firewalld", "ufw", "isc-dhcp-client",
 )
 
 # Units that make no sense in a node, or that would reach outside the lab.
