@@ -52,6 +52,8 @@ MASKED_UNITS = (
 # lab's worker image (no registry is reachable either).
 TORCH_NODE_DIR = "/opt/rdmaprov-torch"
 IMAGES_NODE_DIR = "/srv/rdmaprov-images"
+# Extra flat repositories (one per package set, e.g. Slurm's), filled on demand by their users.
+EXTRA_REPOS_NODE_DIR = "/srv/rdmaprov-repos"
 WORKER_IMAGE_TAR = f"{IMAGES_NODE_DIR}/lab-worker.tar"
 TORCH_REQUIREMENT = os.environ.get("RDMAPROV_LAB_TORCH", "torch==2.13.0")
 
@@ -248,7 +250,8 @@ def _customise(root: Path) -> None:
 
 def shared_dirs() -> dict[Path, str]:
     """Host directory → where a node sees it (read-only). Created empty; filled on demand."""
-    dirs = {CACHE_DIR / "share/torch": TORCH_NODE_DIR, CACHE_DIR / "share/images": IMAGES_NODE_DIR}
+    dirs = {CACHE_DIR / "share/torch": TORCH_NODE_DIR, CACHE_DIR / "share/images": IMAGES_NODE_DIR,
+            CACHE_DIR / "share/repos": EXTRA_REPOS_NODE_DIR}
     for host_dir in dirs:
         host_dir.mkdir(parents=True, exist_ok=True)
     return dirs
