@@ -360,18 +360,25 @@ def task_label(event_data: Mapping[str, Any]) -> str:
     return task
 
 
+# What Ansible says of a whole task that tells nothing of why: the reason is in a loop item's
+# result ("All items completed" is what a loop whose host went unreachable says), or in the
+# command's own stderr.
+_SAYS_NOTHING = frozenset({"One or more items failed", "All items completed",
+                           "non-zero return code"})
+
+
 def failure_message(res: Mapping[str, Any]) -> str:
     """One line saying why a task failed, from its result (never from stdout)."""
     msg = res.get("msg")
-    if isinstance(msg, str) and msg.strip() and msg.strip() != "One or more items failed":
+    if isinstance(msg, str) and msg.strip() and msg.strip() not in _SAYS_NOTHING:
         text = msg
     else:
         for item in res.get("results") or []:
             if isinstance(item, Mapping) and (item.get("failed") or item.get("unreachable")):
                 return failure_message(item)
-        stderr = str(res.get("stderr") or "").strip()
+        stderr = [line for line in str(res.get("stderr") or "").splitlines() if line.strip()]
         if stderr:
-            text = stderr.splitlines()[-1]
+            text = stderr[-1]
         elif res.get("rc") not in (None, 0):
             text = f"command failed with rc {res.get('rc')}"
         else:

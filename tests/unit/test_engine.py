@@ -44,6 +44,17 @@ def test_unreachable_host_is_named_and_others_finish() -> None:
     assert good.healthy and good.ok == 3
 
 
+def test_unreachable_host_in_a_loop_keeps_the_items_reason() -> None:
+    # Ansible's task-level message for this case is "All items completed".
+    result, _ = run("loop.yml", "unreachable.ini")
+    dead = result.hosts["dead"]
+    assert dead.unreachable == 1 and dead.failure is not None and dead.failure.unreachable
+    assert dead.failure.task == "Echo each item"
+    assert dead.failure.message == ("Failed to connect to the host via ssh: ssh: connect to host "
+                                    "127.0.0.1 port 1: Connection refused")
+    assert result.hosts["good"].healthy
+
+
 def test_tags_extravars_and_check_mode_pass_through(tmp_path: Path) -> None:
     result, events = run("play.yml", tags=["report"], check=True,
                          extravars={"marker": "from-test"})
@@ -147,5 +158,19 @@ def test_failure_message_and_task_label() -> None:
         {"failed": False}, {"failed": True, "msg": "item two broke"}]}) == "item two broke"
     assert failure_message({"rc": 3, "stderr": "a\nlast line"}) == "last line"
     assert failure_message({"rc": 3}) == "command failed with rc 3"
+    assert failure_message({"rc": 1, "msg": "non-zero return code",
+                            "stderr": "E: Unable to locate package x\n\n"}) == \
+        "E: Unable to locate package x"
+
+
+def test_a_failed_command_item_says_what_the_command_said() -> None:
+    # Recorded from a real run: `podman import` on a lab node whose /var/lib/containers is on
+    # the node's overlayfs root, loop task of container_runtime's images.yml (podman 4.3.1).
+    res = json.loads((F / "res-podman-import-on-overlayfs.json").read_text())
+    assert res["msg"] == "One or more items failed"
+    assert res["results"][0]["msg"] == "non-zero return code"
+    assert failure_message(res) == (
+        "Error: 'overlay' is not supported over overlayfs, a mount_program is required: "
+        "backing file system is unsupported for this graph driver")
     assert task_label({"task": "Gather", "role": "rdmaprov.cluster.preflight"}) == \
         "preflight : Gather"
