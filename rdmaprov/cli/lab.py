@@ -1,4 +1,4 @@
-"""`rdmaprov lab up|status|down|exec`: real nodes on this machine to run rdmaprov against."""
+"""`rdmaprov lab up|status|down|restart|exec`: real nodes on this machine to run rdmaprov on."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import sys
 
 from rdmaprov.lab import Lab
+from rdmaprov.lab.netstack import NETSTACKS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,8 +41,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "at 1500 as on a fresh host (default 9000)")
     up.add_argument("--mirror", help="archive mirror for the base image "
                     "(default: the first one in this host's apt configuration)")
-    up.add_argument("--suite",
-                    help="distribution suite (default: this host's, from /etc/os-release)")
+    up.add_argument("--suite", default=os.environ.get("RDMAPROV_LAB_SUITE"),
+                    help="Debian suite of the nodes, e.g. bookworm or trixie; each suite has its "
+                    "own base image and apt repository (env RDMAPROV_LAB_SUITE; default: this "
+                    "host's, from /etc/os-release)")
+    up.add_argument("--netstack", choices=NETSTACKS,
+                    default=os.environ.get("RDMAPROV_LAB_NETSTACK"),
+                    help="network stack that owns the fabric interface eth1 in the nodes: "
+                    "NetworkManager, netplan with systemd-networkd, ifupdown, or none (its "
+                    "address set from outside) (env RDMAPROV_LAB_NETSTACK; default none)")
+    up.add_argument("--slurm", action="store_true",
+                    help="also install Debian's munge, slurmctld (node1) and slurmd (every node) "
+                    "from the lab's repository, and wait until sinfo shows every node idle")
     up.set_defaults(func=_up)
 
     status = lab_sub.add_parser("status", help="show the lab's nodes")
@@ -52,6 +63,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     down = lab_sub.add_parser("down", help="stop the nodes; leave no namespace, mount or bridge")
     common(down)
     down.set_defaults(func=_down)
+
+    restart = lab_sub.add_parser(
+        "restart", help="reboot a node: clean shutdown of its systemd, then a fresh boot with "
+        "new NICs (eth1 back at 1500), so only persisted settings come back")
+    common(restart)
+    restart.add_argument("node", nargs="+")
+    restart.set_defaults(func=_restart)
 
     ex = lab_sub.add_parser("exec", help="run a command inside a node, without SSH")
     common(ex)
@@ -67,7 +85,12 @@ def _log(msg: str) -> None:
 def _up(args: argparse.Namespace) -> int:
     lab = Lab(args.name)
     lab.up(nodes=args.nodes, subnet=args.subnet, mirror=args.mirror, suite=args.suite,
-           mtu=args.mtu, fabric_subnet=args.fabric_subnet, fabric_mtu=args.fabric_mtu, log=_log)
+           mtu=args.mtu, fabric_subnet=args.fabric_subnet, fabric_mtu=args.fabric_mtu,
+           netstack=args.netstack, log=_log)
+    if args.slurm:
+        from rdmaprov.lab import slurm  # only `up --slurm` needs it
+
+        slurm.setup(lab, log=_log)
     print(lab.inventory)
     return 0
 
@@ -89,6 +112,13 @@ def _status(args: argparse.Namespace) -> int:
 
 def _down(args: argparse.Namespace) -> int:
     Lab(args.name).down(log=_log)
+    return 0
+
+
+def _restart(args: argparse.Namespace) -> int:
+    lab = Lab(args.name)
+    for node in args.node:
+        lab.restart(node, log=_log)
     return 0
 
 

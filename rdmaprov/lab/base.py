@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rdmaprov.errors import UserError
+from rdmaprov.lab import netstack
 
 CACHE_DIR = Path(os.environ.get("RDMAPROV_LAB_CACHE", "/var/cache/rdmaprov/lab"))
 
@@ -38,6 +39,10 @@ REPO_PACKAGES = (
     # firewall: the firewalld and ufw backends, and a real DHCP client socket (68/udp) for the
     # test that the firewall never cuts a listening service
     "firewalld", "ufw", "isc-dhcp-client",
+    # net_mtu's proof installs ping where a node lacks it (also in the base, so --reinstall)
+    "iputils-ping",
+    # the network stacks a node can run (lab up --netstack)
+    *netstack.all_packages(),
 )
 
 # Units that make no sense in a node, or that would reach outside the lab.
@@ -194,9 +199,11 @@ def ensure_repo(distro: Distro, base: Path, log: Path,
         shutil.copy("/etc/resolv.conf", root / "etc/resolv.conf")
         subprocess.run(["mount", "-t", "proc", "proc", str(root / "proc")], check=True)
         _run(["chroot", str(root), "apt-get", "-q", "update"], log)
+        # --reinstall: a package the base already has (ping) is fetched too, so a node that
+        # lost it can install it again.
         _run(
             ["chroot", str(root), "apt-get", "-q", "-y", "--no-install-recommends",
-             "install", "--download-only", *packages],
+             "install", "--reinstall", "--download-only", *_available(root, packages)],
             log, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
         )
         tmp_repo = repo.with_name(repo.name + ".tmp")
@@ -214,6 +221,73 @@ def ensure_repo(distro: Distro, base: Path, log: Path,
         subprocess.run(["umount", "-l", str(root)], check=False)
         shutil.rmtree(work, ignore_errors=True)
     return repo
+
+
+def _available(root: Path, packages: tuple[str, ...]) -> list[str]:
+    """`packages` less the optional ones this suite's archive does not have."""
+    keep = []
+    for pkg in packages:
+        if pkg in netstack.OPTIONAL:
+            proc = subprocess.run(["chroot", str(root), "apt-cache", "show", "--no-all-versions",
+                                   pkg], capture_output=True, text=True, check=False)
+            if proc.returncode != 0 or not proc.stdout.strip():
+                continue
+        keep.append(pkg)
+    return keep
+
+
+def ensure_netstack_layer(distro: Distro, base: Path, repo: Path, stack: str,
+                          log: Path) -> Path | None:
+    """An overlay layer above the base with `stack` installed from the lab's repository (the
+    way a node would install it) and its services enabled; None for the plain node."""
+    if stack == "none":
+        return None
+    layer = CACHE_DIR / f"layer-{stack}-{repo.name}"
+    if (layer / ".rdmaprov-done").is_file():
+        return layer
+    work = writable_layer_dir(CACHE_DIR / f"layer-build-{os.getpid()}",
+                              f"layer-build-{os.getpid()}")
+    upper, root = work / "upper", work / "root"
+    for sub in ("upper", "work", "root"):
+        (work / sub).mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                    f"lowerdir={base},upperdir={upper},workdir={work / 'work'}", str(root)],
+                   check=True)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    try:
+        (root / "srv/rdmaprov-repo").mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "--bind", "-o", "ro", str(repo), str(root / "srv/rdmaprov-repo")],
+                       check=True)
+        subprocess.run(["mount", "-t", "proc", "proc", str(root / "proc")], check=True)
+        # No service starts in the chroot (the host's kernel, the host's network).
+        policy = root / "usr/sbin/policy-rc.d"
+        policy.write_text("#!/bin/sh\nexit 101\n")
+        policy.chmod(0o755)
+        _run(["chroot", str(root), "apt-get", "-q", "update"], log)
+        _run(["chroot", str(root), "apt-get", "-q", "-y", "--no-install-recommends", "install",
+              *_available(root, netstack.PACKAGES[stack])], log, env=env)
+        for unit in netstack.UNITS[stack]:
+            _run(["chroot", str(root), "systemctl", "enable", unit], log)
+        for rel, (text, mode) in netstack.LAYER_FILES.get(stack, {}).items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+            (root / rel).chmod(mode)
+        policy.unlink()
+        _run(["chroot", str(root), "apt-get", "clean"], log)
+        for lists in (root / "var/lib/apt/lists").glob("*"):
+            if lists.is_file() and lists.name != "lock":
+                lists.unlink()
+    finally:
+        _umount_below(root)
+        subprocess.run(["umount", "-l", str(root)], check=False)
+    tmp = layer.with_name(layer.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    # cp -a keeps what makes it a layer: whiteouts (0/0 device nodes) and opaque-dir xattrs.
+    subprocess.run(["cp", "-a", str(upper), str(tmp)], check=True)
+    shutil.rmtree(work, ignore_errors=True)
+    (tmp / ".rdmaprov-done").write_text(stack + "\n")
+    tmp.rename(layer)
+    return layer
 
 
 def _umount_below(path: Path) -> None:
