@@ -18,6 +18,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from rdmaprov.drift import DriftRow
 from rdmaprov.engine import RunResult, task_label
 
 STATUS_STYLE = {
@@ -176,6 +177,24 @@ def print_reports(reports: Mapping[str, list[tuple[str, list[str]]]], stream: Te
             console.print(f"  {task}", markup=False, style="dim")
             for text in lines:
                 console.print(f"    {text}", markup=False)
+
+
+def print_drift(rows: list[DriftRow], hosts: list[str], stream: TextIO, *, check: bool) -> None:
+    """What --diff shows (bootstrap and reconfigure alike): per host and setting, the value on
+    the host and the wanted one (--check: nothing was changed), then the hosts in line."""
+    console = Console(file=stream, highlight=False, width=None if stream.isatty() else 250)
+    title = "Drift (current -> wanted)" if check else "Changed (before -> after)"
+    table = Table(title=title, title_justify="left")
+    for col in ("host", "setting", *(("current", "wanted") if check else ("before", "after"))):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r.host, r.setting, r.current, r.wanted)
+    in_line = [h for h in hosts if not any(r.host == h for r in rows)]
+    if rows:
+        console.print(table)
+    what = "in line" if check else "unchanged"
+    console.print(f"{what}: {', '.join(in_line)}" if in_line
+                  else ("every host drifts" if check else "every host changed"), markup=False)
 
 
 def summary_table(result: RunResult) -> Table:

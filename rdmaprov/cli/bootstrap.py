@@ -6,10 +6,12 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+from rdmaprov import drift, progress
 from rdmaprov import inventory as inventory_mod
-from rdmaprov import progress
 from rdmaprov.cli import options
 from rdmaprov.engine import RunnerSession, RunResult
 from rdmaprov.resources import playbook as find_playbook
@@ -86,11 +88,18 @@ def run(args: argparse.Namespace, playbook: Path | None = None) -> int:
     book = playbook or find_playbook("site.yml")
     spec = options.run_spec(args, book, inv)
     human = sys.stderr if args.json else sys.stdout
+    collector = drift.DriftCollector()
     with progress.Progress(human, hosts=inv.selected) as view:
-        result = RunnerSession(spec, on_event=view).run()
+        def on_event(ev: Mapping[str, Any], view: progress.Progress = view) -> None:
+            view(ev)
+            collector(ev)
+
+        result = RunnerSession(spec, on_event=on_event).run()
     code = exit_code(result)
     progress.print_reports(view.state.reports, human)
     progress.print_summary(result, human)
+    if args.diff:
+        progress.print_drift(collector.rows, list(inv.selected), human, check=args.check)
     if not args.check:
         retry = options.record_retry(args.inventory, list(result.hosts), result.failed_hosts)
         if retry is not None:
@@ -105,6 +114,8 @@ def run(args: argparse.Namespace, playbook: Path | None = None) -> int:
     if args.json:
         doc = progress.result_document(result, code, view.state.reports)
         doc["validation"] = validation
+        if args.diff:
+            doc["drift"] = collector.as_dicts()
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     elif code == 1 and result.error:
         print(f"rdmaprov: error: {result.error}", file=sys.stderr)

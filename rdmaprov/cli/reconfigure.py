@@ -12,10 +12,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, TextIO
-
-from rich.console import Console
-from rich.table import Table
+from typing import Any
 
 from rdmaprov import drift, progress
 from rdmaprov import inventory as inventory_mod
@@ -63,21 +60,6 @@ def merge(results: list[RunResult]) -> RunResult:
                      hosts=dict(sorted(hosts.items())),
                      artifacts_dir=results[-1].artifacts_dir if results else None,
                      error=errors[0] if errors else None)
-
-
-def print_drift(rows: list[drift.DriftRow], hosts: list[str], stream: TextIO) -> None:
-    console = Console(file=stream, highlight=False,
-                      width=None if stream.isatty() else 250)
-    table = Table(title="Drift (current -> wanted)", title_justify="left")
-    for col in ("host", "setting", "current", "wanted"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(r.host, r.setting, r.current, r.wanted)
-    in_line = [h for h in hosts if not any(r.host == h for r in rows)]
-    if rows:
-        console.print(table)
-    console.print(f"in line: {', '.join(in_line)}" if in_line else "every host drifts",
-                  markup=False)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -130,8 +112,9 @@ def run(args: argparse.Namespace) -> int:
     total = merge(results)
     stopped = bool(not_run)
     progress.print_summary(total, human)
-    if args.check and args.diff:
-        print_drift(collector.rows, [h for h in inv.selected if h not in not_run], human)
+    if args.diff:
+        progress.print_drift(collector.rows, [h for h in inv.selected if h not in not_run], human,
+                             check=args.check)
     if stopped:
         print(f"rollout stopped: {len(failed)} host(s) failed (allowed {budget}); not run: "
               f"{', '.join(not_run)}", file=human)

@@ -61,9 +61,10 @@ def test_help_documents_exit_codes_and_env() -> None:
         assert needle in proc.stdout
 
 
-def run_fixture(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+def run_fixture(capsys: pytest.CaptureFixture[str], *argv: str,
+                book: str = "play.yml") -> tuple[int, str, str]:
     args = build_parser().parse_args(["bootstrap", *argv])
-    code = bootstrap.run(args, playbook=F / "play.yml")
+    code = bootstrap.run(args, playbook=F / book)
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -89,3 +90,24 @@ def test_all_good_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
 def test_limit_passes_through(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_fixture(capsys, str(F / "hosts.ini"), "--limit", "good", "--json")
     assert code == 0 and list(json.loads(out)["hosts"]) == ["good"]
+
+
+def test_check_diff_prints_the_drift_and_changes_nothing(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    dest = tmp_path / "marker.txt"
+    code, out, _ = run_fixture(capsys, str(F / "hosts.ini"), "--limit", "good", "--check",
+                               "--diff", "-e", f"dest={dest}", book="write.yml")
+    assert code == 0 and not dest.exists()
+    table = out[out.index("Drift (current -> wanted)"):]
+    row = next(line for line in table.splitlines() if line.strip("│ ").startswith("good"))
+    assert "Write the marker file" in row and "(absent)" in row
+    assert "written by the engine fixture" in row
+
+    # Applied with --diff: the same table says what changed; the re-run shows nothing.
+    code, out, _ = run_fixture(capsys, str(F / "hosts.ini"), "--limit", "good", "--diff",
+                               "-e", f"dest={dest}", book="write.yml")
+    assert code == 0 and dest.read_text() == "written by the engine fixture\n"
+    assert "Changed (before -> after)" in out
+    code, out, _ = run_fixture(capsys, str(F / "hosts.ini"), "--limit", "good", "--check",
+                               "--diff", "--json", "-e", f"dest={dest}", book="write.yml")
+    assert code == 0 and json.loads(out)["drift"] == []
