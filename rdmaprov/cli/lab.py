@@ -53,9 +53,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--slurm", action="store_true",
                     help="also install Debian's munge, slurmctld (node1) and slurmd (every node) "
                     "from the lab's repository, and wait until sinfo shows every node idle")
-    up.add_argument("--slurm", action="store_true",
-                    help="also install Debian's munge, slurmctld (node1) and slurmd (every node) "
-                    "from the lab's repository, and wait until sinfo shows every node idle")
     up.set_defaults(func=_up)
 
     status = lab_sub.add_parser("status", help="show the lab's nodes")
@@ -90,10 +87,6 @@ def _up(args: argparse.Namespace) -> int:
     lab.up(nodes=args.nodes, subnet=args.subnet, mirror=args.mirror, suite=args.suite,
            mtu=args.mtu, fabric_subnet=args.fabric_subnet, fabric_mtu=args.fabric_mtu,
            netstack=args.netstack, log=_log)
-    if args.slurm:
-        from rdmaprov.lab import slurm  # only `up --slurm` needs it
-
-        slurm.setup(lab, log=_log)
     if args.slurm:
         from rdmaprov.lab import slurm  # only `up --slurm` needs it
 
