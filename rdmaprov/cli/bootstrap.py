@@ -75,8 +75,10 @@ def _validate(args: argparse.Namespace, hosts: list[str]) -> dict:
     print("validation: all_reduce across the hosts", file=human)
     report = validate_cli.execute(vargs)
     if not args.json:
-        validate_cli.print_table(report, human)
-    return report
+        from rdmaprov.validate.report import print_table
+
+        print_table(report, human)
+    return report.to_dict()
 
 
 def run(args: argparse.Namespace, playbook: Path | None = None) -> int:

@@ -1,9 +1,10 @@
 """`rdmaprov validate --html FILE`: the report document as one self-contained HTML page.
 
-A pure function of the report that rdmaprov/cli/validate.py builds (``rdmaprov.validate.
-report/1``): the verdict, the fabric's checks, one row per host, the pairwise rounds when they
-ran, and busbw against message size as an inline SVG drawn here (log2 x axis, the threshold as
-a dashed line when one is known). No script, no external file, no dependency: it opens from a
+A pure function of the report's document (rdmaprov/validate/report.py, ``Report.to_dict()``,
+``rdmaprov.validate.report/2``): the verdict, the bar and where it came from, the fabric's
+checks, one row per host, the pairwise rounds when they ran, RDMA vs TCP when compared, and
+busbw against message size as an inline SVG drawn here (log2 x axis, the bar as a dashed line
+when one is known). No script, no external file, no dependency: it opens from a
 CI artifact or a mail attachment as it is. Every piece of text from the report goes through
 html.escape, since reasons quote hosts' own output.
 
@@ -17,6 +18,8 @@ from __future__ import annotations
 import math
 from html import escape
 from typing import Any
+
+from rdmaprov.validate.verdict import gbps
 
 # Plot geometry (SVG user units): the drawing area is the box inside the margins.
 WIDTH, HEIGHT = 720, 380
@@ -47,7 +50,7 @@ def _e(value: Any) -> str:
 def _gbps(value: Any) -> str:
     if not isinstance(value, int | float) or isinstance(value, bool):
         return "-"
-    return f"{value:.3f} GB/s"
+    return f"{gbps(value)} GB/s"
 
 
 def human_bytes(n: float) -> str:
@@ -136,7 +139,7 @@ def bandwidth_svg(series: list[tuple[str, list[tuple[int, float]]]],
                    f'y2="{y:.1f}" stroke="#b00020" stroke-width="1.5" '
                    f'stroke-dasharray="6 4"/>')
         out.append(f'<text x="{LEFT + pw - 4}" y="{y - 5:.1f}" text-anchor="end" '
-                   f'fill="#b00020">threshold {threshold:.3f} GB/s</text>')
+                   f'fill="#b00020">bar {_e(_gbps(threshold))}</text>')
     for i, (label, pts) in enumerate(series):
         colour = COLOURS[i % len(COLOURS)]
         path = " ".join(f"{px(b):.1f},{py(bw):.1f}" for b, bw in pts)
@@ -167,10 +170,16 @@ def _num(value: Any) -> str:
     return f'<td class="num">{_e(_gbps(value))}</td>'
 
 
+def _cell(value: Any, scale: float, fmt: str, unit: str) -> str:
+    text = "-" if not isinstance(value, int | float) else f"{value * scale:{fmt}}{unit}"
+    return f'<td class="num">{_e(text)}</td>'
+
+
 def render(report: dict[str, Any]) -> str:
-    """The whole page, from validate's report dict."""
+    """The whole page, from the report's document (``Report.to_dict()``)."""
     verdict = "PASS" if report.get("passed") else "FAIL"
-    thr = report.get("threshold_GBps")
+    bar = report.get("bar") or {}
+    thr = bar.get("GBps")
     hosts = report.get("hosts") or []
     parts = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
              f"<title>rdmaprov validate: {verdict}</title>", f"<style>{CSS}</style>",
@@ -181,8 +190,7 @@ def render(report: dict[str, Any]) -> str:
         ("ranks", report.get("world_size") or "-"),
         ("hosts", len(hosts)),
         ("peak busbw", _gbps(report.get("busbw_GBps"))),
-        ("threshold", _gbps(thr) if thr is not None
-         else "none known (no line rate and no --min-busbw)"),
+        ("bar", (f"{_gbps(thr)}: " if thr is not None else "none: ") + str(bar.get("source", ""))),
         ("exit code", report.get("exit_code", 0 if verdict == "PASS" else 2)),
     ]
     parts.append(_table(["", ""], [[f"<strong>{_e(k)}</strong>", _e(v)] for k, v in facts]))
@@ -190,41 +198,51 @@ def render(report: dict[str, Any]) -> str:
     parts.append("<h2>Fabric checks</h2>")
     checks = [[f'<td class="{_e(c.get("status", ""))}">{_e(c.get("status", ""))}</td>',
                _e(c.get("name", "")), _e(c.get("reason", ""))]
-              for c in report.get("fabric_checks") or []]
-    if report.get("fabric_error"):
-        checks.append(['<td class="fail">fail</td>', "worker", _e(report["fabric_error"])])
+              for c in report.get("checks") or []]
+    if report.get("error"):
+        checks.append(['<td class="fail">fail</td>', "worker", _e(report["error"])])
     parts.append(_table(["status", "check", "reason"], checks) if checks
                  else '<p class="note">No fabric checks in the report.</p>')
 
     parts.append("<h2>Hosts</h2>")
     parts.append(_table(
-        ["host", "result", "pair busbw", "transport", "reasons"],
+        ["host", "result", "line rate", "ports", "pair busbw", "transport or reasons"],
         [[_e(h.get("host", "?")),
           f'<td class="{"PASS" if h.get("passed") else "FAIL"}">'
           f'{"PASS" if h.get("passed") else "FAIL"}</td>',
-          _num(h.get("busbw_GBps")), _e(h.get("transport") or ""),
-          "<br>".join(_e(r) for r in h.get("reasons") or [])]
+          _num(h.get("line_rate_GBps")), _e(h.get("ports") or ""),
+          _num(h.get("pair_busbw_GBps")),
+          "<br>".join(_e(r) for r in h.get("reasons") or []) or _e(h.get("transport") or "")]
          for h in hosts]))
 
     pw = report.get("pairwise")
     if pw:
-        bar = pw.get("bar_GBps")
-        parts.append(f"<h2>Pairwise rounds (bar {_e(_gbps(bar))})</h2>")
+        parts.append(f"<h2>Pairwise rounds (bar {_e(_gbps(pw.get('bar_GBps')))}: "
+                     f"{_e(pw.get('bar_source', ''))})</h2>")
         blamed = pw.get("blamed") or {}
         rows = []
         for p in pw.get("pairs") or []:
-            bw = p.get("busbw_GBps")
-            slow = bw is None or (isinstance(bar, int | float) and bw < bar)
+            slow = bool(p.get("slow"))
             who = [h for h in p.get("hosts") or [] if h in blamed]
-            rows.append([_e("+".join(p.get("hosts") or [])), _num(bw),
+            rows.append([_e("-" if p.get("round") is None else p["round"]),
+                         _e("+".join(p.get("hosts") or [])), _num(p.get("busbw_GBps")),
                          f'<td class="{"fail" if slow else "pass"}">'
                          f'{"slow" if slow else "ok"}</td>',
-                         _e(", ".join(who))])
-        parts.append(_table(["pair", "peak busbw", "", "blamed host"], rows))
+                         _e(p.get("error") or ""), _e(", ".join(who))])
+        parts.append(_table(["round", "pair", "peak busbw", "", "error", "blamed host"], rows))
         for h, why in blamed.items():
             parts.append(f'<p><strong class="FAIL">{_e(h)}</strong>: {_e(why)}</p>')
         for u in pw.get("unexplained") or []:
             parts.append(f"<p>slow pair, no single host to blame: {_e(u)}</p>")
+
+    if report.get("compare"):
+        parts.append("<h2>RDMA vs TCP</h2>")
+        parts.append(_table(
+            ["run", "transport", "peak busbw", "1 GiB all_reduce", "CPU cores busy", "note"],
+            [[_e(r.get("label")), _e(r.get("transport")), _num(r.get("busbw_GBps")),
+              _cell(r.get("time_1GiB_us"), 1e-3, ".1f", " ms"),
+              _cell(r.get("cpu_busy_cores"), 1, ".2f", ""), _e(r.get("note") or "")]
+             for r in report["compare"]]))
 
     parts.append("<h2>Bus bandwidth against message size</h2>")
     series = [("fabric", _points(report.get("results")))]
@@ -242,7 +260,7 @@ def render(report: dict[str, Any]) -> str:
     notes.append("Hosts have no size rows of their own: every host is in the one fabric "
                  "all_reduce; a host's busbw is its best pair's peak.")
     if thr is None:
-        notes.append("No threshold is known, so the plot has no threshold line.")
+        notes.append("No bar is known, so the plot has no bar line.")
     parts.append(svg if svg else '<p class="note">Nothing to plot.</p>')
     parts += [f'<p class="note">{_e(n)}</p>' for n in notes]
 

@@ -87,7 +87,11 @@ class FabricVerdict:
     hosts: list[HostVerdict]
     checks: list[Check]
     busbw_GBps: float | None
-    threshold_GBps: float | None
+    bar: Bar
+
+    @property
+    def threshold_GBps(self) -> float | None:
+        return self.bar.GBps
 
     @property
     def passed(self) -> bool:
@@ -101,7 +105,7 @@ class FabricVerdict:
 
     def to_dict(self) -> dict[str, Any]:
         return {"passed": self.passed, "reasons": self.reasons,
-                "busbw_GBps": self.busbw_GBps, "threshold_GBps": self.threshold_GBps,
+                "busbw_GBps": self.busbw_GBps, "bar": asdict(self.bar),
                 "checks": [asdict(c) for c in self.checks],
                 "hosts": [h.to_dict() for h in self.hosts]}
 
@@ -165,14 +169,6 @@ def line_rate_GBps(facts: Mapping[str, Any] | None, report: Any = None) -> float
         ports = narrowed or ports
     total = sum(rate for _, _, rate in ports)
     return total / 8 if total > 0 else None
-
-
-def threshold_GBps(policy: Policy, line_rate: float | None) -> float | None:
-    if policy.min_busbw_GBps is not None:
-        return policy.min_busbw_GBps
-    if line_rate is None:
-        return None
-    return policy.bw_fraction * line_rate
 
 
 def _on_socket(report: Any) -> bool:
@@ -258,21 +254,75 @@ def check_ports(backend: str, facts: Mapping[str, Any] | None, policy: Policy) -
     return Check("ports", PASS, f"ACTIVE: {listed}")
 
 
-def check_bandwidth(busbw: float | None, threshold: float | None, world_size: int,
-                    policy: Policy, line_rate: float | None) -> Check:
+def gbps(value: float) -> str:
+    """A GB/s figure as the reports print it: one decimal from 1 up (12.0, 25.0, 48.3), three
+    significant digits below (a lab's 0.844)."""
+    return f"{value:.1f}" if value >= 1 else f"{value:.3g}"
+
+
+def check_bandwidth(busbw: float | None, bar: Bar, world_size: int, nhosts: int = 2) -> Check:
     if world_size < 2:
         return Check("bandwidth", SKIP,
                      "1 rank: all_reduce sends nothing over a link (busbw factor 2(n-1)/n = 0)")
+    if nhosts == 1:
+        return Check("bandwidth", SKIP, "1 host: the all_reduce stayed inside the host "
+                     "(NVLink/PCIe/shared memory); no fabric link was measured")
     if busbw is None:
         return Check("bandwidth", FAIL, "no busbw measured")
-    if threshold is None:
-        return Check("bandwidth", SKIP,
-                     f"busbw {busbw:.2f} GB/s; no line rate known and no explicit threshold")
-    how = (f"explicit {threshold:.2f} GB/s" if policy.min_busbw_GBps is not None
-           else f"{policy.bw_fraction:g} x {line_rate:.2f} GB/s line rate = {threshold:.2f} GB/s")
-    if busbw >= threshold:
-        return Check("bandwidth", PASS, f"busbw {busbw:.2f} GB/s >= {how}")
-    return Check("bandwidth", FAIL, f"busbw {busbw:.2f} GB/s below {how}")
+    if bar.GBps is None:
+        return Check("bandwidth", SKIP, f"busbw {gbps(busbw)} GB/s; no bar: {bar.source}")
+    if busbw >= bar.GBps:
+        return Check("bandwidth", PASS, f"busbw {gbps(busbw)} GB/s >= {bar.source}")
+    return Check("bandwidth", FAIL, f"busbw {gbps(busbw)} GB/s below {bar.source}")
+
+
+@dataclass(frozen=True)
+class Bar:
+    """The busbw a run must reach, and where that figure came from (shown in every report)."""
+
+    GBps: float | None
+    source: str
+
+
+def fabric_bar(policy: Policy, rates: Mapping[str, float | None], on_tcp: bool,
+               ports: Mapping[str, str] | None = None) -> Bar:
+    """``rates``: each host's line rate in GB/s (None: unknown); ``ports``: each host's ports
+    as text, for the source line. The slowest host sets the bar: every ring passes it."""
+    if policy.min_busbw_GBps is not None:
+        return Bar(policy.min_busbw_GBps, f"explicit {gbps(policy.min_busbw_GBps)} GB/s "
+                   "(--min-busbw)")
+    if on_tcp:
+        return Bar(None, "the run went over TCP, so the RDMA ports' line rate does not apply")
+    unknown = sorted(h for h, r in rates.items() if r is None)
+    if not rates or unknown:
+        return Bar(None, "no line rate known for " + (", ".join(unknown) or "any host")
+                   + " (no ACTIVE RDMA port seen) and no --min-busbw")
+    host = min(rates, key=lambda h: (rates[h] or 0.0, h))
+    rate = rates[host] or 0.0
+    where = f" of {host}" + (f" ({ports[host]})" if ports and ports.get(host) else "")
+    return Bar(policy.bw_fraction * rate,
+               f"{policy.bw_fraction:g} x {gbps(rate)} GB/s line rate{where}")
+
+
+def check_line_rates(rates: Mapping[str, float | None],
+                     ports: Mapping[str, str] | None = None) -> dict[str, Check]:
+    """The relative rule on port speeds: a host whose line rate is below the fabric's best has
+    a port trained down (or a NIC missing), and it would drag the bar down with it."""
+    known = {h: r for h, r in rates.items() if r}
+    if len(known) < 2:
+        return {}
+    best_host = max(known, key=lambda h: (known[h], h))
+    best = known[best_host]
+    out = {}
+    for h, r in known.items():
+        shown = f" ({ports[h]})" if ports and ports.get(h) else ""
+        if r < best:
+            out[h] = Check("line_rate", FAIL,
+                           f"line rate {gbps(r)} GB/s{shown} below the fabric's best "
+                           f"{gbps(best)} GB/s ({best_host}): a port trained down or missing?")
+        else:
+            out[h] = Check("line_rate", PASS, f"line rate {gbps(r)} GB/s{shown}")
+    return out
 
 
 def peak_busbw(doc: Mapping[str, Any]) -> float | None:
@@ -293,9 +343,17 @@ def host_verdict(host: str, backend: str, report: Any, facts: Mapping[str, Any] 
                            check_ports(backend, facts, policy)])
     if busbw is not None:
         rate = line_rate_GBps(facts, report)
-        v.checks.append(check_bandwidth(busbw, threshold_GBps(policy, rate), world_size,
-                                        policy, rate))
+        bar = fabric_bar(policy, {host: rate}, _on_socket(report) or backend != "nccl",
+                         {host: ports_text(facts, report)})
+        v.checks.append(check_bandwidth(busbw, bar, world_size))
     return v
+
+
+def ports_text(facts: Mapping[str, Any] | None, report: Any = None) -> str:
+    """'mlx5_0:1 200 Gb/s IB' for the ports a host's line rate counts."""
+    used = _hca_names(report)
+    ports = (active_ports(facts, used) if used else []) or active_ports(facts)
+    return ", ".join(f"{d}:{p} {r:g} Gb/s" for d, p, r in ports)
 
 
 def fabric_verdict(doc: Mapping[str, Any], reports: Mapping[str, Any],
@@ -304,6 +362,9 @@ def fabric_verdict(doc: Mapping[str, Any], reports: Mapping[str, Any],
     """Verdict of one worker run over every host in it.
 
     ``reports`` and ``facts`` are keyed by the host names the worker recorded (``doc['hosts']``).
+    The bar is ``bw_fraction`` x the slowest host's line rate (its ACTIVE ports of the HCAs NCCL
+    used), unless ``min_busbw_GBps`` is given; a host whose line rate is below the best host's
+    fails its ``line_rate`` check.
     """
     policy = policy or Policy()
     facts = facts or {}
@@ -312,7 +373,8 @@ def fabric_verdict(doc: Mapping[str, Any], reports: Mapping[str, Any],
     if not doc.get("ok"):
         checks.append(Check("worker", FAIL, f"worker failed: {doc.get('error') or 'unknown'}"))
         hosts = [doc["hostname"]] if doc.get("hostname") else []
-        return FabricVerdict([HostVerdict(h) for h in hosts], checks, None, None)
+        return FabricVerdict([HostVerdict(h) for h in hosts], checks, None,
+                             Bar(None, "the worker gave no result"))
     checks.append(Check("worker", PASS,
                         f"{len(doc.get('results') or [])} sizes, sums correct, "
                         f"{doc.get('world_size')} ranks"))
@@ -321,14 +383,16 @@ def fabric_verdict(doc: Mapping[str, Any], reports: Mapping[str, Any],
     pre = doc.get("preflight") or {}
     verdicts = [host_verdict(h, backend, reports.get(h), facts.get(h), policy,
                              preflight=pre.get(h)) for h in hosts]
-
-    rates = [line_rate_GBps(facts.get(h), reports.get(h)) for h in hosts]
-    known = [r for r in rates if r is not None]
-    # Only when every host's rate is known can the slowest one set the bar; and RDMA port
-    # rates say nothing about a run that went over TCP.
+    rates = {h: line_rate_GBps(facts.get(h), reports.get(h)) for h in hosts}
+    ports = {h: ports_text(facts.get(h), reports.get(h)) for h in hosts}
+    # RDMA port rates say nothing about a run that went over TCP.
     on_tcp = backend != "nccl" or any(_on_socket(reports.get(h)) for h in hosts)
-    line = min(known) if known and len(known) == len(rates) and not on_tcp else None
-    threshold = threshold_GBps(policy, line)
+    if not on_tcp and policy.required_transport(backend) == "IB":
+        relative = check_line_rates(rates, ports)
+        for v in verdicts:
+            if v.host in relative:
+                v.checks.append(relative[v.host])
+    bar = fabric_bar(policy, rates, on_tcp, ports)
     busbw = peak_busbw(doc)
-    checks.append(check_bandwidth(busbw, threshold, int(doc.get("world_size") or 1), policy, line))
-    return FabricVerdict(verdicts, checks, busbw, threshold)
+    checks.append(check_bandwidth(busbw, bar, int(doc.get("world_size") or 1), len(hosts)))
+    return FabricVerdict(verdicts, checks, busbw, bar)

@@ -1,4 +1,5 @@
-"""rdmaprov validate: the pure parts (pair blame, report output, flags); the lab run is in
+"""rdmaprov validate: the pure parts (pair blame, report output, flags); whole results
+directories through the CLI are in test_validate_judge.py, the lab run in
 tests/integration/test_validate_lab.py."""
 
 from __future__ import annotations
@@ -10,13 +11,15 @@ from pathlib import Path
 import pytest
 
 from rdmaprov.cli import main
-from rdmaprov.cli.validate import blame_pairs, load_run, print_table, write_junit
+from rdmaprov.validate.judge import blame_pairs, load_run
+from rdmaprov.validate.report import HostResult, Report, print_table, write_junit
+from rdmaprov.validate.verdict import Bar, Check
 
 
 def test_blame_names_the_host_in_every_slow_pair() -> None:
     # Measured in the lab: node3 throttled to 50 Mbit/s with tc tbf.
     pairs = {("node1", "node2"): 0.823, ("node1", "node3"): 0.006, ("node2", "node3"): 0.006}
-    bar, blamed, unexplained = blame_pairs(pairs, None, 0.4)
+    bar, _, blamed, unexplained = blame_pairs(pairs, None, 0.4)
     assert bar == pytest.approx(0.3292)
     assert list(blamed) == ["node3"]
     assert "node1+node3 0.006 GB/s" in blamed["node3"]
@@ -25,19 +28,19 @@ def test_blame_names_the_host_in_every_slow_pair() -> None:
 
 def test_lab_noise_is_not_blamed() -> None:
     pairs = {("node1", "node2"): 0.758, ("node1", "node3"): 0.467, ("node2", "node3"): 0.503}
-    _, blamed, unexplained = blame_pairs(pairs, None, 0.4)
+    _, _, blamed, unexplained = blame_pairs(pairs, None, 0.4)
     assert blamed == {} and unexplained == []
 
 
 def test_explicit_threshold_and_failed_pair() -> None:
     pairs = {("a", "b"): 10.0, ("a", "c"): None, ("b", "c"): 2.0, ("a", "d"): 11.0,
              ("b", "d"): 12.0, ("c", "d"): 1.0}
-    _, blamed, _ = blame_pairs(pairs, 8.0)
+    _, _, blamed, _ = blame_pairs(pairs, 8.0)
     assert list(blamed) == ["c"]
 
 
 def test_two_hosts_cannot_be_told_apart() -> None:
-    _, blamed, unexplained = blame_pairs({("a", "b"): 0.001}, 1.0)
+    _, _, blamed, unexplained = blame_pairs({("a", "b"): 0.001}, 1.0)
     assert blamed == {}
     assert "cannot tell" in unexplained[0]
 
@@ -45,28 +48,26 @@ def test_two_hosts_cannot_be_told_apart() -> None:
 def test_slow_pairs_without_a_single_culprit_are_reported() -> None:
     pairs = {("a", "b"): 1.0, ("a", "c"): 1.0, ("b", "c"): 0.01, ("a", "d"): 1.0,
              ("b", "d"): 1.0, ("c", "d"): 1.0}
-    _, blamed, unexplained = blame_pairs(pairs, None)
-    assert blamed == {} and unexplained == ["b+c 0.010 GB/s"]
+    _, _, blamed, unexplained = blame_pairs(pairs, None)
+    assert blamed == {} and unexplained == ["b+c 0.01 GB/s"]
 
 
-def _report(passed: bool) -> dict:
-    return {"passed": passed, "exit_code": 0 if passed else 2, "backend": "gloo",
-            "world_size": 3, "busbw_GBps": 0.5, "threshold_GBps": None,
-            "fabric_checks": [{"name": "worker", "status": "pass", "reason": "ok"}],
-            "fabric_error": None,
-            "pairwise": None,
-            "hosts": [{"host": "node1", "passed": True, "transport": "tcp", "busbw_GBps": None,
-                       "reasons": []},
-                      {"host": "node3", "passed": passed, "transport": "tcp", "busbw_GBps": 0.006,
-                       "reasons": [] if passed else ["slow in every pair it is in"]}]}
+def _report(passed: bool) -> Report:
+    node3 = HostResult("node3", transport="tcp", pair_busbw_GBps=0.006)
+    if not passed:
+        node3.fail("slow in every pair it is in")
+    return Report(backend="gloo", world_size=3, busbw_GBps=0.5,
+                  bar=Bar(None, "the run went over TCP"),
+                  checks=[Check("worker", "pass", "ok")],
+                  hosts=[HostResult("node1", transport="tcp"), node3])
 
 
 def test_junit_has_a_case_per_host(tmp_path: Path) -> None:
     out = tmp_path / "v.xml"
     write_junit(_report(False), out)
-    suite = ET.parse(out).getroot()
-    assert suite.get("failures") == "1"
-    failed = [c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None]
+    root = ET.parse(out).getroot()
+    assert root.get("failures") == "1"
+    failed = [c.get("name") for c in root.iter("testcase") if c.find("failure") is not None]
     assert failed == ["node3"]
 
 
@@ -89,7 +90,8 @@ def test_load_run_maps_worker_hostnames_to_inventory_names(tmp_path: Path) -> No
     data = load_run(run)
     assert data is not None
     assert data.name_of == {"c0": "n1", "c1": "n2"}
-    assert data.reports == {"n1": None, "n2": None}
+    assert [data.files[h].report for h in ("n1", "n2")] == [None, None]
+    assert data.worker_name("n2") == "c1"
 
 
 def test_missing_inventory_is_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -106,6 +108,6 @@ def test_bad_fraction_is_exit_1(tmp_path: Path) -> None:
 
 def test_pairs_without_any_result_fail_the_rounds():
     pairs = {("a", "b"): None, ("a", "c"): None, ("b", "c"): None}
-    _, blamed, unexplained = blame_pairs(pairs, None, 0.4)
+    _, _, blamed, unexplained = blame_pairs(pairs, None, 0.4)
     assert blamed == {}
     assert unexplained == ["a+b no result", "a+c no result", "b+c no result"]

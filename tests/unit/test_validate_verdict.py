@@ -210,7 +210,13 @@ def test_slowest_host_sets_the_bar():
     doc = worker_doc(["a", "b"], 30.0)
     f = {"a": facts(("mlx5_0", 400, "ACTIVE")), "b": facts(("mlx5_0", 200, "ACTIVE"))}
     res = v.fabric_verdict(doc, {h: ib_report("mlx5_0") for h in "ab"}, f)
-    assert res.threshold_GBps == 20.0 and res.passed
+    assert res.threshold_GBps == 20.0 and res.checks[-1].status == v.PASS
+    assert res.bar.source == "0.8 x 25.0 GB/s line rate of b (mlx5_0:1 200 Gb/s)"
+    # The relative rule: b's port runs at half of a's, so b is named, not only the bar lowered.
+    assert [h.passed for h in res.hosts] == [True, False]
+    assert res.hosts[1].reasons == ["line rate 25.0 GB/s (mlx5_0:1 200 Gb/s) below the "
+                                    "fabric's best 50.0 GB/s (a): a port trained down or "
+                                    "missing?"]
 
 
 def test_explicit_threshold_wins():
@@ -219,7 +225,7 @@ def test_explicit_threshold_wins():
     res = v.fabric_verdict(doc, {h: ib_report("mlx5_0") for h in "ab"}, f,
                            v.Policy(min_busbw_GBps=35.0))
     assert not res.passed
-    assert res.reasons == ["busbw 30.00 GB/s below explicit 35.00 GB/s"]
+    assert res.reasons == ["busbw 30.0 GB/s below explicit 35.0 GB/s (--min-busbw)"]
 
 
 def test_unknown_rate_is_reported_not_passed_silently():
@@ -244,7 +250,7 @@ def test_gloo_lab_run_with_explicit_threshold():
     doc = worker_doc(["node1", "node2", "node3"], 0.8, backend="gloo")
     assert v.fabric_verdict(doc, {}, policy=v.Policy(min_busbw_GBps=0.5)).passed
     slow = v.fabric_verdict(doc, {}, policy=v.Policy(min_busbw_GBps=1.0))
-    assert not slow.passed and slow.reasons[0].startswith("busbw 0.80 GB/s below")
+    assert not slow.passed and slow.reasons[0].startswith("busbw 0.8 GB/s below")
 
 
 def test_one_bad_host_is_named():
@@ -263,7 +269,8 @@ def test_host_verdict_with_its_own_measurement():
     bad = v.host_verdict("a", "nccl", ib_report("mlx5_0"), f, v.Policy(), busbw=11.0,
                          world_size=2)
     assert good.passed and not bad.passed
-    assert bad.reasons == ["busbw 11.00 GB/s below 0.8 x 25.00 GB/s line rate = 20.00 GB/s"]
+    assert bad.reasons == ["busbw 11.0 GB/s below 0.8 x 25.0 GB/s line rate of a "
+                           "(mlx5_0:1 200 Gb/s)"]
 
 
 # --- worker failures and policy ------------------------------------------------------------

@@ -1,0 +1,264 @@
+"""The validation report: one typed document, rendered as a table, JSON, JUnit XML and HTML.
+
+`rdmaprov validate` (live) and `rdmaprov validate --judge DIR` (a results directory) both end
+here: rdmaprov/validate/judge.py builds a :class:`Report`, and every output is a rendering of
+``Report.to_dict()`` — the one place where text from hosts (NCCL's lines, worker errors) is
+made safe: terminal escape sequences and control characters are removed, since they break a
+terminal, XML 1.0 and CI log viewers alike.
+
+JSON schema ``rdmaprov.validate.report/2`` (docs/validate.md lists every field).
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from rdmaprov.errors import UserError
+from rdmaprov.validate.verdict import FAIL, PASS, SKIP, Bar, Check, gbps
+
+SCHEMA = "rdmaprov.validate.report/2"
+
+# ESC-introduced sequences (CSI ... final byte, OSC ... BEL/ST, two-byte escapes), then any C0/C1
+# control character but tab and newline (XML 1.0 forbids them; terminals act on them).
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def clean(text: str) -> str:
+    """Text from a host, safe to print, to put in XML, to show in HTML (before escaping)."""
+    return _CONTROLS.sub("", _ESCAPES.sub("", text))
+
+
+def _cleaned(value: Any) -> Any:
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, dict):
+        return {clean(str(k)): _cleaned(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_cleaned(v) for v in value]
+    return value
+
+
+@dataclass
+class HostResult:
+    """One inventory host: did it run, what did NCCL use, what does it have."""
+
+    host: str
+    passed: bool = True
+    transport: str = ""
+    line_rate_GBps: float | None = None
+    ports: str = ""  # "mlx5_0:1 200 Gb/s, ..." (the ports its line rate counts)
+    pair_busbw_GBps: float | None = None  # its best pair, when pairwise rounds ran
+    error: bool = False  # it never produced a result (unreachable, preflight, hung, crashed)
+    reasons: list[str] = field(default_factory=list)
+
+    def fail(self, reason: str, error: bool = False) -> None:
+        self.passed = False
+        self.error = self.error or error
+        if reason not in self.reasons:
+            self.reasons.append(reason)
+
+
+@dataclass
+class Pair:
+    hosts: tuple[str, str]
+    busbw_GBps: float | None
+    slow: bool = False
+    error: str | None = None  # why the pair has no figure
+    round: int | None = None
+    results: list[dict[str, Any]] | None = None  # per-size rows, when kept
+
+
+@dataclass
+class Pairwise:
+    bar_GBps: float
+    bar_source: str
+    pairs: list[Pair]
+    blamed: dict[str, str]  # host -> why (the pairs that blame it)
+    unexplained: list[str]  # slow pairs that no single host explains
+
+
+@dataclass
+class CompareRow:
+    """One sweep of --compare-socket: the fabric as run, and again with NCCL_IB_DISABLE=1."""
+
+    label: str  # "as configured" / "NCCL_IB_DISABLE=1"
+    transport: str
+    busbw_GBps: float | None
+    time_1GiB_us: float | None  # the time of the sweep's largest size, scaled to 1 GiB
+    size_bytes: int | None  # the size that time was measured at
+    cpu_busy_cores: float | None  # the busiest host's cores busy during that size
+    note: str = ""
+
+
+@dataclass
+class Report:
+    backend: str | None
+    world_size: int | None
+    busbw_GBps: float | None
+    bar: Bar
+    checks: list[Check]  # the fabric's checks
+    hosts: list[HostResult]
+    error: str | None = None  # why the fabric run gave no result at all
+    pairwise: Pairwise | None = None
+    results: list[dict[str, Any]] | None = None  # the fabric run's per-size rows
+    compare: list[CompareRow] | None = None
+    source: str = ""  # the results directory judged
+
+    @property
+    def passed(self) -> bool:
+        blamed = bool(self.pairwise and (self.pairwise.blamed or self.pairwise.unexplained))
+        return (self.error is None and all(c.status != FAIL for c in self.checks)
+                and all(h.passed for h in self.hosts) and not blamed)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.passed else 2
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = {"schema": SCHEMA, "passed": self.passed, "exit_code": self.exit_code,
+               "backend": self.backend, "world_size": self.world_size,
+               "busbw_GBps": self.busbw_GBps, "bar": asdict(self.bar),
+               "checks": [asdict(c) for c in self.checks], "error": self.error,
+               "hosts": [asdict(h) for h in self.hosts],
+               "pairwise": asdict(self.pairwise) if self.pairwise else None,
+               "results": self.results,
+               "compare": [asdict(r) for r in self.compare] if self.compare else None,
+               "source": self.source}
+        return _cleaned(doc)
+
+
+# ----- table ----------------------------------------------------------------------------------
+
+def _bw(value: float | None) -> str:
+    return "-" if value is None else f"{gbps(value)} GB/s"
+
+
+def print_table(report: Report, out: TextIO) -> None:
+    d = report.to_dict()
+    bar = d["bar"]
+    print(file=out)
+    print(f"fabric: backend {d['backend'] or '-'}, {d['world_size'] or '-'} ranks, "
+          f"peak busbw {_bw(d['busbw_GBps'])}", file=out)
+    print(f"  bar: {_bw(bar['GBps']) if bar['GBps'] is not None else 'none'} "
+          f"({bar['source']})", file=out)
+    for c in d["checks"]:
+        print(f"  {c['status']:5} {c['name']:10} {c['reason']}", file=out)
+    if d["error"]:
+        print(f"  fail  worker     {d['error']}", file=out)
+    pw = d["pairwise"]
+    if pw:
+        print(f"pairwise rounds (bar {_bw(pw['bar_GBps'])}: {pw['bar_source']}):", file=out)
+        for p in pw["pairs"]:
+            mark = "slow" if p["slow"] else "ok"
+            rnd = f"round {p['round']}  " if p["round"] is not None else ""
+            print(f"  {rnd}{'+'.join(p['hosts']):24} {_bw(p['busbw_GBps']):>12}  {mark}"
+                  f"{'  ' + p['error'] if p['error'] else ''}", file=out)
+        for u in pw["unexplained"]:
+            print(f"  slow pair, no single host to blame: {u}", file=out)
+    if d["compare"]:
+        print("RDMA vs TCP (--compare-socket):", file=out)
+        print(f"  {'run':20} {'transport':24} {'busbw':>12} {'1 GiB all_reduce':>17} "
+              f"{'CPU cores busy':>15}", file=out)
+        for r in d["compare"]:
+            t = "-" if r["time_1GiB_us"] is None else f"{r['time_1GiB_us'] / 1000:.1f} ms"
+            cpu = "-" if r["cpu_busy_cores"] is None else f"{r['cpu_busy_cores']:.2f}"
+            print(f"  {r['label']:20} {r['transport'][:24]:24} {_bw(r['busbw_GBps']):>12} "
+                  f"{t:>17} {cpu:>15}", file=out)
+            if r["note"]:
+                print(f"    {r['note']}", file=out)
+    width = max([len(h["host"]) for h in d["hosts"]] + [4])
+    print(f"\n{'host':{width}}  {'result':6}  {'line rate':>11}  {'pair busbw':>11}  reason",
+          file=out)
+    for h in d["hosts"]:
+        reason = "; ".join(h["reasons"]) or h["transport"]
+        print(f"{h['host']:{width}}  {'PASS' if h['passed'] else 'FAIL':6}  "
+              f"{_bw(h['line_rate_GBps']):>11}  {_bw(h['pair_busbw_GBps']):>11}  {reason}",
+              file=out)
+    print(f"\nverdict: {'PASS' if d['passed'] else 'FAIL'}", file=out)
+
+
+# ----- JUnit ----------------------------------------------------------------------------------
+
+def junit_xml(report: Report) -> ET.Element:
+    """<testsuites> with three suites: the fabric's checks, the hosts, the pairs. Failed checks
+    and hosts are <failure>, hosts that never produced a result (unreachable, preflight, hung)
+    <error>, skipped checks <skipped/> — the JUnit shape Jenkins' xunit schema and GitLab read."""
+    d = report.to_dict()
+    root = ET.Element("testsuites", name="rdmaprov validate")
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+
+    def suite(name: str, cases: list[tuple[str, str, str, str]]) -> None:
+        """cases: (name, status pass|fail|error|skip, message, text)."""
+        s = ET.SubElement(root, "testsuite", name=name)
+        counts = {"tests": len(cases), "failures": 0, "errors": 0, "skipped": 0}
+        for case_name, status, message, text in cases:
+            c = ET.SubElement(s, "testcase", classname=name, name=case_name, time="0")
+            if status == "fail":
+                counts["failures"] += 1
+                ET.SubElement(c, "failure", message=message, type="failure").text = text
+            elif status == "error":
+                counts["errors"] += 1
+                ET.SubElement(c, "error", message=message, type="error").text = text
+            elif status == "skip":
+                counts["skipped"] += 1
+                ET.SubElement(c, "skipped", message=message)
+            elif text:
+                ET.SubElement(c, "system-out").text = text
+        for k, v in counts.items():
+            s.set(k, str(v))
+            totals[k] += v
+        s.set("time", "0")
+
+    fabric = [(c["name"], {PASS: "pass", FAIL: "fail", SKIP: "skip"}[c["status"]], c["reason"],
+               c["reason"]) for c in d["checks"]]
+    if d["error"]:
+        fabric.append(("worker", "error", d["error"], d["error"]))
+    bar = d["bar"]
+    fabric.append(("bar", "pass", bar["source"],
+                   f"bar {_bw(bar['GBps'])}: {bar['source']}" if bar["GBps"] is not None
+                   else f"no bar: {bar['source']}"))
+    suite("rdmaprov.validate.fabric", fabric)
+    hosts = []
+    for h in d["hosts"]:
+        first = h["reasons"][0] if h["reasons"] else "failed"
+        status = "pass" if h["passed"] else ("error" if h["error"] else "fail")
+        hosts.append((h["host"], status, first, "\n".join(h["reasons"]) or h["transport"]))
+    suite("rdmaprov.validate.hosts", hosts)
+    if d["pairwise"]:
+        pairs = []
+        for p in d["pairwise"]["pairs"]:
+            name = "+".join(p["hosts"])
+            if p["error"]:
+                pairs.append((name, "error", p["error"], p["error"]))
+            elif p["slow"]:
+                text = (f"busbw {_bw(p['busbw_GBps'])} below the bar "
+                        f"{_bw(d['pairwise']['bar_GBps'])}")
+                pairs.append((name, "fail", text, text))
+            else:
+                pairs.append((name, "pass", "", f"busbw {_bw(p['busbw_GBps'])}"))
+        suite("rdmaprov.validate.pairs", pairs)
+    for k, v in totals.items():
+        root.set(k, str(v))
+    root.set("time", "0")
+    return root
+
+
+def write_junit(report: Report, path: Path) -> None:
+    try:
+        ET.ElementTree(junit_xml(report)).write(path, encoding="unicode", xml_declaration=True)
+    except OSError as exc:
+        raise UserError(f"--junit {path}: {exc.strerror or exc}") from None
+
+
+def write_html(report: Report, path: Path) -> None:
+    from rdmaprov.validate import report_html
+
+    try:
+        path.write_text(report_html.render(report.to_dict()), encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"--html {path}: {exc.strerror or exc}") from None

@@ -1,0 +1,324 @@
+"""`rdmaprov validate --judge DIR` end to end, on results directories of the real format.
+
+Each directory is what roles/nccl_validate leaves on the control host, built from real parts:
+- worker.log: real NCCL logs from public threads (tests/fixtures/explain/index.yaml names each
+  source) — IB on ConnectX (nvpeer56, NCCL 2.4.7), RoCE (nccl#1537), Socket fallback (nccl#226);
+- counters_before.json: the role's own counters script run over real-format sysfs trees
+  (tests/fixtures/sysfs, SOURCES.md), some with a port's rate file rewritten the way the kernel
+  prints a link trained down ("200 Gb/sec (4X HDR)" on an NDR port);
+- result.json: the worker's document, its rows computed by the worker's own rates().
+This is how the IB path is proven while no host here has an HCA: the parts are real, the
+combination is a fixture (README: not yet run on hardware).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from rdmaprov.cli import main
+from rdmaprov.validate import worker
+
+ROOT = Path(__file__).resolve().parents[2]
+SYSFS = ROOT / "tests" / "fixtures" / "sysfs"
+LOGS = ROOT / "tests" / "fixtures" / "explain"
+COUNTERS = ROOT / "roles" / "nccl_validate" / "files" / "nccl_validate_counters.py"
+
+IB_LOG = LOGS / "nccl_nvpeer56_v2.4.7_ib.log"  # NET/IB : Using [0]mlx5_0:1/IB
+ROCE_LOG = LOGS / "nccl_1537_gdr_disabled_roce.log"  # mlx5_0:1/RoCE, mlx5_1:1/RoCE
+SOCKET_LOG = LOGS / "nccl_226_aws_nodevice.log"  # NET/IB : No device found, Socket
+
+
+def trained_down(tmp: Path, tree: str, device: str, rate: str) -> Path:
+    """A copy of a sysfs tree whose port 1 of ``device`` reads ``rate`` (the kernel's text)."""
+    dst = tmp / f"sysfs-{tree}-{device}-{rate.split()[0]}"
+    if not dst.exists():
+        shutil.copytree(SYSFS / tree, dst, symlinks=True)
+        (dst / "class" / "infiniband" / device / "ports" / "1" / "rate").write_text(rate + "\n")
+    return dst
+
+
+def counters(tree: Path) -> str:
+    out = subprocess.run([sys.executable, str(COUNTERS)], capture_output=True, text=True,
+                         check=True, env={**os.environ, "RDMAPROV_SYSFS_ROOT": str(tree)})
+    return out.stdout
+
+
+def worker_doc(hosts: list[str], busbw_peak: float, backend: str = "nccl",
+               cpu: dict[str, float] | None = None) -> dict:
+    """A worker document for a 1-process-per-host run whose largest size reaches busbw_peak."""
+    n = len(hosts)
+    sizes = worker.size_sweep(1 << 20, 1 << 30, 2, 4)
+    rows = []
+    for i, size in enumerate(sizes):
+        # latency-bound small sizes, the peak at the largest
+        busbw = busbw_peak * (i + 1) / len(sizes)
+        algbw = busbw / worker.bus_factor(n)
+        seconds = size / (algbw * 1e9)
+        a, b = worker.rates(size, seconds, n)
+        rows.append({"bytes": size, "count": size // 4, "time_us": round(seconds * 1e6, 3),
+                     "time_us_avg": round(seconds * 1e6, 3), "algbw_GBps": float(f"{a:.6g}"),
+                     "busbw_GBps": float(f"{b:.6g}"), "correct": True})
+    doc = {"schema": worker.SCHEMA, "ok": True, "error": None, "backend": backend,
+           "world_size": n, "ranks": [{"rank": i, "local_rank": 0, "hostname": h}
+                                      for i, h in enumerate(hosts)],
+           "hosts": sorted(hosts), "preflight": {h: {"problems": []} for h in hosts},
+           "results": rows, "notes": [], "env": {}}
+    if cpu:
+        doc["cpu"] = {h: {"cpu_busy_cores": c} for h, c in cpu.items()}
+    return doc
+
+
+def make_run(results: Path, label: str, hosts: dict[str, tuple[Path | None, Path | None]],
+             doc: dict | None, rcs: dict[str, str] | None = None,
+             logs: dict[str, str] | None = None) -> Path:
+    """hosts: inventory host -> (sysfs tree or None, NCCL log or None)."""
+    run = results / label
+    names = list(hosts)
+    for h, (tree, log) in hosts.items():
+        d = run / h
+        d.mkdir(parents=True)
+        (d / "rc").write_text((rcs or {}).get(h, "0") + "\n")
+        text = (logs or {}).get(h)
+        if text is None:
+            text = log.read_text(errors="replace") if log else ""
+        (d / "worker.log").write_text(text)
+        if tree is not None:
+            (d / "counters_before.json").write_text(counters(tree))
+    if doc is not None:
+        (run / names[0] / "result.json").write_text(json.dumps(doc))
+    (run / "run.json").write_text(json.dumps({
+        "label": label, "hosts": names, "master": names[0], "master_addr": "10.0.0.1",
+        "master_port": 29500, "runtime": "container", "launcher": "torchrun",
+        "backend": (doc or {}).get("backend", "nccl"), "nproc_per_node": 1}))
+    return run
+
+
+def judge(results: Path, *flags: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    rc = main(["validate", "--judge", str(results), *flags])
+    cap = capsys.readouterr()
+    return rc, cap.out + cap.err
+
+
+def json_report(results: Path, *flags: str, capsys: pytest.CaptureFixture[str]) -> dict:
+    rc = main(["validate", "--judge", str(results), "--json", *flags])
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["exit_code"] == rc
+    return doc
+
+
+HDR, NDR = SYSFS / "ib_hdr", SYSFS / "ib_ndr"
+
+
+def test_hdr_at_0_9_of_line_rate_passes(tmp_path: Path, capsys) -> None:
+    hosts = {"n1": (HDR, IB_LOG), "n2": (HDR, IB_LOG)}
+    make_run(tmp_path, "fabric", hosts, worker_doc(list(hosts), 0.9 * 25.0))
+    rc, out = judge(tmp_path, capsys=capsys)
+    assert rc == 0, out
+    assert "bar: 20.0 GB/s (0.8 x 25.0 GB/s line rate of n1 (mlx5_0:1 200 Gb/s))" in out
+    assert "busbw 22.5 GB/s >= 0.8 x 25.0 GB/s line rate" in out
+    assert "verdict: PASS" in out
+
+
+def test_hdr_at_half_rate_fails_with_the_bar_named(tmp_path: Path, capsys) -> None:
+    hosts = {"n1": (HDR, IB_LOG), "n2": (HDR, IB_LOG)}
+    make_run(tmp_path, "fabric", hosts, worker_doc(list(hosts), 12.0))
+    rc, out = judge(tmp_path, capsys=capsys)
+    assert rc == 2
+    assert "busbw 12.0 GB/s below 0.8 x 25.0 GB/s line rate" in out
+    assert "verdict: FAIL" in out
+
+
+def test_the_facts_reach_the_verdict(tmp_path: Path, capsys) -> None:
+    """If the port facts were ever dropped again, the bar would be unknown and the bandwidth
+    check a skip: a run at 10 % of line rate would pass. It must fail, with the bar's figure."""
+    hosts = {"n1": (NDR, IB_LOG), "n2": (NDR, IB_LOG), "n3": (NDR, IB_LOG)}
+    make_run(tmp_path, "fabric", hosts, worker_doc(list(hosts), 5.0))
+    doc = json_report(tmp_path, capsys=capsys)
+    assert doc["bar"]["GBps"] == pytest.approx(0.8 * 50.0)
+    assert "mlx5_0:1 400 Gb/s" in doc["bar"]["source"]
+    bandwidth = next(c for c in doc["checks"] if c["name"] == "bandwidth")
+    assert bandwidth["status"] == "fail"
+    assert [h["line_rate_GBps"] for h in doc["hosts"]] == [50.0, 50.0, 50.0]
+    assert not doc["passed"]
+
+
+def test_bw_fraction_moves_the_bar_without_min_busbw(tmp_path: Path, capsys) -> None:
+    hosts = {"n1": (HDR, IB_LOG), "n2": (HDR, IB_LOG)}
+    make_run(tmp_path, "fabric", hosts, worker_doc(list(hosts), 19.0))
+    assert judge(tmp_path, capsys=capsys)[0] == 2
+    rc, out = judge(tmp_path, "--bw-fraction", "0.72", capsys=capsys)
+    assert rc == 0 and "0.72 x 25.0 GB/s line rate" in out
+    rc, out = judge(tmp_path, "--min-busbw", "19.5", capsys=capsys)
+    assert rc == 2 and "explicit 19.5 GB/s (--min-busbw)" in out
+
+
+def test_a_port_trained_down_is_named_and_sets_the_bar(tmp_path: Path, capsys) -> None:
+    down = trained_down(tmp_path, "ib_ndr", "mlx5_0", "200 Gb/sec (4X HDR)")
+    hosts = {"n1": (NDR, IB_LOG), "n2": (down, IB_LOG), "n3": (NDR, IB_LOG)}
+    make_run(tmp_path / "r", "fabric", hosts, worker_doc(list(hosts), 23.0))
+    doc = json_report(tmp_path / "r", capsys=capsys)
+    assert doc["bar"]["GBps"] == pytest.approx(20.0)
+    assert "of n2 (mlx5_0:1 200 Gb/s)" in doc["bar"]["source"]
+    by = {h["host"]: h for h in doc["hosts"]}
+    assert not by["n2"]["passed"]
+    assert any("line rate 25.0 GB/s (mlx5_0:1 200 Gb/s) below the fabric's best 50.0 GB/s"
+               in r for r in by["n2"]["reasons"])
+    assert by["n1"]["passed"] and by["n3"]["passed"]
+
+
+def test_roce_100g_uses_the_ports_nccl_named(tmp_path: Path, capsys) -> None:
+    roce = SYSFS / "roce"  # mlx5_0 ACTIVE 100 GbE, mlx5_1 DOWN
+    hosts = {"a": (roce, ROCE_LOG), "b": (roce, ROCE_LOG)}
+    make_run(tmp_path, "fabric", hosts, worker_doc(list(hosts), 11.5))
+    doc = json_report(tmp_path, capsys=capsys)
+    assert doc["bar"]["GBps"] == pytest.approx(0.8 * 12.5)
+    assert doc["passed"], doc
+    assert "RoCE" in doc["hosts"][0]["transport"]
+
+
+def test_roce_400g_rails(tmp_path: Path, capsys) -> None:
+    bond = SYSFS / "roce_bond"  # mlx5_2, mlx5_3 at 400 GbE, mlx5_bond_0 at 200 GbE
+    log = ROCE_LOG.read_text().replace("mlx5_0:1/RoCE", "mlx5_2:1/RoCE").replace(
+        "mlx5_1:1/RoCE", "mlx5_3:1/RoCE")
+    hosts = {"a": (bond, None), "b": (bond, None)}
+    make_run(tmp_path, "fabric", hosts, worker_doc(list(hosts), 70.0),
+             logs={"a": log, "b": log})
+    doc = json_report(tmp_path, capsys=capsys)
+    assert doc["bar"]["GBps"] == pytest.approx(0.8 * 100.0)  # two 400G rails NCCL named
+    assert not doc["passed"]
+
+
+def test_socket_fallback_fails_and_says_so(tmp_path: Path, capsys) -> None:
+    hosts = {"n1": (HDR, SOCKET_LOG), "n2": (HDR, SOCKET_LOG)}
+    make_run(tmp_path, "fabric", hosts, worker_doc(list(hosts), 1.1))
+    rc, out = judge(tmp_path, capsys=capsys)
+    assert rc == 2
+    assert "NCCL fell back to Socket" in out
+    assert "the run went over TCP" in out  # no bar from RDMA rates for a TCP run
+    rc, out = judge(tmp_path, "--allow-socket", capsys=capsys)
+    assert rc == 0, out
+
+
+def test_hung_and_unreachable_hosts_are_named(tmp_path: Path, capsys) -> None:
+    hosts = {"n1": (HDR, IB_LOG), "n2": (HDR, None), "n3": (HDR, IB_LOG)}
+    err = {"ok": False, "error": "DistStoreError: Timed out after 120 seconds waiting for "
+           "clients. 2/3 clients joined.", "rank": 0, "hostname": "n1"}
+    make_run(tmp_path, "fabric", hosts, err, rcs={"n1": "1", "n2": "124", "n3": "1"},
+             logs={"n1": json.dumps(err) + "\n", "n2": "", "n3": "boom\n"})
+    rc, out = judge(tmp_path, "--junit", str(tmp_path / "j.xml"), capsys=capsys)
+    assert rc == 2
+    lines = {ln.split()[0]: ln for ln in out.splitlines() if ln.startswith("n")}
+    assert "worker hung: killed at the run's timeout" in lines["n2"]
+    assert "its log is empty" in lines["n2"]
+    assert "DistStoreError" in lines["n1"]
+    root = ET.parse(tmp_path / "j.xml").getroot()
+    hosts_suite = next(s for s in root if s.get("name") == "rdmaprov.validate.hosts")
+    assert hosts_suite.get("errors") == "3"
+
+
+def test_junit_shape_ci_tools_read(tmp_path: Path, capsys) -> None:
+    hosts = {"n1": (HDR, IB_LOG), "n2": (HDR, IB_LOG)}
+    doc = worker_doc(list(hosts), 12.0)
+    # n2's process failed after rank 0 had its document; its last line carries escapes.
+    make_run(tmp_path, "fabric", hosts, doc, rcs={"n2": "1"},
+             logs={"n2": IB_LOG.read_text() + "\x1b]0;pwned\x07\x1b[2J evil \x01\n"})
+    rc = main(["validate", "--judge", str(tmp_path), "--junit", str(tmp_path / "j.xml")])
+    capsys.readouterr()
+    assert rc == 2
+    text = (tmp_path / "j.xml").read_text()
+    assert "\x1b" not in text and "\x07" not in text
+    root = ET.fromstring(text)
+    assert root.tag == "testsuites"
+    suites = {s.get("name"): s for s in root}
+    fabric = suites["rdmaprov.validate.fabric"]
+    assert {k: fabric.get(k) for k in ("tests", "failures", "errors", "skipped")} == {
+        "tests": "3", "failures": "1", "errors": "0", "skipped": "0"}
+    host_suite = suites["rdmaprov.validate.hosts"]
+    n2 = next(c for c in host_suite if c.get("name") == "n2")
+    assert n2.find("error") is not None and "evil" in n2.find("error").get("message")
+    assert root.get("failures") == "1" and root.get("errors") == "1"
+    for case in root.iter("testcase"):
+        assert case.get("classname") and case.get("name") and case.get("time") is not None
+
+
+def test_skipped_checks_are_junit_skipped(tmp_path: Path, capsys) -> None:
+    hosts = {"n1": (None, None), "n2": (None, None)}
+    make_run(tmp_path, "fabric", hosts, worker_doc(list(hosts), 0.8, backend="gloo"))
+    main(["validate", "--judge", str(tmp_path), "--junit", str(tmp_path / "j.xml")])
+    capsys.readouterr()
+    fabric = next(s for s in ET.parse(tmp_path / "j.xml").getroot()
+                  if s.get("name") == "rdmaprov.validate.fabric")
+    skipped = [c.get("name") for c in fabric if c.find("skipped") is not None]
+    assert skipped == ["bandwidth"]
+
+
+def test_control_characters_never_reach_the_terminal(tmp_path: Path, capsys) -> None:
+    hosts = {"n1": (HDR, IB_LOG), "n2": (HDR, IB_LOG)}
+    evil = "\x1b]0;owned\x07\x1b[2JRuntimeError: bad\x1b[31m thing\x00\n"
+    make_run(tmp_path, "fabric", hosts, None, rcs={"n1": "1", "n2": "1"},
+             logs={"n1": evil, "n2": evil})
+    rc, out = judge(tmp_path, "--html", str(tmp_path / "r.html"), capsys=capsys)
+    assert rc == 2
+    assert "RuntimeError: bad thing" in out
+    assert not any(ch in out for ch in "\x1b\x07\x00")
+    assert "\x1b" not in (tmp_path / "r.html").read_text()
+
+
+def test_pairs_name_the_slow_host(tmp_path: Path, capsys) -> None:
+    hosts = ["n1", "n2", "n3"]
+    make_run(tmp_path, "fabric", {h: (HDR, IB_LOG) for h in hosts}, worker_doc(hosts, 9.0))
+    for a, b, bw in (("n1", "n2", 23.5), ("n1", "n3", 9.0), ("n2", "n3", 9.1)):
+        make_run(tmp_path, f"pair-{a}-{b}", {a: (HDR, IB_LOG), b: (HDR, IB_LOG)},
+                 worker_doc([a, b], bw))
+    doc = json_report(tmp_path, capsys=capsys)
+    assert list(doc["pairwise"]["blamed"]) == ["n3"]
+    assert doc["pairwise"]["bar_GBps"] == pytest.approx(20.0)
+    by = {h["host"]: h for h in doc["hosts"]}
+    assert not by["n3"]["passed"] and by["n1"]["passed"] and by["n2"]["passed"]
+
+
+def test_relative_rule_names_a_pair_above_the_bar(tmp_path: Path, capsys) -> None:
+    """A bar can be too low to catch a host (a low --bw-fraction): the best pair still shows."""
+    hosts = ["n1", "n2", "n3"]
+    make_run(tmp_path, "fabric", {h: (HDR, IB_LOG) for h in hosts}, worker_doc(hosts, 9.0))
+    for a, b, bw in (("n1", "n2", 23.5), ("n1", "n3", 6.0), ("n2", "n3", 6.1)):
+        make_run(tmp_path, f"pair-{a}-{b}", {a: (HDR, IB_LOG), b: (HDR, IB_LOG)},
+                 worker_doc([a, b], bw))
+    doc = json_report(tmp_path, "--bw-fraction", "0.2", "--pair-fraction", "0.5",
+                      capsys=capsys)
+    assert list(doc["pairwise"]["blamed"]) == ["n3"]
+    assert "0.5 x the best pair 23.5 GB/s" in doc["pairwise"]["bar_source"]
+
+
+def test_compare_socket_side_by_side(tmp_path: Path, capsys) -> None:
+    hosts = ["n1", "n2"]
+    make_run(tmp_path, "fabric", {h: (HDR, IB_LOG) for h in hosts},
+             worker_doc(hosts, 23.0, cpu={"n1": 0.2, "n2": 0.3}))
+    make_run(tmp_path, "socket", {h: (HDR, SOCKET_LOG) for h in hosts},
+             worker_doc(hosts, 1.1, cpu={"n1": 1.9, "n2": 1.7}))
+    rc, out = judge(tmp_path, capsys=capsys)
+    assert rc == 0, out
+    lines = [ln for ln in out.splitlines() if ln.startswith("  as configured")
+             or ln.startswith("  NCCL_IB_DISABLE=1")]
+    assert "IB" in lines[0] and "23.0 GB/s" in lines[0] and "0.30" in lines[0]
+    assert "Socket" in lines[1] and "1.1 GB/s" in lines[1] and "1.90" in lines[1]
+    t_rdma = float(lines[0].split(" ms")[0].split()[-1])
+    t_tcp = float(lines[1].split(" ms")[0].split()[-1])
+    assert t_tcp > 10 * t_rdma
+
+
+def test_judge_refuses_what_is_not_a_results_dir(tmp_path: Path, capsys) -> None:
+    rc, out = judge(tmp_path, capsys=capsys)
+    assert rc == 1 and out.count("\n") == 1 and "no fabric/run.json" in out
+    inv = tmp_path / "inv.ini"
+    inv.write_text("[all]\nn1\n")
+    assert main(["validate", str(inv), "--judge", str(tmp_path)]) == 1
+    assert main(["validate"]) == 1
