@@ -24,36 +24,127 @@ def _read(path: str) -> str | None:
 
 
 def module_loading(root: str = "/", release: str | None = None) -> dict:
-    """{"can_load": bool, "reason": str}: whether this process may load kernel modules now."""
+    """{"can_load": bool, "reason": str, "by": "kernel" | "process"}: whether this process may
+    load kernel modules now; "by" says whether the kernel or only this process stands in the way
+    (a check run without root must not blame the kernel)."""
     proc = os.path.join(root, "proc")
     if not os.path.exists(os.path.join(proc, "modules")):
-        return {"can_load": False,
+        return {"can_load": False, "by": "kernel",
                 "reason": "no /proc/modules: this kernel has no loadable-module support"}
     disabled = (_read(os.path.join(proc, "sys/kernel/modules_disabled")) or "0").strip()
     if disabled == "1":
-        return {"can_load": False,
+        return {"can_load": False, "by": "kernel",
                 "reason": "kernel.modules_disabled=1: module loading is locked until reboot"}
+    if release and not os.path.isdir(os.path.join(root, "lib/modules", release)):
+        return {"can_load": False, "by": "kernel",
+                "reason": f"no /lib/modules/{release}: no modules installed for the running kernel"}
     status = _read(os.path.join(proc, "self/status")) or ""
     m = re.search(r"^CapEff:\s*([0-9a-fA-F]+)", status, re.M)
     if m and not int(m.group(1), 16) & (1 << CAP_SYS_MODULE):
-        return {"can_load": False,
+        return {"can_load": False, "by": "process",
                 "reason": "no CAP_SYS_MODULE: not root, or a container that drops it"}
-    if release and not os.path.isdir(os.path.join(root, "lib/modules", release)):
-        return {"can_load": False,
-                "reason": f"no /lib/modules/{release}: no modules installed for the running kernel"}
-    return {"can_load": True, "reason": "modules can be loaded"}
+    return {"can_load": True, "by": "kernel", "reason": "modules can be loaded"}
 
 
-def module_state(name: str, root: str = "/") -> str:
-    """"loaded", "builtin" or "absent", from /sys/module (names there use underscores)."""
-    path = os.path.join(root, "sys/module", name.replace("-", "_"))
-    if not os.path.isdir(path):
-        return "absent"
-    # Only loadable modules have initstate; a built-in one with parameters shows up without it.
-    state = (_read(os.path.join(path, "initstate")) or "").strip()
-    if not state:
-        return "builtin"
-    return "loaded" if state == "live" else state
+# What each RDMA module creates once it is in the kernel, loaded or built in. A module built in
+# without parameters or a driver of its own has no /sys/module entry (ib_uverbs and rdma_ucm under
+# CONFIG_INFINIBAND_USER_ACCESS=y), and a kernel installed without /lib/modules has no
+# modules.builtin: then its classes and device nodes are the only evidence.
+CREATES = {
+    "ib_core": ("sys/class/infiniband",),
+    "ib_uverbs": ("sys/class/infiniband_verbs", "dev/infiniband/uverbs*"),
+    "rdma_ucm": ("dev/infiniband/rdma_cm", "sys/class/misc/rdma_cm"),
+    "ib_umad": ("sys/class/infiniband_mad", "dev/infiniband/umad*"),
+    "mlx5_core": ("sys/bus/pci/drivers/mlx5_core",),
+    "mlx5_ib": ("sys/bus/auxiliary/drivers/mlx5_ib.rdma",),
+    "ib_ipoib": ("sys/bus/auxiliary/drivers/ib_ipoib*",),
+}
+
+
+def kernel_release(root: str | None = "/") -> str | None:
+    """The running kernel's release as root's procfs says it (a fixture names its own)."""
+    if root is None:
+        return None
+    text = _read(os.path.join(root, "proc/sys/kernel/osrelease"))
+    if text and text.strip():
+        return text.strip()
+    return os.uname().release if os.path.realpath(root) == "/" else None
+
+
+def _listed(path: str, key: str, builtin: bool) -> bool:
+    text = _read(path) or ""
+    if builtin:  # modules.builtin: kernel/drivers/infiniband/core/ib_uverbs.ko
+        names = {os.path.basename(line.strip())[:-3] for line in text.splitlines()
+                 if line.strip().endswith(".ko")}
+    else:  # /proc/modules: "mlx5_ib 471040 0 - Live 0x0000000000000000"
+        names = {line.split()[0] for line in text.splitlines() if line.strip()}
+    return key in {n.replace("-", "_") for n in names}
+
+
+def module_status(name: str, root: str | None = "/", sysfs: str | None = None) -> dict:
+    """Whether a kernel module is in the running kernel: the one answer every command gives.
+
+    {"name", "state": "loaded" | "builtin" | "absent", "evidence": what says so}. Read, in this
+    order: /proc/modules (loaded), /sys/module/NAME (initstate only for a loadable module),
+    /lib/modules/$(uname -r)/modules.builtin, then the classes and device nodes the module
+    creates (CREATES): present but not loaded means built in. Every path is under `root`
+    (sysfs under `sysfs`, default root/sys) so a fixture tree can stand in; root None reads sysfs
+    alone (a sysfs-only tree).
+    """
+    key = name.replace("-", "_")
+    sys_dir = sysfs if sysfs is not None else os.path.join(root or "/", "sys")
+    proc_modules = os.path.join(root, "proc/modules") if root is not None else None
+    if proc_modules and _listed(proc_modules, key, builtin=False):
+        return {"name": name, "state": "loaded", "evidence": "listed in /proc/modules"}
+    module_dir = os.path.join(sys_dir, "module", key)
+    if os.path.isdir(module_dir):
+        # Only loadable modules have initstate; a built-in one with parameters shows up without it.
+        state = (_read(os.path.join(module_dir, "initstate")) or "").strip()
+        if state:  # live, or coming/going: neither usable nor gone
+            return {"name": name, "state": "loaded" if state == "live" else state,
+                    "evidence": f"/sys/module/{key}/initstate {state}"}
+        return {"name": name, "state": "builtin",
+                "evidence": f"/sys/module/{key} without initstate"}
+    release = kernel_release(root)
+    if release:
+        builtin = os.path.join(root or "/", "lib/modules", release, "modules.builtin")
+        if _listed(builtin, key, builtin=True):
+            return {"name": name, "state": "builtin",
+                    "evidence": f"listed in /lib/modules/{release}/modules.builtin"}
+    for rel in CREATES.get(key, ()):
+        base = sys_dir if rel.startswith("sys/") else root
+        if base is None:
+            continue
+        pattern = os.path.join(base, rel[len("sys/"):] if rel.startswith("sys/") else rel)
+        if glob.glob(pattern):
+            return {"name": name, "state": "builtin",
+                    "evidence": f"/{rel} exists and {key} is not a loaded module"}
+    creates = ", ".join("/" + rel for rel in CREATES.get(key, ()))
+    return {"name": name, "state": "absent",
+            "evidence": "not in /proc/modules, /sys/module or modules.builtin"
+                        + (f", no {creates}" if creates else "")}
+
+
+# The verbs stack every RDMA job needs; the HCA driver (mlx5_ib, ...) is a site choice.
+VERBS_STACK = ("ib_core", "ib_uverbs", "rdma_ucm")
+PRESENT = ("loaded", "builtin")
+STATE_WORDS = {"loaded": "loaded", "builtin": "built into the kernel",
+               "absent": "not in the kernel"}
+
+
+def describe(status: dict) -> str:
+    """'ib_uverbs built into the kernel' — how every command prints one module's state."""
+    return f"{status['name']} {STATE_WORDS.get(status['state'], status['state'])}"
+
+
+def summary(statuses: list) -> str:
+    """'loaded: mlx5_ib; built in: ib_core, ib_uverbs; absent: nvidia_peermem' (one table cell)."""
+    groups: dict = {}
+    for st in statuses:
+        groups.setdefault(st["state"], []).append(st["name"])
+    label = {"builtin": "built in"}
+    return "; ".join(f"{label.get(state, state)}: {', '.join(names)}"
+                     for state, names in groups.items()) or "none asked"
 
 
 def gpus(root: str = "/") -> dict:

@@ -163,7 +163,7 @@ def gather(sysfs_root: str = "/sys", use_pyverbs: str = "auto", run=None, loader
         return collect(pv, sysfs_root, run)
     except NoRdma as exc:
         facts = rdma_sysfs.collect(sysfs_root, run)
-        facts["kernel"] = {"uverbs": False, "reason": str(exc)}
+        facts["kernel"] = {**facts["kernel"], "uverbs": False, "reason": str(exc)}
         # The verbs layer is unusable, so whatever sysfs lists cannot carry NCCL traffic.
         facts["source"] = "sysfs" if facts["devices"] else "none"
         return facts

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import kernel_caps
 from ansible_collections.rdmaprov.cluster.plugins.module_utils.driver_versions import (
     parse_ofed_info,
 )
@@ -136,22 +137,33 @@ def ipoib_active_mtu(netdev_mtu: int | None, mode: str | None) -> int | None:
 
 
 def kernel_support(sysfs_root: str = "/sys") -> dict:
-    """{"uverbs": bool, "reason": str}: can user space (NCCL, pyverbs) do RDMA on this kernel?"""
-    verbs = os.path.join(sysfs_root, "class/infiniband_verbs")
-    devices = os.path.join(sysfs_root, "class/infiniband")
-    has_devices = bool(_listdir(devices))
-    if not os.path.isdir(verbs):
+    """{"uverbs": bool, "reason": str, "modules": {name: {state, evidence}}}: can user space
+    (NCCL, pyverbs) do RDMA on this kernel, and the verbs stack's modules as
+    kernel_caps.module_status sees them (loaded, built in or absent).
+
+    A sysfs root named `sys` is read with its siblings (proc/, dev/, lib/modules/: "/sys" with
+    "/", a fixture root's sys/ with that root); any other directory is a sysfs-only tree.
+    """
+    norm = os.path.normpath(sysfs_root)
+    root = (os.path.dirname(norm) or "/") if os.path.basename(norm) == "sys" else None
+    modules = {name: {k: v for k, v in kernel_caps.module_status(name, root, sysfs_root).items()
+                      if k != "name"}
+               for name in kernel_caps.VERBS_STACK}
+    uverbs = modules["ib_uverbs"]["state"] in kernel_caps.PRESENT
+    word = kernel_caps.STATE_WORDS.get(modules["ib_uverbs"]["state"], modules["ib_uverbs"]["state"])
+    has_devices = bool(_listdir(os.path.join(sysfs_root, "class/infiniband")))
+    if not uverbs:
         if has_devices:
-            return {"uverbs": False,
-                    "reason": "RDMA devices exist but there is no /sys/class/infiniband_verbs: "
-                              "ib_uverbs is not loaded, so user space (NCCL) cannot use them"}
-        return {"uverbs": False, "reason": "no /sys/class/infiniband_verbs: "
-                                           "the kernel has no RDMA (ib_uverbs) support"}
-    if not has_devices:
-        return {"uverbs": True,
-                "reason": "ib_uverbs is loaded but /sys/class/infiniband is empty: no RDMA "
-                          "devices (no HCA, or its driver such as mlx5_ib is not loaded)"}
-    return {"uverbs": True, "reason": "ib_uverbs is loaded and RDMA devices are present"}
+            reason = ("RDMA devices exist but there is no /sys/class/infiniband_verbs: "
+                      "ib_uverbs is not in the kernel, so user space (NCCL) cannot use them")
+        else:
+            reason = "no /sys/class/infiniband_verbs: the kernel has no RDMA (ib_uverbs) support"
+    elif not has_devices:
+        reason = (f"ib_uverbs is {word} but /sys/class/infiniband is empty: no RDMA devices "
+                  "(no HCA here, or no driver for it such as mlx5_ib)")
+    else:
+        reason = f"ib_uverbs is {word} and RDMA devices are present"
+    return {"uverbs": uverbs, "reason": reason, "modules": modules}
 
 
 def bond_of(sysfs_root: str, netdev: str | None) -> str | None:

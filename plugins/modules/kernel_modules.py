@@ -9,7 +9,9 @@ DOCUMENTATION = r"""
 module: kernel_modules
 short_description: Load a set of kernel modules and report a truthful status for each
 description:
-  - Reads /sys/module first; runs C(modprobe) only for modules that are not loaded.
+  - Asks kernel_caps.module_status, the one answer every rdmaprov command gives (/proc/modules,
+    /sys/module, modules.builtin, then the classes and device nodes a module creates), and runs
+    C(modprobe) only for modules that are neither loaded nor built into the kernel.
   - On a kernel that cannot load modules (no /proc/modules, kernel.modules_disabled=1, no
     CAP_SYS_MODULE, no /lib/modules for the running kernel) nothing is attempted and each module
     that is not already there is reported as C(not applicable) with the reason. That is not a failure.
@@ -56,7 +58,11 @@ modules:
   elements: dict
   sample:
     - {name: ib_core, before: absent, state: absent, loaded: false,
+       evidence: "not in /proc/modules, /sys/module or modules.builtin, no /sys/class/infiniband",
        status: "not applicable: no /proc/modules: this kernel has no loadable-module support"}
+    - {name: ib_uverbs, before: builtin, state: builtin, loaded: true,
+       evidence: "/sys/class/infiniband_verbs exists and ib_uverbs is not a loaded module",
+       status: built into the kernel}
     - {name: mlx5_ib, before: absent, state: loaded, loaded: true, status: loaded now}
 """
 
@@ -91,8 +97,9 @@ def main() -> None:
 
     entries, failures, changed = [], [], False
     for name in module.params["names"]:
-        before = kernel_caps.module_state(name, "/")
-        entry = {"name": name, "before": before, "state": before}
+        found = kernel_caps.module_status(name, "/")
+        before = found["state"]
+        entry = {"name": name, "before": before, "state": before, "evidence": found["evidence"]}
         if before == "loaded":
             entry["status"] = "loaded"
         elif before == "builtin":
@@ -106,8 +113,9 @@ def main() -> None:
             changed = True
         else:
             rc, out, err = module.run_command([modprobe, "--", name])
-            after = kernel_caps.module_state(name, "/")
-            entry["state"] = after
+            found = kernel_caps.module_status(name, "/")
+            after = found["state"]
+            entry["state"], entry["evidence"] = after, found["evidence"]
             if rc == 0 and after in ("loaded", "builtin"):
                 entry["status"] = "loaded now"
                 changed = True

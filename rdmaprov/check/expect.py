@@ -17,10 +17,11 @@ import yaml
 
 from rdmaprov.errors import UserError
 from rdmaprov.inventory import check_value
+from rdmaprov.probe._collection import module_utils
 
 DEFAULT_CONFIG = Path("/etc/rdmaprov/check.yml")
-# The verbs stack every RDMA job needs; the HCA driver (mlx5_ib, ...) is a site choice.
-DEFAULT_MODULES = ("ib_core", "ib_uverbs", "rdma_ucm")
+# The verbs stack every RDMA job needs (kernel_caps.VERBS_STACK); the HCA driver is a site choice.
+DEFAULT_MODULES: tuple[str, ...] = tuple(module_utils("kernel_caps").VERBS_STACK)
 PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")  # inbox name, then the legacy MOFED one
 
 

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from rdmaprov.check.expect import PEERMEM_MODULES, Expectations
+from rdmaprov.probe._collection import module_utils
 
 State = Mapping[str, Any]
 REASON_MAX = 200  # slurm keeps the whole reason, but `sinfo -R` columns should stay readable
@@ -73,15 +74,23 @@ def check_ports(state: State, exp: Expectations) -> Item:
                                  + (f" ({', '.join(down)})" if down else ""))
 
 
+def _state(state: State, module: str) -> str:
+    return str((state["modules"].get(module) or {}).get("state", "absent"))
+
+
 def check_modules(state: State, exp: Expectations) -> Item:
     if not exp.modules:
         return Item("modules", "n/a", "no modules expected")
-    absent = [m for m in exp.modules if state["modules"].get(m, "absent") == "absent"]
-    if absent:
-        why = state["module_support"].get("reason")
-        return Item("modules", "fail", f"kernel module {', '.join(absent)} not loaded"
-                                       + (f" ({why})" if why else ""))
-    return Item("modules", "pass", ", ".join(exp.modules))
+    # Built in counts as much as loaded: a false "unhealthy" drains a healthy node.
+    missing = [m for m in exp.modules if _state(state, m) not in ("loaded", "builtin")]
+    if missing:
+        support = state["module_support"]
+        why = support["reason"] if not support["can_load"] and support["by"] == "kernel" else None
+        return Item("modules", "fail", f"kernel module {', '.join(missing)} not in the kernel "
+                                       "(neither loaded nor built in)"
+                                       + (f": {why}" if why else ""))
+    caps = module_utils("kernel_caps")
+    return Item("modules", "pass", caps.summary([state["modules"][m] for m in exp.modules]))
 
 
 def _mtu_interfaces(state: State, exp: Expectations) -> list[str]:
@@ -168,9 +177,10 @@ def check_gpus(state: State, exp: Expectations) -> Item:
 def check_peermem(state: State, exp: Expectations) -> Item:
     if exp.gpus == 0 or not exp.peermem:
         return Item("peermem", "n/a", "GPUDirect RDMA not expected")
-    loaded = [m for m in PEERMEM_MODULES if state["modules"].get(m, "absent") != "absent"]
+    loaded = [m for m in PEERMEM_MODULES if _state(state, m) in ("loaded", "builtin")]
     if loaded:
-        return Item("peermem", "pass", f"{loaded[0]} loaded")
+        return Item("peermem", "pass", module_utils("kernel_caps").describe(
+            state["modules"][loaded[0]]))
     return Item("peermem", "fail", "nvidia_peermem not loaded: no GPUDirect RDMA")
 
 

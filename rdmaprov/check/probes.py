@@ -11,37 +11,17 @@ its sysfs-only functions: no version tools, so no subprocess and no delay.
 
 from __future__ import annotations
 
-import importlib.util
 import resource
 import shutil
 import subprocess
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from rdmaprov.check.expect import PEERMEM_MODULES, Expectations
 from rdmaprov.probe._collection import module_utils
-from rdmaprov.resources import collection_root
 
 # A prolog must not hang on a wedged driver: each external tool gets this long.
 TOOL_TIMEOUT_S = 1.5
-
-
-def module_util(name: str) -> ModuleType:
-    """A pure-Python helper from the collection's plugins/module_utils, imported by path
-    (it is written for Ansible's namespace, but the ones used here import only the stdlib)."""
-    key = f"_rdmaprov_module_utils_{name}"
-    if key in sys.modules:
-        return sys.modules[key]
-    path = collection_root() / "plugins" / "module_utils" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(key, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"no module_utils {name} at {path}")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[key] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _read(path: Path) -> str | None:
@@ -52,44 +32,35 @@ def _read(path: Path) -> str | None:
 
 
 def rdma(root: str = "/") -> dict[str, Any]:
-    """{kernel: {uverbs, reason}, source, devices: [{name, ports: [...]}]} (contract shape)."""
-    # The canonical reader (rdma_facts'), not the validation worker's: that one is a copy kept
-    # only because the worker runs in containers without rdmaprov.
+    """{kernel: {uverbs, reason, modules}, source, devices: [{name, ports: [...]}]} (contract
+    shape), read the way the rdma_facts module reads it."""
     sysfs = module_utils("rdma_sysfs")
     sys_root = str(Path(root) / "sys")
-    uverbs = bool(sysfs.kernel_support(sys_root)["uverbs"])
-    reason = None
-    if not uverbs:
-        reason = ("no /sys/class/infiniband_verbs: the kernel has no RDMA (ib_uverbs) support "
-                  "loaded")
+    kernel = sysfs.kernel_support(sys_root)
     devices: list[dict[str, Any]] = []
     for name in sysfs.list_devices(sys_root):
         ports = [{key: p[key] for key in ("port", "state", "rate_gbps", "link_layer", "netdev")}
                  for p in sysfs.read_device(sys_root, name)["ports"]]
         if ports:
             devices.append({"name": name, "ports": ports})
-    if not devices and uverbs:
-        reason = "no RDMA devices in /sys/class/infiniband (no HCA, or its driver not loaded)"
-    return {"kernel": {"uverbs": uverbs, "reason": reason},
-            "source": "sysfs" if devices else "none", "devices": devices}
+    return {"kernel": kernel, "source": "sysfs" if devices else "none", "devices": devices}
 
 
-def modules(names: list[str], root: str = "/") -> dict[str, str]:
-    """{module: loaded|builtin|absent} from /sys/module."""
-    caps = module_util("kernel_caps")
-    return {n: caps.module_state(n, root) for n in names}
+def modules(names: list[str], root: str = "/") -> dict[str, dict[str, str]]:
+    """{module: {name, state: loaded|builtin|absent, evidence}}: kernel_caps.module_status,
+    the answer probe, status and the rdma_modules role give too."""
+    caps = module_utils("kernel_caps")
+    return {n: caps.module_status(n, root) for n in names}
 
 
 def module_support(root: str = "/") -> dict[str, Any]:
-    proc = Path(root) / "proc"
-    if not (proc / "modules").exists():
-        return {"loadable": False,
-                "reason": "no /proc/modules: this kernel has no loadable-module support"}
-    return {"loadable": True, "reason": None}
+    """{can_load, reason, by}: whether modules can be loaded here (kernel_caps.module_loading)."""
+    caps = module_utils("kernel_caps")
+    return dict(caps.module_loading(root, caps.kernel_release(root)))
 
 
 def gpus(root: str = "/") -> dict[str, Any]:
-    return dict(module_util("kernel_caps").gpus(root))
+    return dict(module_utils("kernel_caps").gpus(root))
 
 
 def mtus(interfaces: list[str], root: str = "/") -> dict[str, int | None]:
@@ -120,7 +91,7 @@ def _tool(argv: list[str]) -> dict[str, Any] | None:
 
 def qos(interface: str, root: str = "/") -> dict[str, Any]:
     """PFC/trust state of one RoCE interface, through the roce_qos role's own parser."""
-    qos_mod = module_util("netcfg_qos")
+    qos_mod = module_utils("netcfg_qos")
     exists = (Path(root) / "sys/class/net" / interface).exists()
     probe: dict[str, Any] = {"name": interface, "exists": exists}
     if exists:

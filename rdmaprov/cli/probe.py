@@ -60,8 +60,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     local = p.add_argument_group("this host only")
     local.add_argument("--sysfs-root", metavar="DIR",
                        default=os.environ.get("RDMAPROV_SYSFS_ROOT", "/sys"),
-                       help="read sysfs from DIR, e.g. a fixture tree (env RDMAPROV_SYSFS_ROOT; "
-                            "default /sys; pyverbs is not used with another root)")
+                       help="read sysfs from DIR, e.g. a fixture tree, for tests and diagnosis; "
+                            "a DIR named sys is read with its siblings proc/, dev/ and "
+                            "lib/modules/ (env RDMAPROV_SYSFS_ROOT; default /sys; pyverbs is "
+                            "not used with another root)")
     local.add_argument("--socket-ifname", metavar="IF",
                        default=os.environ.get("RDMAPROV_SOCKET_IFNAME"),
                        help="interface for NCCL_SOCKET_IFNAME (env RDMAPROV_SOCKET_IFNAME; "
@@ -205,6 +207,10 @@ def render_host(console: Console, doc: Mapping[str, Any], title: str) -> None:
     console.print(f"[bold]{title}[/bold]: source {rdma.get('source')}, "
                   f"rdma-core {rdma.get('rdma_core_version') or 'not installed'}, "
                   f"OFED {rdma.get('ofed_version') or 'none'}")
+    if kernel.get("modules"):
+        caps = module_utils("kernel_caps")
+        statuses = [{"name": n, **st} for n, st in kernel["modules"].items()]
+        console.print(f"Kernel modules: {caps.summary(statuses)}.", markup=False)
     if not rdma.get("devices"):
         console.print(f"No RDMA devices: {kernel.get('reason') or 'none found'}.")
     else:

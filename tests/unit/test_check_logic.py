@@ -61,11 +61,12 @@ def test_probes_read_ports_in_the_contract_shape(tmp_path: Path) -> None:
                     "netdev": "ib0"}
     assert s["mtu"] == {"ib0": 4092, "ib1": 4092}
     assert s["gpus"]["count"] == 2 and s["gpus"]["models"] == ["NVIDIA H200"] * 2
-    assert s["modules"]["nvidia_peermem"] == "loaded" and s["modules"]["nv_peer_mem"] == "absent"
+    assert s["modules"]["nvidia_peermem"]["state"] == "loaded"
+    assert s["modules"]["nv_peer_mem"]["state"] == "absent"
 
 
 def test_probes_say_why_when_the_kernel_has_no_rdma(tmp_path: Path) -> None:
-    s = state_of(fake_node(tmp_path, ports=[]))
+    s = state_of(fake_node(tmp_path, ports=[], modules=()))
     assert s["rdma"]["devices"] == []
     assert "infiniband_verbs" in s["rdma"]["kernel"]["reason"]
 

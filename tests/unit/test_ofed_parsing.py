@@ -221,10 +221,10 @@ def test_module_loading_reasons(tmp_path: Path) -> None:
 def test_module_state(tmp_path: Path) -> None:
     _write(tmp_path, "sys/module/mlx5_core/initstate", "live\n")
     _write(tmp_path, "sys/module/ib_core/parameters/recv_queue_size", "512\n")
-    assert kcaps.module_state("mlx5_core", str(tmp_path)) == "loaded"
-    assert kcaps.module_state("mlx5-core", str(tmp_path)) == "loaded"
-    assert kcaps.module_state("ib_core", str(tmp_path)) == "builtin"
-    assert kcaps.module_state("nvidia_peermem", str(tmp_path)) == "absent"
+    assert kcaps.module_status("mlx5_core", str(tmp_path))["state"] == "loaded"
+    assert kcaps.module_status("mlx5-core", str(tmp_path))["state"] == "loaded"
+    assert kcaps.module_status("ib_core", str(tmp_path))["state"] == "builtin"
+    assert kcaps.module_status("nvidia_peermem", str(tmp_path))["state"] == "absent"
 
 
 def test_gpus(tmp_path: Path) -> None:

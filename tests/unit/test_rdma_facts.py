@@ -165,21 +165,27 @@ def test_no_rdma_kernel_is_not_a_failure(tmp_path):
     (tmp_path / "class/net/eth0").mkdir(parents=True)
     data = sysfs.collect(str(tmp_path))
     assert data["devices"] == [] and data["source"] == "none"
-    assert data["kernel"] == {"uverbs": False, "reason": "no /sys/class/infiniband_verbs: "
-                              "the kernel has no RDMA (ib_uverbs) support"}
+    assert data["kernel"]["uverbs"] is False
+    assert data["kernel"]["reason"] == ("no /sys/class/infiniband_verbs: "
+                                        "the kernel has no RDMA (ib_uverbs) support")
+    assert {n: m["state"] for n, m in data["kernel"]["modules"].items()} == {
+        "ib_core": "absent", "ib_uverbs": "absent", "rdma_ucm": "absent"}
 
 
 def test_uverbs_without_devices_says_so():
     data = facts("no_devices")
     assert data["devices"] == [] and data["kernel"]["uverbs"] is True
-    assert "no RDMA devices" in data["kernel"]["reason"]
+    assert data["kernel"]["reason"].startswith("ib_uverbs is loaded but /sys/class/infiniband "
+                                               "is empty: no RDMA devices")
+    assert data["kernel"]["modules"]["ib_uverbs"] == {
+        "state": "loaded", "evidence": "/sys/module/ib_uverbs/initstate live"}
 
 
 def test_devices_without_uverbs(tmp_path):
     shutil.copytree(FIXTURES / "ib_hdr", tmp_path / "t", symlinks=True)
     shutil.rmtree(tmp_path / "t/class/infiniband_verbs")
     kernel = sysfs.collect(str(tmp_path / "t"))["kernel"]
-    assert kernel["uverbs"] is False and "ib_uverbs is not loaded" in kernel["reason"]
+    assert kernel["uverbs"] is False and "ib_uverbs is not in the kernel" in kernel["reason"]
 
 
 # --- versions -------------------------------------------------------------------------------------
