@@ -12,7 +12,10 @@ import re
 import shutil
 import subprocess
 
-RDMA_MODULES = ("ib_core", "ib_uverbs", "rdma_ucm", "mlx5_ib", "nvidia_peermem")
+QOS_UNIT = "rdmaprov-roce-qos.service"
+# What the unit's script logs per interface (roles/roce_qos/templates/rdmaprov-roce-qos.sh.j2).
+QOS_LINE = re.compile(r"^rdmaprov-roce-qos: (\S+): "
+                      r"(not capable: .*|DCB settings applied|no such interface)$")
 
 
 def read(path):
@@ -45,13 +48,6 @@ def drivers():
     return None
 
 
-def modules():
-    if not os.path.exists("/proc/modules"):
-        return {"supported": False, "loaded": []}
-    loaded = [m for m in RDMA_MODULES if os.path.isdir("/sys/module/" + m)]
-    return {"supported": True, "loaded": loaded}
-
-
 def mtus():
     out = {}
     for path in sorted(glob.glob("/sys/class/net/*/mtu")):
@@ -61,14 +57,31 @@ def mtus():
     return out
 
 
+def qos_results(journal):
+    """{interface: what the unit's last run logged for it}, from the unit's journal lines."""
+    lines = journal.splitlines()
+    starts = [i for i, ln in enumerate(lines) if ln.startswith("Starting ")]
+    found = {}
+    for line in lines[starts[-1] if starts else 0:]:
+        m = QOS_LINE.match(line.strip())
+        if m:
+            found[m.group(1)] = m.group(2)
+    return found
+
+
 def qos():
-    unit = run(["systemctl", "show", "-p", "LoadState,ActiveState",
-                "rdmaprov-roce-qos.service"])
+    unit = run(["systemctl", "show", "-p", "LoadState,ActiveState", QOS_UNIT])
     props = dict(ln.split("=", 1) for ln in (unit.stdout if unit else "").splitlines()
                  if "=" in ln)
     loaded = props.get("LoadState") not in (None, "not-found")
-    return {"unit": props.get("ActiveState") if loaded else None,
-            "script": os.path.exists("/usr/local/sbin/rdmaprov-roce-qos")}
+    result = {"unit": props.get("ActiveState") if loaded else None,
+              "script": os.path.exists("/usr/local/sbin/rdmaprov-roce-qos"), "nics": None}
+    if loaded:
+        # An active oneshot unit only says the script ran; what it did per NIC is in its log.
+        j = run(["journalctl", "-b", "-u", QOS_UNIT, "-o", "cat", "--no-pager", "-n", "500"])
+        if j is not None and j.returncode == 0:
+            result["nics"] = qos_results(j.stdout)
+    return result
 
 
 def firewall():
@@ -105,10 +118,11 @@ def gpus():
         [d for d in glob.glob("/dev/nvidia*") if re.fullmatch(r"/dev/nvidia\d+", d)])
 
 
-print(json.dumps({
-    "drivers": drivers(), "modules": modules(), "mtu": mtus(), "qos": qos(),
-    "firewall": firewall(), "runtime": runtime(), "gpus": gpus(),
-    "rdma_devices": sorted(os.listdir("/sys/class/infiniband"))
-    if os.path.isdir("/sys/class/infiniband") else [],
-    "validation": last_validation(),
-}))
+if __name__ == "__main__":
+    print(json.dumps({
+        "drivers": drivers(), "mtu": mtus(), "qos": qos(),
+        "firewall": firewall(), "runtime": runtime(), "gpus": gpus(),
+        "rdma_devices": sorted(os.listdir("/sys/class/infiniband"))
+        if os.path.isdir("/sys/class/infiniband") else [],
+        "validation": last_validation(),
+    }))

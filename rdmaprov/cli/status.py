@@ -20,9 +20,11 @@ from rdmaprov import inventory as inventory_mod
 from rdmaprov import progress
 from rdmaprov.cli import options
 from rdmaprov.engine import RunnerSession
+from rdmaprov.probe._collection import module_utils
 from rdmaprov.resources import playbook as find_playbook
 
 PROBE_TASK = "Read node state"
+MODULES_TASK = "Read kernel modules"
 COLUMNS = ("drivers", "modules", "mtu", "qos", "firewall", "runtime", "gpus", "validation")
 
 
@@ -46,23 +48,47 @@ def register(sub: argparse._SubParsersAction) -> None:
                    ansible_profile=os.environ.get("RDMAPROV_ANSIBLE_PROFILE", "tuned"))
 
 
+def modules_cell(kernel: Mapping[str, Any] | None) -> str:
+    """The kernel_modules module's answer (loaded / built in / absent) in one cell."""
+    if not kernel:
+        return "-"
+    text = module_utils("kernel_caps").summary(kernel.get("modules") or [])
+    if not kernel.get("can_load"):
+        text += f" (cannot load: {kernel.get('reason')})"
+    return text
+
+
+def qos_cell(qos: Mapping[str, Any]) -> str:
+    """What the boot unit did per NIC: an active oneshot unit alone says only that it ran."""
+    if not qos.get("unit"):
+        return "script only" if qos.get("script") else "not configured"
+    nics = qos.get("nics")
+    if nics is None:
+        return f"unit {qos['unit']} (no journal: per-NIC result unknown)"
+    if not nics:
+        return f"unit {qos['unit']}, no NIC result logged this boot"
+    parts = []
+    for name, what in nics.items():
+        if what == "DCB settings applied":
+            parts.append(f"{name} applied")
+        elif what.startswith("not capable"):
+            parts.append(f"{name} {what}")
+        else:
+            parts.append(f"{name}: {what}")
+    return f"unit {qos['unit']}: " + "; ".join(parts)
+
+
 def cells(state: Mapping[str, Any]) -> dict[str, str]:
-    """One host's probe document → the table's text cells."""
-    mods = state.get("modules") or {}
-    if not mods.get("supported", True):
-        modules = "n/a: no module loading"
-    else:
-        modules = ", ".join(mods.get("loaded") or []) or "none loaded"
+    """One host's probe document (with the kernel_modules answer under "modules") → cells."""
     mtu = ", ".join(f"{k} {v}" for k, v in (state.get("mtu") or {}).items()) or "-"
-    qos = state.get("qos") or {}
-    qos_text = f"unit {qos['unit']}" if qos.get("unit") else (
-        "script only" if qos.get("script") else "not configured")
     val = state.get("validation")
     val_text = "never" if not val else (
         f"{val['verdict']} ({val['label']}, "
         f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(val['mtime']))})")
-    return {"drivers": state.get("drivers") or "none", "modules": modules, "mtu": mtu,
-            "qos": qos_text, "firewall": state.get("firewall") or "no nft",
+    return {"drivers": state.get("drivers") or "none",
+            "modules": modules_cell(state.get("modules")), "mtu": mtu,
+            "qos": qos_cell(state.get("qos") or {}),
+            "firewall": state.get("firewall") or "no nft",
             "runtime": state.get("runtime") or "none", "gpus": str(state.get("gpus", 0)),
             "validation": val_text}
 
@@ -73,14 +99,23 @@ def run(args: argparse.Namespace) -> int:
     inv = inventory_mod.load(args.inventory, limit=args.limit)
     spec = options.run_spec(args, find_playbook("status.yml"), inv)
     states: dict[str, dict[str, Any]] = {}
+    kernels: dict[str, dict[str, Any]] = {}
 
     def on_event(ev: Mapping[str, Any]) -> None:
         data = ev.get("event_data") or {}
-        if ev.get("event") == "runner_on_ok" and data.get("task") == PROBE_TASK:
+        if ev.get("event") != "runner_on_ok":
+            return
+        res = data.get("res") or {}
+        if data.get("task") == PROBE_TASK:
             with contextlib.suppress(ValueError, KeyError):
-                states[str(data["host"])] = json.loads((data.get("res") or {}).get("stdout", ""))
+                states[str(data["host"])] = json.loads(res.get("stdout", ""))
+        elif data.get("task") == MODULES_TASK:
+            kernels[str(data["host"])] = {k: res.get(k) for k in ("can_load", "reason", "modules")}
 
     result = RunnerSession(spec, on_event=on_event).run()
+    for host, kernel in kernels.items():
+        if host in states:
+            states[host]["modules"] = kernel
     rows: dict[str, dict[str, str]] = {}
     for host in inv.selected:
         if host in states:
