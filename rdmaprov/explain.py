@@ -41,9 +41,12 @@ KNOWN_FORMATS = {
 _SIGNS: list[tuple[str, re.Pattern[str]]] = [
     ("nccl_tests", re.compile(r"out-of-place|Avg bus bandwidth|Out of bounds values|"
                               r"^#?\s*size\s+count\s+type|^\s*\d+\s+\d+\s+(?:float|half|"
-                              r"bfloat16|double|int8|uint8|int32|uint32|int64|uint64)\s")),
+                              r"bfloat16|double|int8|uint8|int32|uint32|int64|uint64)\s|"
+                              r"^\s*#\s*(?:nThread \d|nccl-tests version|Using devices|"
+                              r"Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid)")),
     ("nccl_log", re.compile(r"NCCL (?:INFO|WARN)|NCCL version \d|Got completion from peer|"
-                            r"ProcessGroupNCCL|NET/IB|NET/Socket")),
+                            r"ProcessGroupNCCL|NET/IB|NET/Socket|\.(?:cu|cc|c|h):\d+ WARN |"
+                            r"nccl\w*Error|ncclSocketInit")),
     ("ibstat", re.compile(r"^\s*CA '[^']+'\s*$|^\s*(?:Physical state|Link layer|Base lid|"
                           r"CA type):")),
     ("ibstatus", re.compile(r"^\s*Infiniband device '[^']+' port \d+ status:|"
@@ -133,24 +136,21 @@ def _nccl(lines: Iterable[str], opts: Options) -> dict[str, Any]:
     # parser, so a 1 GB log costs one substring test per line beyond the log parser's work.
     log = nccl_log.NcclLogParser()
     tests = nccl_tests.NcclTestsParser()
-    log_feed, tests_feed = log.feed, tests.feed
+    log_feed, log_other, tests_feed = log.feed, log.feed_other, tests.feed
     for line in lines:
         if "NCCL" in line:
             log_feed(line)
-        else:
-            log.lines += 1
-            if "Got completion" in line or "Watchdog" in line:
-                log.lines -= 1
-                log_feed(line)
-            else:
-                tests_feed(line)
+        elif not log_other(line):
+            tests_feed(line)
     log_report = log.finish()
-    if tests.signals >= 2 and (tests.rows or tests.header):
+    # A device list alone (no table) with an NCCL log under it is a log.
+    if tests.signals >= 2 and (tests.rows or tests.header
+                               or (tests.devices and not log_report.nccl_lines)):
         t = tests.finish()
         nccl_tests.verdict(t, opts.expect_busbw, opts.line_rate_gbps, opts.nics,
                            opts.min_fraction)
         d = t.to_dict()
-        if log_report.nccl_lines:
+        if log_report.nccl_lines or log_report.env_pasted or log_report.errors:
             sub = log_report.to_dict()
             d["nccl_log"] = sub
             # The log's errors and fallback matter most when a table looks slow.
@@ -172,6 +172,22 @@ def parse_line_rate(text: str) -> float:
 
 _SEV_MARK = {"error": "ERROR", "warning": "WARN ", "info": "info "}
 
+# Terminal escape sequences (CSI, OSC, DCS/APC/PM/SOS strings, two-byte ESC) and every other
+# control character: a pasted log must not retitle, clear or recolour the reader's terminal.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[\]PX^_].*?(?:\x07|\x1b\\|$)|\x9b[0-?]*[ -/]*"
+                      r"[@-~]|[\x9d\x90\x98\x9e\x9f].*?(?:\x07|\x9c|$)|\x1b[ -~]?")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def safe_text(text: str) -> str:
+    """Text for a terminal: escape sequences dropped, other control characters shown as '?'.
+
+    Newlines and tabs stay; everything else below 0x20, DEL and the C1 range go.
+    """
+    if not any((c < " " and c not in "\n\t") or "\x7f" <= c <= "\x9f" for c in text):
+        return text
+    return _CONTROLS.sub("?", _ESCAPES.sub("", text))
+
 
 def render_text(name: str, report: dict[str, Any]) -> str:
     """Short human report: what the text is, the key facts, then findings with hints."""
@@ -184,7 +200,15 @@ def render_text(name: str, report: dict[str, Any]) -> str:
         if report["hcas"]:
             out.append("   HCAs: " + " ".join(f"{h['device']}:{h['port']}/{h['link_layer']}"
                                               for h in report["hcas"][:16]))
+        if report.get("net_plugin"):
+            out.append("   net plugin: " + " ".join(str(v) for v in report["net_plugin"].values()))
     elif kind == "nccl_tests":
+        if report.get("nccl_version") or report.get("devices"):
+            hosts = {d["host"] for d in report.get("devices") or []}
+            gpus = sorted({d["name"] for d in report.get("devices") or []})
+            out.append(f"   NCCL {report.get('nccl_version') or '?'}  devices listed: "
+                       f"{len(report.get('devices') or [])} on {len(hosts)} host(s)"
+                       + (f"  GPU: {', '.join(gpus[:3])}" if gpus else ""))
         out.append(f"   ranks: {report['ranks'] or '?'}  rows: {len(report['rows'])}  "
                    f"avg busbw: {report['avg_busbw']}  peak busbw: {report['peak_busbw']} "
                    f"at {report['peak_size_bytes']} B")
@@ -207,7 +231,7 @@ def render_text(name: str, report: dict[str, Any]) -> str:
         out.append(f"   {_SEV_MARK.get(f['severity'], f['severity'])} {f['message']}")
         if f.get("hint"):
             out.append(f"         -> {f['hint']}")
-    return "\n".join(out)
+    return safe_text("\n".join(out))
 
 
 def worst(report: dict[str, Any]) -> str | None:

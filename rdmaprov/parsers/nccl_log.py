@@ -18,6 +18,13 @@ Line shapes it relies on (all versions seen in public issue threads):
   host:pid:tid [dev] file.cc:123 NCCL WARN NET/IB : Got completion from peer ...
       status=12 ... vendor err 129                                            (one line)
   NCCL version 2.18.5+cuda12.2   |   host:pid:tid [dev] NCCL INFO NCCL version 2.27.6+cuda13.0
+  host:pid:tid [dev] ibvwrap.c:262 NCCL WARN Call to ibv_modify_qp failed with 110 Connection
+      timed out, on dev mlx5_0:1, curr state INIT, next state RTR, local GID index 3, ...  (2.2x)
+  host:pid:tid [dev] include/socket.h:311 WARN Socket creation failed : ...     (2.2, no "NCCL")
+  [rank3]: ncclRemoteError: ... / Last error: / <the error>                    (PyTorch)
+  [rank1]:[E626 06:24:44.90 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective
+      operation timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE, ...)           (PyTorch)
+  host:pid:tid [dev] NCCL INFO Plugin Path : /opt/hpcx/.../libnccl-net.so | P2P plugin IBext
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rdmaprov.parsers import nccl_env
 from rdmaprov.parsers._common import Finding
 
 # Caps keep memory flat however many ranks and hosts log the same thing.
@@ -46,6 +54,26 @@ _VERB = re.compile(r"Call to (ibv_\w+) failed(?: with error ([^(\n]+?))?\s*(?:\(
 _GDR_OFF = re.compile(r"GPU Direct RDMA Disabled for (?:GPU (\S+) / HCA (\d+)|HCA (\d+) '([^']*)')"
                       r"(?:\s*\(([^)]*)\))?")
 _NRANKS = re.compile(r"nranks (\d+)")
+# 2.2x verbs failures: "failed with 110 Connection timed out, on dev mlx5_0:1, curr state INIT,
+# next state RTR, local GID index 3, local GID ::ffff:10.0.0.1, remote GID ::ffff:10.0.0.2"
+_VERB_NEW = re.compile(r"Call to (ibv_\w+) failed with (\d+) ([^,(\n]+)")
+_QP_NEXT = re.compile(r"next state (\w+)")
+_GID_INDEX = re.compile(r"GID index (\d+)")
+_LOCAL_GID = re.compile(r"local ?GID:? ?([0-9a-fA-F:.x]+)", re.I)
+_OLD_WARN = re.compile(r"\.(?:cu|cc|c|h):\d+ WARN (.*)$")
+# host:pid:tid [dev] in front of a WARN; pastes replace the pid with placeholders ("XXXXXX").
+_ERR_HEAD = re.compile(r"([\w.-]+):\w+(?::\w+)? \[\d+\]")
+_RANK_TAG = re.compile(r"\[[Rr]ank ?(\d+)\]")
+_WATCHDOG = re.compile(r"\[Rank (\d+)\] Watchdog caught collective operation timeout: "
+                       r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)")
+_TORCH_TS = re.compile(r"\[[EWI](\d{4}) (\d\d:\d\d:\d\d\.\d+)")
+_LAST_DONE = re.compile(r"Rank (\d+)\] Exception .*last completed NCCL work: (\d+)")
+_PEER = re.compile(r"(?:from|peer|to) ([\w.:-]+?)<(\d+)>")
+# Lines without "NCCL" in them that still belong to the log (explain routes them here).
+OTHER = re.compile(r"Got completion|Watchdog|ncclSocketInit|nccl\w*Error|\.\w{1,2}:\d+ WARN |"
+                   r"Last error|NET/OFI|remote process exited")
+# Interfaces that only reach this host: bridges, veths and overlay tunnels.
+_LOCAL_IF = re.compile(r"^(?:virbr|docker|br-|veth|cni|flannel|cali|tunl|kube-ipvs|lxcbr|podman)")
 
 # ibv_wc_status values (verbs.h) NCCL prints as "status=N" or "with error N".
 WC_STATUS = {
@@ -65,10 +93,19 @@ class NcclError:
     vendor_err: int | None = None
     verb: str | None = None
     errno_text: str | None = None
+    errno: int | None = None
+    qp_state: str | None = None  # the state a failed ibv_modify_qp tried to reach (RTR, RTS)
+    gid_index: int | None = None
+    local_gid: str | None = None
+    peer: str | None = None  # the address at the other end of a failed socket
+    detail: str | None = None  # NCCL's "Last error:" text under a PyTorch error
+    host: str | None = None  # where it was first seen
+    rank: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"kind": self.kind, "line": self.line, "count": self.count}
-        for k in ("status", "vendor_err", "verb", "errno_text"):
+        for k in ("status", "vendor_err", "verb", "errno_text", "errno", "qp_state",
+                  "gid_index", "local_gid", "peer", "detail", "host", "rank"):
             v = getattr(self, k)
             if v is not None:
                 d[k] = v
@@ -93,6 +130,10 @@ class NcclLogReport:
     hosts: int = 0
     lines: int = 0
     nccl_lines: int = 0
+    net_plugin: dict[str, Any] | None = None
+    socket_interfaces: list[str] = field(default_factory=list)
+    env_pasted: dict[str, str] = field(default_factory=dict)
+    watchdog: dict[str, Any] | None = None
     findings: list[Finding] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -113,6 +154,10 @@ class NcclLogReport:
             "hosts": self.hosts,
             "lines": self.lines,
             "nccl_lines": self.nccl_lines,
+            "net_plugin": self.net_plugin,
+            "socket_interfaces": self.socket_interfaces,
+            "env_pasted": self.env_pasted,
+            "watchdog": self.watchdog,
         }
 
 
@@ -148,10 +193,24 @@ class NcclLogParser:
         self.errors_dropped = 0
         self.nranks = 0
         self.hosts: set[str] = set()
+        self.plugin: dict[str, str] = {}
+        self.socket_all: dict[str, str] = {}  # interface -> address, socket and bootstrap
+        self.env_pasted: dict[str, str] = {}
+        self.env_nccl_says: dict[str, str] = {}  # NCCL 2.30 "Warning: ENV X is deprecated"
+        self.rank_tags: set[int] = set()
+        self.wd: dict[int, tuple[int, str, str]] = {}  # rank -> (seq, op, time)
+        self.wd_done: dict[int, int] = {}  # rank -> last completed work
+        self._last_error_for: NcclError | None = None
+        self._pending_last = False
 
     # -- feeding ---------------------------------------------------------------------------
     def feed(self, line: str) -> None:
         self.lines += 1
+        if self._pending_last and "NCCL INFO " not in line and "NCCL WARN " not in line:
+            self._pending_last = False
+            self._last_error(line.strip())
+            return
+        self._pending_last = False
         i = line.rfind("NCCL INFO ")
         if i >= 0:
             self.nccl_lines += 1
@@ -167,8 +226,20 @@ class NcclLogParser:
             self._host(line, i)
             self._warn(line[i + 10:].rstrip(), line)
             return
-        if "NCCL" in line or "Got completion" in line or "Watchdog" in line:
-            self._other(line.rstrip())
+        m = _OLD_WARN.search(line)
+        if m:  # NCCL 2.2 printed "file.cu:61 WARN msg" without the word NCCL
+            self.nccl_lines += 1
+            self._warn(m.group(1).rstrip(), line)
+            return
+        self._other(line.rstrip())
+
+    def feed_other(self, line: str) -> bool:
+        """A line without "NCCL": feed it when it belongs to the log, else only count it."""
+        if self._pending_last or OTHER.search(line):
+            self.feed(line)
+            return True
+        self.lines += 1
+        return False
 
     def feed_many(self, lines: Iterable[str]) -> None:
         feed = self.feed
@@ -186,8 +257,10 @@ class NcclLogParser:
         k = head.rfind(":", 0, head.rfind(":")) if head.count(":") >= 2 else -1
         if k > 0:
             host = head[:k]
-            s = max(host.rfind(" "), host.rfind(">"), host.rfind("]"))
-            self.hosts.add(host[s + 1:])
+            s = max(host.rfind(" "), host.rfind(">"), host.rfind("]"), host.rfind("|"))
+            h = host[s + 1:].lstrip(":")
+            if h:
+                self.hosts.add(h)
 
     def _info(self, msg: str) -> None:
         w = _first_word(msg)
@@ -211,6 +284,16 @@ class NcclLogParser:
             m = _IFACE.search(msg)
             if m:
                 self.bootstrap[m.group(1)] += 1
+                self._ifaces(msg)
+        elif w in ("Plugin", "P2P") and (msg.startswith("Plugin Path") or
+                                        msg.startswith("P2P plugin")):
+            k = "path" if w == "Plugin" else "name"
+            self.plugin.setdefault(k, msg.split(":", 1)[1].strip() if k == "path"
+                                   else msg[11:].strip())
+        elif w == "Warning" and msg.startswith("Warning: ENV "):  # NCCL 2.30
+            parts = msg.split()
+            if len(parts) > 4 and len(self.env_nccl_says) < 64:
+                self.env_nccl_says[parts[2]] = " ".join(parts[3:5]).rstrip(".")
         elif w == "NCCL":
             m = _VERSION.search(msg)
             if m:
@@ -274,11 +357,21 @@ class NcclLogParser:
                 m = _IFACE.search(msg)
                 if m:
                     self.socket_ifs[m.group(1)] += 1
+                    self._ifaces(msg)
         elif w == "NET/Plugin":
+            if "Loaded net plugin" in msg:
+                self.plugin.setdefault("name", msg.split("Loaded net plugin", 1)[1].strip())
+                return
             low = msg.lower()
             if (("returned" in low or "failed" in low) and len(self.plugin_failures) < 8
                     and "collnet" not in low and msg not in self.plugin_failures):
                 self.plugin_failures.append(msg)
+
+    def _ifaces(self, msg: str) -> None:
+        for m in re.finditer(r"(?:\[\d+\])?([A-Za-z][\w.@-]*?):([\d.]+|[0-9a-fA-F:]+(?:%\S+)?)<",
+                             msg):
+            if len(self.socket_all) < 64:
+                self.socket_all.setdefault(m.group(1), m.group(2))
 
     def _gdr_line(self, msg: str) -> None:
         if "Disabled" in msg:
@@ -297,7 +390,14 @@ class NcclLogParser:
         if len(self.errors) >= _MAX_ERRORS:
             self.errors_dropped += 1
             return
-        self.errors[k] = NcclError(kind=kind, line=line.strip()[:400], **kw)
+        e = NcclError(kind=kind, line=line.strip()[:400], **kw)
+        m = _ERR_HEAD.search(line)
+        if m:
+            e.host = m.group(1)
+        r = _RANK_TAG.search(line)
+        if r:
+            e.rank = int(r.group(1))
+        self.errors[k] = e
 
     def _warn(self, msg: str, line: str) -> None:
         if "Got completion" in msg:
@@ -308,16 +408,50 @@ class NcclLogParser:
             self._add_error("completion", f"{status}/{vendor}", line, status=status,
                             vendor_err=vendor)
             return
+        m = _VERB_NEW.search(msg)
+        if m:
+            verb, err = m.group(1), m.group(3).strip()
+            nxt, gi, lg = _QP_NEXT.search(msg), _GID_INDEX.search(msg), _LOCAL_GID.search(msg)
+            self._add_error("ibv_call", f"{verb}/{err}", line, verb=verb, errno_text=err,
+                            errno=int(m.group(2)), qp_state=nxt.group(1) if nxt else None,
+                            gid_index=int(gi.group(1)) if gi else None,
+                            local_gid=lg.group(1) if lg else None)
+            return
         m = _VERB.search(msg)
         if m:
             verb, err = m.group(1), (m.group(2) or "").strip() or None
             self._add_error("ibv_call", f"{verb}/{err}", line, verb=verb, errno_text=err)
+            return
+        if "Unable to open device" in msg:  # follows "Call to ibv_open_device failed"
+            self._add_error("ibv_call", "ibv_open_device/None", line, verb="ibv_open_device")
             return
         if "Failed to open libibverbs" in msg:
             self.no_libibverbs += 1
             self._add_error("no_libibverbs", "", line)
             return
         low = msg.lower()
+        if ("no socket interface found" in low or ("ncclsocketinit" in low and "af_inet" in low)
+                or "no nccl_socket_ifname interface" in low):
+            self._add_error("no_interface", "", line)
+            return
+        if "address family not supported" in low:
+            self._add_error("address_family", "", line)
+            return
+        if "no interface found in the same subnet" in low:
+            p = _PEER.search(msg) or re.search(r"address ([\w.:]+)<", msg)
+            self._add_error("subnet", "", line, peer=p.group(1) if p else None)
+            return
+        if "cannot assign requested address" in low:
+            self._add_error("bind_address", "", line)
+            return
+        if "got async event" in low or "async fatal event" in low:
+            self._add_error("async_event", msg.rsplit(":", 1)[-1].strip()[:60], line)
+            return
+        if ("broken pipe" in low or "connection reset by peer" in low
+                or "connection closed by remote peer" in low or "connection refused" in low):
+            p = _PEER.search(msg)
+            self._add_error("peer_lost", msg[:40], line, peer=p.group(1) if p else None)
+            return
         if "duplicate gpu" in low:
             self._add_error("duplicate_gpu", "", line)
         elif "unable to register memory" in low or "cannot allocate memory" in low:
@@ -334,21 +468,53 @@ class NcclLogParser:
             self._add_error("warn", msg[:60], line)
 
     def _other(self, line: str) -> None:
+        if "NCCL_" in line and len(self.env_pasted) < 256:
+            for name, val in nccl_env.ASSIGN.findall(line):
+                self.env_pasted.setdefault(name, val)
+        t = _RANK_TAG.search(line)
+        if t and len(self.rank_tags) < _MAX_SET:
+            self.rank_tags.add(int(t.group(1)))
+        if line.endswith("Last error:"):  # NCCL's message follows on the next line
+            self._pending_last = True
+            return
         m = _VERSION.search(line)
         if m:
             self.versions[m.group(1)] += 1
+        if "remote process exited" in line or "ncclRemoteError" in line:
+            self._add_error("remote_error", "", line)
+            self._last_error_for = self.errors.get(("remote_error", ""))
             return
-        if "Got completion" in line:
+        if m:
+            return
+        if "Got completion" in line or "ncclSocketInit" in line or "NET/OFI" in line:
             self._warn(line, line)
         elif "Watchdog caught collective operation timeout" in line:
             op = re.search(r"OpType=(\w+)", line)
             self._add_error("timeout", op.group(1) if op else "", line)
+            w = _WATCHDOG.search(line)
+            if w and len(self.wd) < _MAX_SET:
+                ts = _TORCH_TS.search(line)
+                self.wd.setdefault(int(w.group(1)), (int(w.group(2)), w.group(3),
+                                                     ts.group(2) if ts else ""))
+        elif "last completed NCCL work" in line:
+            d = _LAST_DONE.search(line)
+            if d and len(self.wd_done) < _MAX_SET:
+                self.wd_done[int(d.group(1))] = int(d.group(2))
         elif "unhandled system error" in line or "ncclSystemError" in line:
             self._add_error("system_error", "", line)
         elif "unhandled cuda error" in line or "ncclUnhandledCudaError" in line:
             self._add_error("cuda_error", "", line)
         elif "NCCL error" in line or "ncclInternalError" in line or "NCCL failure" in line:
             self._add_error("nccl_error", line[-60:], line)
+            self._last_error_for = self.errors.get(("nccl_error", line[-60:]))
+
+    def _last_error(self, text: str) -> None:
+        """The line under "Last error:" is NCCL's own message: classify it as a WARN."""
+        text = re.sub(r"^\[[^\]]*\]:\s*", "", text)
+        if self._last_error_for is not None and self._last_error_for.detail is None:
+            self._last_error_for.detail = text[:300]
+        if text:
+            self._warn(text, text)
 
     # -- conclusions -----------------------------------------------------------------------
     def finish(self) -> NcclLogReport:
@@ -398,8 +564,31 @@ class NcclLogParser:
         r.errors = list(self.errors.values())
         r.ranks = self.nranks or None
         r.hosts = len(self.hosts)
+        if self.plugin:
+            r.net_plugin = dict(self.plugin)
+        r.socket_interfaces = [f"{k}:{v}" for k, v in self.socket_all.items()]
+        r.env_pasted = dict(self.env_pasted)
+        if self.wd:
+            r.watchdog = self._watchdog()
         r.findings = self._findings(r)
         return r
+
+    def _watchdog(self) -> dict[str, Any]:
+        """Which ranks report a collective timeout, which do not, and which is behind."""
+        ranks = sorted(self.wd)
+        first = min(ranks, key=lambda k: (self.wd[k][2] or "~", k))
+        seen = set(self.rank_tags) | set(range(self.nranks))
+        d: dict[str, Any] = {
+            "ranks_timed_out": ranks[:256], "count": len(ranks),
+            "seq": self.wd[first][0], "op": self.wd[first][1],
+            "first": {"rank": first, "time": self.wd[first][2] or None},
+            "silent_ranks": sorted(seen - set(ranks))[:256],
+        }
+        if self.wd_done and len(set(self.wd_done.values())) > 1:
+            low = min(self.wd_done.values())
+            d["behind"] = sorted(k for k, v in self.wd_done.items() if v == low)[:64]
+            d["behind_last_completed"] = low
+        return d
 
     def _findings(self, r: NcclLogReport) -> list[Finding]:
         f: list[Finding] = []
@@ -452,24 +641,157 @@ class NcclLogParser:
         elif r.gdr == "enabled":
             f.append(Finding("info", "GPUDirect RDMA is in use (channels via NET/.../GDRDMA)"
                              if self.gdr_channels else "GPUDirect RDMA is enabled", None))
-        for e in r.errors:
-            f.append(_explain_error(e))
+        # Generic NCCL/PyTorch error lines restate a cause listed elsewhere: list them last.
+        late = ("nccl_error", "system_error", "cuda_error", "proxy")
+        for e in sorted(r.errors, key=lambda e: e.kind in late):
+            f.append(_explain_error(e, {**r.env_pasted, **r.env}))
         if self.errors_dropped:
             f.append(Finding("info", f"{self.errors_dropped} more distinct errors not listed",
                              None))
         if r.env:
             f.append(Finding("info", "environment overrides NCCL reports: "
                              + ", ".join(f"{k}={v}" for k, v in sorted(r.env.items())), None))
-        if self.plugin_failures and not r.fallback_to_socket:
+        if self.plugin_failures and not r.fallback_to_socket and not self.plugin:
             f.append(Finding("info", "no external net plugin loaded (NCCL used its internal "
                              "transports): " + self.plugin_failures[0], None))
+        f.extend(self._around_findings(r))
         if r.nccl_version:
             f.append(Finding("info", f"NCCL {r.nccl_version}", None))
+        elif "NCCL_VERSION" in r.env_pasted:
+            f.append(Finding(
+                "info", "no NCCL version line in this text; NCCL_VERSION="
+                f"{r.env_pasted['NCCL_VERSION']} is set in the environment",
+                "NCCL_VERSION is a container image label, not what NCCL reads: the library "
+                "that ran can differ (PyTorch wheels bring their own). NCCL_DEBUG=INFO prints "
+                "'NCCL version X' on rank 0; python -c 'import torch; "
+                "print(torch.cuda.nccl.version())' tells torch's."))
+        return f
+
+    def _around_findings(self, r: NcclLogReport) -> list[Finding]:
+        """What went wrong around NCCL: interfaces, containers, plugins, who failed first."""
+        f: list[Finding] = []
+        plugin = self.plugin
+        if plugin:
+            what = " ".join(x for x in (plugin.get("name"), plugin.get("path")) if x)
+            if r.fallback_to_socket:
+                f.append(Finding(
+                    "warning", f"an external net plugin was loaded ({what}) but found no "
+                    "usable RDMA device, so NCCL fell back to Socket",
+                    "The plugin searches the same verbs devices as NCCL: in a container map "
+                    "/dev/infiniband and the rdma resource; NCCL_NET_PLUGIN=none (NCCL 2.11+) "
+                    "takes the plugin out to check NCCL's own IB transport."))
+            elif r.network and r.network not in ("IB", "Socket"):
+                ib_off = self.env.get("NCCL_IB_DISABLE", "0").strip() not in ("0", "")
+                f.append(Finding(
+                    "warning" if ib_off else "info",
+                    f"network {r.network} comes from an external net plugin ({what})"
+                    + (" although NCCL_IB_DISABLE is set" if ib_off else ""),
+                    "The plugin, not NCCL's internal IB transport, carries the traffic and "
+                    "reads the NCCL_IB_* settings itself; NCCL_IB_DISABLE does not switch it "
+                    "off. For NCCL's internal transports set NCCL_NET_PLUGIN=none (NCCL 2.11+) "
+                    "or choose one with NCCL_NET=IB or NCCL_NET=Socket (2.10+)."))
+        bridges = [i for i in self.socket_all if _LOCAL_IF.match(i)]
+        if bridges and len(self.socket_all) > 1:
+            f.append(Finding(
+                "warning", f"NCCL's socket interfaces include {', '.join(bridges)} "
+                f"(of {', '.join(self.socket_all)}): a bridge that only reaches this host",
+                "Set NCCL_SOCKET_IFNAME to the interface the other hosts reach (the same "
+                "name on every host, or a prefix such as NCCL_SOCKET_IFNAME=ens)."))
+        for name, addr in self.socket_all.items():
+            if addr.startswith("172.17.0.") and name == "eth0":
+                f.append(Finding(
+                    "warning", f"NCCL's address {addr} on {name} looks like Docker's default "
+                    "bridge (172.17.0.0/16): the container has no host networking",
+                    "Other hosts cannot reach a bridge address: run the container with "
+                    "--network=host (Kubernetes: hostNetwork, or a secondary network with "
+                    "NCCL_SOCKET_IFNAME naming it)."))
+            elif addr.startswith("169.254."):
+                f.append(Finding(
+                    "warning", f"NCCL's address {addr} on {name} is link-local",
+                    "A 169.254/16 address is not routed between hosts: set "
+                    "NCCL_SOCKET_IFNAME to an interface with a routable address."))
+        if r.watchdog:
+            f.extend(_watchdog_findings(r.watchdog))
+        consequences = ("proxy", "nccl_error", "remote_error", "timeout", "system_error")
+        firsts = [e for e in r.errors if e.kind not in consequences]
+        if len(firsts) > 1:
+            e = firsts[0]
+            where = " ".join(x for x in (f"host {e.host}" if e.host else "",
+                                         f"rank {e.rank}" if e.rank is not None else "") if x)
+            f.append(Finding(
+                "info", f"first failure in this text ({e.kind})"
+                + (f" on {where}" if where else "") + ": " + e.line[-200:],
+                "Errors after it on other ranks are usually consequences: fix this one "
+                "first." + (f" Its peer {e.peer} is where to look next (its log, whether the "
+                            "process is alive)." if e.peer else "")))
+        says = self.env_nccl_says
+        for name, what in sorted(says.items()):
+            f.append(Finding("warning", f"NCCL says {name} {what}",
+                             next((x.hint for x in nccl_env.lint({name: "?"}, r.nccl_version)),
+                                  None)))
+        env = {k: v for k, v in {**r.env_pasted, **r.env}.items() if k not in says}
+        f.extend(nccl_env.lint(env, r.nccl_version))
         return f
 
 
-def _explain_error(e: NcclError) -> Finding:
+def _explain_error(e: NcclError, env: dict[str, str]) -> Finding:
     times = f" (x{e.count})" if e.count > 1 else ""
+    ifname = env.get("NCCL_SOCKET_IFNAME")
+    if e.kind == "no_interface":
+        return Finding(
+            "error", "NCCL found no network interface for its bootstrap"
+            + (f": NCCL_SOCKET_IFNAME={ifname} matches no interface with an address here"
+               if ifname else "") + times,
+            ("Check the name with `ip -br addr` on every host (and inside the container: "
+             "without host networking it only has eth0 and lo); set NCCL_SOCKET_IFNAME to an "
+             "interface that exists, with an address, on all hosts, or a prefix (ens, ^lo)."
+             if ifname else
+             "The process sees no usable interface (only lo, or none with an address): run "
+             "the container with --network=host or give it a network, or set "
+             "NCCL_SOCKET_IFNAME to an interface that has an address."))
+    if e.kind == "address_family":
+        return Finding(
+            "error", "NCCL could not open a socket: address family not supported" + times,
+            "NCCL picked an interface of a family the process cannot use (an IPv6-only or "
+            "addressless interface, typically a container without networking): run with "
+            "--network=host, set NCCL_SOCKET_IFNAME to an interface with an IPv4 address, "
+            "and NCCL_SOCKET_FAMILY=AF_INET if the hosts mix IPv4 and IPv6.")
+    if e.kind == "subnet":
+        return Finding(
+            "error", "no local interface is in the subnet of the rendezvous address"
+            + (f" {e.peer}" if e.peer else "") + times,
+            "The address in NCCL_COMM_ID (or MASTER_ADDR) is not reachable from any "
+            "interface of this process: inside a bridged container it sees only the bridge "
+            "subnet. Use host networking, or an address of the rank-0 host that this host "
+            "routes to, with NCCL_SOCKET_IFNAME naming the interface on that subnet.")
+    if e.kind == "bind_address":
+        return Finding(
+            "error", "NCCL could not bind its bootstrap socket: Cannot assign requested "
+            "address" + times,
+            "The rendezvous address (NCCL_COMM_ID or MASTER_ADDR) is not an address of the "
+            "host or container that binds it: set it to the rank-0 host's own address as "
+            "that process sees it (with --network=host inside containers).")
+    if e.kind == "async_event":
+        return Finding(
+            "error", "the NIC reported an asynchronous error: " + e.line[-120:] + times,
+            "'local access violation work queue error' after an NCCL upgrade was traced to "
+            "hosts with different MTUs (NVIDIA/nccl#1524: 2.20 stopped taking the smaller of "
+            "the two path MTUs): compare active_mtu in ibv_devinfo and the netdev MTU on "
+            "every host and switch port, and make them equal.")
+    if e.kind == "peer_lost":
+        return Finding(
+            "error", "a peer closed the connection"
+            + (f" ({e.peer})" if e.peer else "") + ": " + e.line[-120:] + times,
+            "The process at the other end exited or crashed, or the network between the "
+            "hosts dropped: read that host's log for its first error (often a segfault, an "
+            "OOM kill or an earlier NCCL WARN), and check the link if it is still alive.")
+    if e.kind == "remote_error":
+        return Finding(
+            "error", "ncclRemoteError: a remote process exited or the network failed" + times
+            + (f"; NCCL's last error: {e.detail}" if e.detail else ""),
+            "This rank only saw the other side go away. The cause is on the peer or the "
+            "path: find the first rank whose log shows an error or a crash; the 'Last "
+            "error' line names the transport that noticed it.")
     if e.kind == "completion":
         what = WC_STATUS.get(e.status or -1, "error")
         msg = (f"work completion error status {e.status} ({what})"
@@ -494,15 +816,44 @@ def _explain_error(e: NcclError) -> Finding:
         msg = f"{e.verb} failed" + (f": {e.errno_text}" if e.errno_text else "") + times
         err = (e.errno_text or "").lower()
         if e.verb == "ibv_modify_qp":
-            if "unreachable" in err or "invalid argument" in err or "no such device" in err:
+            to = f" (to {e.qp_state})" if e.qp_state else ""
+            gid = (f", local GID index {e.gid_index}" if e.gid_index is not None else "") + (
+                f" ({e.local_gid})" if e.local_gid else "")
+            msg = f"{e.verb}{to} failed" + (f": {e.errno_text}" if e.errno_text else "") \
+                + gid + times
+            if (e.local_gid or "").lower().startswith("fe80"):
+                hint = (f"GID index {e.gid_index} is a link-local (fe80::) GID, which is not "
+                        "routed between hosts: set NCCL_IB_GID_INDEX to the RoCE v2 GID of "
+                        "the port's IPv4 address (show_gids; the same index on every host).")
+            elif "unreachable" in err:
+                hint = ("No route from the RoCE port to the peer's GID: the two ports are in "
+                        "different subnets without a route on the RoCE netdev. Add the "
+                        "routes (ip route on each RoCE interface), or on a rail-only fabric "
+                        "keep NCCL on matching rails with NCCL_CROSS_NIC=0.")
+            elif "timed out" in err:
+                hint = ("The peer port never answered the connection: on rail-optimized or "
+                        "rail-only fabrics NICs of different rails cannot reach each other, "
+                        "so set NCCL_CROSS_NIC=0 (NVIDIA/nccl#2013); otherwise check that "
+                        "both hosts use the same NCCL_IB_GID_INDEX (a routable RoCE v2 GID), "
+                        "the route between the subnets and the MTU end to end.")
+            elif "no such device" in err:
+                hint = ("The GID index names no usable GID on this port, or the port's "
+                        "netdev is not in this network namespace (macvlan/SR-IOV containers: "
+                        "NVIDIA/nccl#925): pick NCCL_IB_GID_INDEX from show_gids inside the "
+                        "container.")
+            elif "invalid argument" in err:
                 hint = ("Connecting the queue pair failed: usually a wrong NCCL_IB_GID_INDEX "
                         "(on RoCE pick the RoCE v2 IPv4 GID from show_gids, same on all "
-                        "hosts) or no route between the two ports' subnets.")
-            elif "timed out" in err:
-                hint = ("The peer did not answer the connection: check the fabric path and "
-                        "firewalls.")
+                        "hosts), no route between the two ports' subnets, or a path MTU "
+                        "larger than the port's.")
             else:
                 hint = "Queue pair setup failed: check NCCL_IB_GID_INDEX, MTU and the fabric path."
+            return Finding("error", msg, hint)
+        if e.verb == "ibv_open_device":
+            hint = ("The HCA is listed (sysfs) but its verbs device cannot be opened: in a "
+                    "container /dev/infiniband is not mapped (docker --device=/dev/infiniband, "
+                    "Kubernetes an rdma/... resource from the RDMA device plugin) or the "
+                    "process lacks permission on /dev/infiniband/uverbs*.")
         elif e.verb in ("ibv_reg_mr", "ibv_reg_mr_iova2", "ibv_create_cq", "ibv_create_qp",
                         "ibv_reg_dmabuf_mr"):
             hint = ("Usually the locked-memory limit: `ulimit -l` must be unlimited where NCCL "
@@ -526,6 +877,11 @@ def _explain_error(e: NcclError) -> Finding:
         return Finding("error", "NCCL 'unhandled system error'" + times,
                        "A system or verbs call failed; rerun with NCCL_DEBUG=INFO and read the "
                        "NCCL WARN line before it (often memlock, a wrong interface or GID).")
+    if e.kind == "plugin" and "UNDELIVERABLE" in e.line:
+        return Finding("error", "net plugin error: " + e.line[-160:] + times,
+                       "The libfabric provider could not deliver to the peer: the peer process "
+                       "is gone or the path to it is blocked; read the peer's log and test the "
+                       "path between the two instances.")
     if e.kind == "plugin":
         return Finding("error", "net plugin error: " + e.line[-160:] + times,
                        "The external network plugin (e.g. aws-ofi-nccl) failed: check its "
@@ -543,7 +899,40 @@ def _explain_error(e: NcclError) -> Finding:
         return Finding("error", "socket/bootstrap error: " + e.line[-160:] + times,
                        "Check NCCL_SOCKET_IFNAME picks the same routable interface on every "
                        "host and that no firewall blocks the ports.")
+    if e.kind == "nccl_error":
+        return Finding("error", "NCCL error: " + e.line[-160:] + times
+                       + (f"; NCCL's last error: {e.detail}" if e.detail else ""),
+                       "The NCCL WARN or 'Last error' text before it says why; the other "
+                       "findings explain it. Without one, rerun with NCCL_DEBUG=INFO.")
     return Finding("warning", "NCCL warning: " + e.line[-160:] + times, None)
+
+
+def _watchdog_findings(wd: dict[str, Any]) -> list[Finding]:
+    n = wd["count"]
+    shown = ", ".join(str(k) for k in wd["ranks_timed_out"][:16]) + (" ..." if n > 16 else "")
+    first = wd["first"]
+    f = [Finding(
+        "error", f"{n} rank(s) hit the watchdog timeout on {wd['op']} SeqNum {wd['seq']} "
+        f"(ranks {shown}); first to report: rank {first['rank']}"
+        + (f" at {first['time']}" if first["time"] else ""),
+        "Every rank waiting in a collective times out together; the rank that caused it is "
+        "the one that did not reach the collective (crashed, stuck in data loading, or on a "
+        "different code path) or the first one with a network error. Look for a rank that "
+        "is missing from these reports or is behind.")]
+    if wd["silent_ranks"]:
+        f.append(Finding(
+            "warning", "ranks seen in this text but with no timeout report: "
+            + ", ".join(str(k) for k in wd["silent_ranks"][:32]),
+            "Read those ranks' logs first: a rank that never entered the collective does not "
+            "time out in it (or died before its watchdog fired)."))
+    if wd.get("behind"):
+        f.append(Finding(
+            "warning", "rank(s) " + ", ".join(str(k) for k in wd["behind"])
+            + f" are behind: last completed NCCL work {wd['behind_last_completed']}, "
+            "lower than the other ranks",
+            "The lagging rank is the one to examine (its stack: py-spy dump, or "
+            "TORCH_NCCL_DUMP_ON_TIMEOUT=1 for PyTorch's flight recorder)."))
+    return f
 
 
 def parse_nccl_log(lines: Iterable[str]) -> NcclLogReport:

@@ -17,7 +17,11 @@ from rdmaprov.parsers._common import Finding, clean, num
 
 _TYPES = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double",
           "bfloat16", "fp8_e4m3", "fp8_e5m2", "int", "char"}
-_RANK = re.compile(r"^#?\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(\d+)\s+on\s+(\S+)")
+_RANK = re.compile(r"^#?\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)"
+                   r"(?:\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*))?")
+# "# nccl-tests version 2.19.6 nccl-headers=23007 nccl-library=23007" (nccl-tests 2.14 and later)
+_TESTS_VERSION = re.compile(r"nccl-tests version (\S+).*?nccl-library=(\d+)")
+_MAX_DEVICES = 4096
 _AVG = re.compile(r"Avg bus bandwidth\s*:\s*([\d.]+)")
 _OOB = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(\w+)?")
 _MAX_ROWS = 10000
@@ -33,6 +37,9 @@ def _float(tok: str) -> float | None:
 @dataclass
 class NcclTestsReport:
     ranks: int | None = None
+    devices: list[dict[str, Any]] = field(default_factory=list)
+    nccl_version: str | None = None
+    nccl_tests_version: str | None = None
     rows: list[dict[str, Any]] = field(default_factory=list)
     avg_busbw: float | None = None
     peak_busbw: float | None = None
@@ -48,6 +55,9 @@ class NcclTestsReport:
             "kind": "nccl_tests",
             "findings": [f.to_dict() for f in self.findings],
             "ranks": self.ranks,
+            "devices": self.devices,
+            "nccl_version": self.nccl_version,
+            "nccl_tests_version": self.nccl_tests_version,
             "rows": self.rows,
             "avg_busbw": num(self.avg_busbw),
             "peak_busbw": num(self.peak_busbw),
@@ -65,6 +75,8 @@ class NcclTestsParser:
         self.avg: float | None = None
         self.oob: int | None = None
         self.signals = 0
+        self.devices: list[dict[str, Any]] = []
+        self.versions: tuple[str, str] | None = None
 
     def feed(self, line: str) -> None:
         s = clean(line).strip()
@@ -90,7 +102,22 @@ class NcclTestsParser:
         if body.startswith("Rank"):
             m = _RANK.match(body)
             if m and len(self.ranks) < 65536:
-                self.ranks.setdefault(int(m.group(1)), set()).add(m.group(2) + "@" + m.group(3))
+                rank, pid, host = int(m.group(1)), m.group(3), m.group(4)
+                self.ranks.setdefault(rank, set()).add(pid + "@" + host)
+                self.signals += 1
+                if m.group(5) is not None and len(self.devices) < _MAX_DEVICES:
+                    self.devices.append({
+                        "rank": rank, "group": int(m.group(2)) if m.group(2) else None,
+                        "pid": int(pid), "host": host, "device": int(m.group(5)),
+                        "bus_id": m.group(6), "name": m.group(7).strip()})
+            return
+        if body.startswith(("nThread ", "Using devices", "Collective test starting")):
+            self.signals += 1
+            return
+        if body.startswith("nccl-tests version"):
+            m = _TESTS_VERSION.search(body)
+            if m:
+                self.versions = (m.group(1), m.group(2))
                 self.signals += 1
             return
         if s[0].isdecimal():
@@ -136,7 +163,12 @@ class NcclTestsParser:
     def finish(self) -> NcclTestsReport:
         r = NcclTestsReport(rows=self.rows, avg_busbw=self.avg, out_of_bounds=self.oob,
                             header_seen=self.header is not None)
-        r.ranks = len(self.ranks) or None
+        # A paste may list only some ranks ("Rank 71" alone from a 72-rank NVL72 run): the
+        # highest rank number counts them as well as the lines do.
+        r.ranks = max(len(self.ranks), max(self.ranks) + 1) if self.ranks else None
+        r.devices = sorted(self.devices, key=lambda d: d["rank"])
+        if self.versions:
+            r.nccl_tests_version, r.nccl_version = self.versions[0], nccl_code(self.versions[1])
         best = None
         for row in self.rows:
             for k in ("oop_busbw", "ip_busbw"):
@@ -177,6 +209,16 @@ class NcclTestsParser:
             f.append(Finding("warning", "no result rows (the output stops before the table)",
                              None))
         return r
+
+
+def nccl_code(code: str) -> str | None:
+    """NCCL_VERSION_CODE as nccl-tests prints it: 23007 -> '2.30.7', 2708 -> '2.7.8'."""
+    if not code.isdecimal():
+        return None
+    n = int(code)
+    if n >= 20900:  # NCCL 2.9 and later: major*10000 + minor*100 + patch
+        return f"{n // 10000}.{n % 10000 // 100}.{n % 100}"
+    return f"{n // 1000}.{n % 1000 // 100}.{n % 100}"
 
 
 def _human(n: int) -> str:
