@@ -46,6 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--judge", type=Path, metavar="DIR",
                         help="judge a results directory that a run wrote (--results DIR, or "
                         "one copied from a cluster) with the verdict flags below; runs nothing")
+    parser.add_argument("--plan", type=int, metavar="N",
+                        help="print the pair rounds a fleet of N hosts needs to name a slow host "
+                        "(for sizing a maintenance window); runs nothing")
     env = os.environ.get
     w = parser.add_argument_group("what runs (defaults: the inventory's nccl_validate_* values)")
     w.add_argument("--runtime", choices=("container", "host"),
@@ -110,6 +113,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     human = sys.stderr if args.json else sys.stdout
+    if args.plan is not None:
+        if args.plan < 1:
+            raise UserError(f"--plan {args.plan}: give a number of hosts, 1 or more")
+        from rdmaprov.validate.rounds import plan
+
+        print(plan(args.plan).describe())
+        return 0
     if args.judge is not None:
         if args.inventory is not None:
             raise UserError("--judge DIR judges a results directory: give no inventory with it")

@@ -1,0 +1,175 @@
+"""Pair rounds that find the slow host in two rounds at any fleet size, and the blame rule.
+
+Standard library only: the validation worker imports this file from beside itself (it is
+copied next to worker.py on every host), so the coordinator rank plans each round in-process,
+and the control host judges the same figures with the same rule.
+
+The plan. Put the hosts on a ring (in inventory order) and measure its edges:
+- round 1: the even edges (0-1, 2-3, ...), round 2: the odd edges (1-2, 3-4, ..., last-0), so
+  every host meets two different partners. With an odd count the ring has an odd number of
+  edges, and one host is in two edges of a round: that round then has two steps (a step is a set
+  of disjoint pairs run at the same time; the second step holds the one extra pair).
+- a confirm round only when the first two are inconclusive: each host still in doubt meets a
+  host proven good that it has not met yet.
+
+The rule. A fast pair proves both its hosts good. A host is blamed when it was slow with two or
+more different good partners — never on one data point. A slow pair between two good hosts is a
+bad link (named as a link, not a host). Any other host without a fast pair is inconclusive: it
+goes to the confirm round, and stays "inconclusive" (never blamed) if no round can settle it.
+
+Cost: 2 rounds for one bad host at any size (3 hosts or more), 3 for two bad hosts side by side
+or one apart; each round is one pair all_reduce sweep, all pairs of a step at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+Pair = tuple[str, str]
+Step = list[Pair]
+Round = list[Step]
+
+
+def _key(a: str, b: str) -> Pair:
+    return (a, b) if a <= b else (b, a)
+
+
+def _steps(pairs: Sequence[Pair]) -> Round:
+    """Greedy: each pair in the first step where neither host is busy yet."""
+    steps: list[tuple[set[str], Step]] = []
+    for a, b in pairs:
+        for busy, step in steps:
+            if a not in busy and b not in busy:
+                busy.update((a, b))
+                step.append((a, b))
+                break
+        else:
+            steps.append(({a, b}, [(a, b)]))
+    return [step for _, step in steps]
+
+
+def ring_rounds(hosts: Sequence[str]) -> list[Round]:
+    """Rounds 1 and 2: the ring's even edges, then its odd edges."""
+    hosts = list(dict.fromkeys(hosts))
+    n = len(hosts)
+    if n < 2:
+        return []
+    if n == 2:
+        return [[[(hosts[0], hosts[1])]]]
+    edges = [(hosts[i], hosts[(i + 1) % n]) for i in range(n)]
+    even = [e for i, e in enumerate(edges) if i % 2 == 0]
+    odd = [e for i, e in enumerate(edges) if i % 2 == 1]
+    return [_steps(even), _steps(odd)]
+
+
+@dataclass
+class Blame:
+    good: set[str] = field(default_factory=set)
+    blamed: dict[str, list[Pair]] = field(default_factory=dict)  # host -> its slow pairs
+    bad_links: list[Pair] = field(default_factory=list)  # slow pairs of two good hosts
+    inconclusive: dict[str, str] = field(default_factory=dict)  # host -> why
+    untested: list[str] = field(default_factory=list)  # hosts in no pair at all
+
+    @property
+    def settled(self) -> bool:
+        return not self.inconclusive
+
+
+def blame(hosts: Sequence[str], slow: Mapping[Pair, bool]) -> Blame:
+    """The rule above over every pair measured so far (``slow``: pair -> True when slow or
+    without a figure)."""
+    pairs = {_key(*p): s for p, s in slow.items()}
+    out = Blame()
+    partners: dict[str, dict[str, bool]] = {h: {} for h in hosts}
+    for (a, b), s in pairs.items():
+        partners.setdefault(a, {})[b] = s
+        partners.setdefault(b, {})[a] = s
+    out.good = {h for h, ps in partners.items() if any(not s for s in ps.values())}
+    for h in hosts:
+        ps = partners.get(h) or {}
+        if not ps:
+            out.untested.append(h)
+            continue
+        if h in out.good:
+            continue
+        good_partners = sorted(p for p in ps if p in out.good)
+        if len(good_partners) >= 2:
+            out.blamed[h] = [_key(h, p) for p in sorted(ps)]
+        elif good_partners:
+            out.inconclusive[h] = (f"slow with one good partner ({good_partners[0]}) only: "
+                                   "one data point")
+        else:
+            out.inconclusive[h] = ("slow with " + ", ".join(sorted(ps))
+                                   + ", none of them proven good")
+    out.bad_links = sorted(p for p, s in pairs.items()
+                           if s and p[0] in out.good and p[1] in out.good)
+    return out
+
+
+def confirm_round(hosts: Sequence[str], slow: Mapping[Pair, bool]) -> Round:
+    """Each inconclusive host meets a good host it has not met: [] when none can be settled."""
+    state = blame(hosts, slow)
+    met = {_key(*p) for p in slow}
+    good = [h for h in hosts if h in state.good]
+    pairs: list[Pair] = []
+    load = {g: 0 for g in good}
+    for h in hosts:
+        if h not in state.inconclusive:
+            continue
+        fresh = [g for g in good if _key(h, g) not in met]
+        if not fresh:
+            continue
+        g = min(fresh, key=lambda x: (load[x], good.index(x)))  # spread over good hosts
+        load[g] += 1
+        pairs.append((g, h))
+    return _steps(pairs)
+
+
+@dataclass
+class Plan:
+    """What a fleet of n hosts costs: rounds, and the steps (sequential pair sets) in each."""
+
+    hosts: int
+    rounds: list[Round]
+
+    def describe(self) -> str:
+        n = self.hosts
+        if n < 2:
+            return f"{n} host: no pair to measure"
+        lines = [f"{n} hosts: {len(self.rounds)} rounds of pairs, every pair of a step at once"]
+        for i, rnd in enumerate(self.rounds, 1):
+            npairs = sum(len(s) for s in rnd)
+            steps = f" in {len(rnd)} steps" if len(rnd) > 1 else ""
+            lines.append(f"  round {i}: {npairs} pairs{steps}")
+        if n >= 3:
+            lines.append("  round 3 (confirm), only when rounds 1-2 leave a host in doubt (two "
+                         "bad hosts side by side or one apart): one pair per doubtful host")
+        return "\n".join(lines)
+
+
+def plan(n: int) -> Plan:
+    return Plan(n, ring_rounds([f"h{i}" for i in range(n)]))
+
+
+def run_rounds(hosts: Sequence[str], measure: object, max_rounds: int = 4,
+               ) -> tuple[list[Round], dict[Pair, bool], Blame]:
+    """Drive the plan: ``measure(step) -> {pair: slow}`` runs one step's pairs at once. Rounds 1
+    and 2, then confirm rounds while they settle something. Returns (rounds run, every pair's
+    slowness, the blame)."""
+    if not callable(measure):
+        raise TypeError("measure must be callable")
+    done: list[Round] = []
+    slow: dict[Pair, bool] = {}
+    for rnd in ring_rounds(hosts):
+        for step in rnd:
+            slow.update(measure(step))
+        done.append(rnd)
+    while len(done) < max_rounds and not blame(hosts, slow).settled:
+        rnd = confirm_round(hosts, slow)
+        if not rnd:
+            break
+        for step in rnd:
+            slow.update(measure(step))
+        done.append(rnd)
+    return done, slow, blame(hosts, slow)

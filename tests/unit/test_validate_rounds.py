@@ -1,0 +1,121 @@
+"""The pair-round planner and the blame rule (rdmaprov/validate/rounds.py), on paper, at fleet
+sizes from 2 to 1,024: single and double bad hosts and bad links placed at random."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rdmaprov.validate import rounds as R
+
+SIZES = [2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 31, 64, 100, 255, 256, 511, 1000, 1023, 1024]
+
+
+def hosts(n: int) -> list[str]:
+    return [f"gpu{i:04d}" for i in range(n)]
+
+
+def simulate(bad: set[str], bad_links: set[tuple[str, str]] = frozenset()):  # type: ignore[assignment]
+    """A pair is slow when one of its hosts is bad or its link is."""
+    links = {tuple(sorted(p)) for p in bad_links}
+
+    def measure(step):
+        return {p: (p[0] in bad or p[1] in bad or tuple(sorted(p)) in links) for p in step}
+    return measure
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_rounds_are_disjoint_steps_and_every_host_meets_two_partners(n: int) -> None:
+    hs = hosts(n)
+    rounds = R.ring_rounds(hs)
+    assert len(rounds) == (1 if n == 2 else 2)
+    partners: dict[str, set[str]] = {h: set() for h in hs}
+    for rnd in rounds:
+        assert len(rnd) <= 2  # at most one extra step (odd n)
+        for step in rnd:
+            busy = [h for p in step for h in p]
+            assert len(busy) == len(set(busy)), "a host twice in one step"
+            for a, b in step:
+                assert a != b
+                partners[a].add(b)
+                partners[b].add(a)
+    want = 1 if n == 2 else 2
+    assert all(len(p) == want for p in partners.values())
+
+
+@pytest.mark.parametrize("n", [n for n in SIZES if n >= 3])
+def test_one_bad_host_is_found_in_two_rounds(n: int) -> None:
+    rng = random.Random(n)
+    hs = hosts(n)
+    for bad in {hs[0], hs[-1], hs[n // 2], rng.choice(hs)}:
+        done, _, b = R.run_rounds(hs, simulate({bad}))
+        assert list(b.blamed) == [bad], (n, bad)
+        assert len(done) == 2 and b.settled and not b.bad_links
+
+
+@pytest.mark.parametrize("n", [n for n in SIZES if n >= 6])
+@pytest.mark.parametrize("gap", [1, 2, 3, None])
+def test_two_bad_hosts_are_found_in_three_rounds(n: int, gap: int | None) -> None:
+    rng = random.Random(n * 7 + (gap or 0))
+    hs = hosts(n)
+    i = rng.randrange(n)
+    j = (i + gap) % n if gap else rng.choice([k for k in range(n) if k != i])
+    bad = {hs[i], hs[j]}
+    done, _, b = R.run_rounds(hs, simulate(bad))
+    assert set(b.blamed) == bad, (n, sorted(bad), b.inconclusive)
+    assert len(done) <= 3
+
+
+@pytest.mark.parametrize("n", [n for n in SIZES if n >= 3])
+def test_a_bad_link_between_good_hosts_is_a_link_not_a_host(n: int) -> None:
+    hs = hosts(n)
+    rounds = R.ring_rounds(hs)
+    link = rounds[0][0][0]
+    done, _, b = R.run_rounds(hs, simulate(set(), {link}))
+    assert b.blamed == {} and b.bad_links == [tuple(sorted(link))]
+    assert len(done) == 2
+
+
+def test_two_hosts_cannot_be_told_apart() -> None:
+    done, _, b = R.run_rounds(["a", "b"], simulate({"b"}))
+    assert b.blamed == {} and set(b.inconclusive) == {"a", "b"} and len(done) == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(min_value=2, max_value=1024), data=st.data())
+def test_no_healthy_host_is_ever_blamed(n: int, data: st.DataObject) -> None:
+    hs = hosts(n)
+    nbad = data.draw(st.integers(min_value=0, max_value=min(3, n)))
+    bad = set(data.draw(st.permutations(hs))[:nbad]) if nbad else set()
+    nlinks = data.draw(st.integers(min_value=0, max_value=2))
+    # Bad links share no host: a host whose every link is slow is, to any measurement, a bad
+    # host (its port, cable or NIC), and blaming it is right.
+    links: set[tuple[str, str]] = set()
+    for _ in range(nlinks):
+        i = data.draw(st.integers(min_value=0, max_value=n - 1))
+        link = (hs[i], hs[(i + 1) % n])
+        if n >= 3 and not any(set(link) & set(other) for other in links):
+            links.add(link)
+    _, _, b = R.run_rounds(hs, simulate(bad, links))
+    assert set(b.blamed) <= bad
+    assert all(set(p) & set(hs) for p in b.bad_links)
+
+
+def test_plan_describes_a_maintenance_window() -> None:
+    text = R.plan(1000).describe()
+    assert text.splitlines()[0].startswith("1000 hosts: 2 rounds")
+    assert "round 1: 500 pairs" in text and "round 2: 500 pairs" in text
+    odd = R.plan(7).describe()
+    assert "round 1: 4 pairs in 2 steps" in odd and "round 2: 3 pairs" in odd
+
+
+def test_plan_flag_through_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    from rdmaprov.cli import main
+
+    assert main(["validate", "--plan", "64"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("64 hosts: 2 rounds") and "round 2: 32 pairs" in out
+    assert main(["validate", "--plan", "0"]) == 1
