@@ -236,3 +236,43 @@ def test_prometheus_text(tmp_path: Path) -> None:
         in text
     assert "rdmaprov_gpus_visible 2\n" in text
     assert not list(tmp_path.glob(".rdmaprov_check.*"))  # no temp file left behind
+
+
+# -- the NCCL loopback line ------------------------------------------------------------------
+
+NCCL_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
+
+
+def _loopback(stem: str) -> dict:
+    """A real run's worker document and NCCL log (the H200, see the .source.md files)."""
+    import json
+
+    from rdmaprov.parsers.nccl_log import parse_nccl_log
+
+    doc = json.loads((NCCL_FIXTURES / f"{stem}.worker.json").read_text())
+    log = (NCCL_FIXTURES / f"{stem}.log").read_text().splitlines()
+    return {"ok": bool(doc.get("ok")), "error": doc.get("error"), "doc": doc,
+            "nccl": parse_nccl_log(log).to_dict()}
+
+
+def test_one_rank_loopback_shows_no_bandwidth() -> None:
+    from rdmaprov.check import nccl
+
+    loop = _loopback("h200-nccl2.28.9-1rank-socket-fallback")
+    assert loop["doc"]["world_size"] == 1
+    item = nccl.check(loop, Expectations())
+    assert item == judge.Item("nccl", "pass", "1 rank: no link measured, NCCL network Socket")
+    item = nccl.check(loop, Expectations(nccl_min_busbw=20.0))
+    assert item.status == "pass" and "GB/s" not in item.detail
+    assert item.detail.endswith("(--nccl-min-busbw 20.0 needs 2+ GPUs)")
+
+
+def test_two_rank_loopback_is_judged_on_busbw() -> None:
+    from rdmaprov.check import nccl
+
+    doc = {"ok": True, "world_size": 2, "results": [{"busbw_GBps": 180.5}, {"busbw_GBps": 0}]}
+    loop = {"ok": True, "error": None, "doc": doc, "nccl": {"network": "IB"}}
+    assert nccl.check(loop, Expectations()).detail == (
+        "2 ranks, peak busbw 180.5 GB/s, NCCL network IB")
+    bad = nccl.check(loop, Expectations(nccl_min_busbw=200.0))
+    assert bad == judge.Item("nccl", "fail", "NCCL loopback busbw 180.5 GB/s, want >= 200.0")
