@@ -1,96 +1,278 @@
-"""Launcher helpers: argv for torchrun and the container engines; reading a host's output."""
+"""The validation launch (plugins/module_utils/validate_launch.py, what the nccl_validate role
+runs through its filters): pair rounds, rendezvous address, the argv on a host or in a
+container, the image preflight's verdict, and the early stop of a run."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+import itertools
+import shlex
 
 import pytest
 
-from rdmaprov.validate import launch as L
-from rdmaprov.validate import verdict as v
+from rdmaprov.probe._collection import module_utils
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
-DOC = (FIXTURES / "h200-nccl2.28.9-1rank-socket-fallback.worker.json").read_text()
-LOG = (FIXTURES / "h200-nccl2.28.9-1rank-socket-fallback.log").read_text()
+vl = module_utils("validate_launch")
 
 
-def test_torchrun_static_rendezvous():
-    argv = L.torchrun_argv(L.Rendezvous("10.0.0.1", 29501, nnodes=4, nproc_per_node=8), 3,
-                           worker_args=["--max-bytes", "1G"])
-    assert argv[:3] == ["python3", "-m", "torch.distributed.run"]
-    assert "--nnodes=4" in argv and "--node_rank=3" in argv and "--master_port=29501" in argv
-    assert argv[-5:] == [L.WORKER_IN_IMAGE, "--timeout", "300", "--max-bytes", "1G"]
-    with pytest.raises(ValueError):
-        L.torchrun_argv(L.Rendezvous("10.0.0.1", nnodes=2), 2)
-    with pytest.raises(ValueError):
-        L.Rendezvous("")
+def settings(**over):
+    base = {"runtime": "host", "engine": "none", "image": "nvcr.io/nvidia/pytorch:25.01-py3",
+            "python": "python3", "pythonpath": [], "container_args": [], "memlock": "unlimited",
+            "devices": [], "gpus": "auto", "gpu_count": 0, "backend": "nccl",
+            "launcher": "torchrun", "nproc": 8, "worker_args": [], "rendezvous_timeout": 120,
+            "env": {}, "nccl_debug": "INFO", "nccl_debug_subsys": "INIT,NET,ENV", "auto_env": {},
+            "remote_dir": "/var/tmp/rv", "rdma_mounts": [], "torch_libuv": True}
+    base.update(over)
+    return base
 
 
-@pytest.mark.parametrize("engine", ["docker", "podman"])
-def test_container_has_rdma_needs_and_no_privileged(engine):
-    argv = L.container_argv(L.Container(engine, env={"NCCL_IB_HCA": "mlx5_0"}), ["torchrun"])
-    line = L.shell_line(argv)
-    for part in ("--network host", "--ipc host", "--ulimit memlock=-1:-1", "--cap-add IPC_LOCK",
-                 "--device /dev/infiniband", "-e NCCL_DEBUG=INFO", "-e NCCL_IB_HCA=mlx5_0",
-                 f"/opt/rdmaprov/worker.py:{L.WORKER_IN_IMAGE}:ro"):
+def worker_part(argv):
+    """The argv after the counters wrapper (sh -c SCRIPT DIR BIN ...)."""
+    i = argv.index("sh")
+    return argv[i + 5:]
+
+
+# --- rounds ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", range(2, 10))
+def test_rounds_every_pair_once_disjoint_per_round(n):
+    hosts = [f"h{i}" for i in range(n)]
+    rounds = vl.pair_rounds(hosts)
+    assert len(rounds) == (n - 1 if n % 2 == 0 else n)
+    seen = [frozenset(p) for r in rounds for p in r]
+    assert sorted(map(sorted, seen)) == sorted(map(sorted, map(frozenset,
+                                                                itertools.combinations(hosts, 2))))
+    for r in rounds:
+        members = [h for p in r for h in p]
+        assert len(members) == len(set(members)), r  # disjoint: a round runs at once
+        assert len(r) == n // 2
+
+
+def test_rounds_keep_the_roles_scheme():
+    # The circle method with the first host fixed, as the role ran it in Jinja.
+    assert vl.pair_rounds(["a", "b", "c", "d"]) == [
+        [["a", "d"], ["b", "c"]], [["a", "c"], ["d", "b"]], [["a", "b"], ["c", "d"]]]
+    assert vl.pair_rounds(["a"]) == []
+
+
+def test_fabric_members_put_the_rendezvous_host_first():
+    assert vl.fabric_members(["a", "b", "c"], "b") == ["b", "a", "c"]
+    with pytest.raises(ValueError, match="rendezvous host x is not in this play"):
+        vl.fabric_members(["a"], "x")
+
+
+# --- rendezvous address -----------------------------------------------------------------------
+
+PROBE = {"addresses": {"lo": ["127.0.0.1"], "eth0": ["192.0.2.2"], "ib0": ["10.10.0.5"]},
+         "ssh_server_addr": "192.0.2.2"}
+
+
+def test_own_address_order():
+    assert vl.own_address("10.0.0.7", PROBE, {}) == ("10.0.0.7", "ansible_host")
+    assert vl.own_address("gpu7.example", PROBE, {"NCCL_SOCKET_IFNAME": "ib"}) == (
+        "10.10.0.5", "ib0 (NCCL_SOCKET_IFNAME)")
+    assert vl.own_address("gpu7", PROBE, {"GLOO_SOCKET_IFNAME": "=eth0"})[0] == "192.0.2.2"
+    assert vl.own_address("gpu7", PROBE, {"NCCL_SOCKET_IFNAME": "^eth,ib"})[0] == "192.0.2.2"
+    assert vl.own_address("gpu7", PROBE, {}) == ("192.0.2.2", "SSH connection")
+    # ansible_connection=local: no SSH_CONNECTION, a name that resolves nowhere.
+    addr, why = vl.own_address("h200", {"addresses": {"eth0": ["192.0.2.2"]}}, {})
+    assert addr is None and "not an IP address" in why
+
+
+def test_rendezvous_address():
+    master = {"name": "h200", "own_addr": None, "own_addr_from": "no way"}
+    assert vl.rendezvous_address(["h200"], "", master) == "127.0.0.1"
+    assert vl.rendezvous_address(["a", "b"], "10.9.9.9", master) == "10.9.9.9"
+    assert vl.rendezvous_address(["a", "b"], "", {**master, "own_addr": "10.0.0.1"}) == "10.0.0.1"
+    with pytest.raises(ValueError, match="no rendezvous address for h200: no way"):
+        vl.rendezvous_address(["h200", "b"], "", master)
+
+
+# --- the argv ---------------------------------------------------------------------------------
+
+def test_torchrun_on_the_host():
+    plan = vl.launch(settings(), "fabric", ["a", "b", "c"], "c", "10.0.0.1", 29500)
+    argv = plan["argv"]
+    assert argv[:2] == ["sh", "-c"]  # host runtime: no engine in front
+    assert argv[3:5] == ["/var/tmp/rv/fabric", "/var/tmp/rv/bin"]
+    assert worker_part(argv) == [
+        "python3", "-m", "torch.distributed.run", "--nnodes=3", "--node-rank=2",
+        "--nproc-per-node=8", "--master-addr=10.0.0.1", "--master-port=29500",
+        "--max-restarts=0", "--rdzv-conf=timeout=120", "/var/tmp/rv/bin/worker.py",
+        "--backend", "nccl", "--timeout", "120"]
+    assert plan["rank"] == 2 and plan["nnodes"] == 3 and plan["container"] is None
+    assert plan["env"]["NCCL_DEBUG"] == "INFO" and plan["env"]["RDMAPROV_VALIDATE_RUN"] == "fabric"
+    assert "USE_LIBUV" not in plan["env"]
+
+
+def test_direct_launcher_and_its_limit():
+    s = settings(launcher="direct", nproc=1, backend="gloo", worker_args=["--max-bytes", "4M"])
+    argv = worker_part(vl.launch(s, "pair-a-b", ["a", "b"], "b", "10.0.0.1", 29500)["argv"])
+    assert argv == ["python3", "/var/tmp/rv/bin/worker.py", "--rank", "1", "--world-size", "2",
+                    "--master-addr", "10.0.0.1", "--master-port", "29500", "--backend", "gloo",
+                    "--timeout", "120", "--max-bytes", "4M"]
+    with pytest.raises(ValueError, match="one process per host, but 8"):
+        vl.launch(settings(launcher="direct"), "fabric", ["a"], "a", "127.0.0.1", 29500)
+    with pytest.raises(ValueError, match="not a member"):
+        vl.launch(settings(), "fabric", ["a"], "z", "127.0.0.1", 29500)
+
+
+def test_torch_without_libuv_gets_use_libuv_0_with_torchrun_only():
+    env = vl.launch(settings(torch_libuv=False), "fabric", ["a"], "a", "127.0.0.1", 1)["env"]
+    assert env["USE_LIBUV"] == "0"
+    env = vl.launch(settings(torch_libuv=False, launcher="direct", nproc=1), "fabric", ["a"], "a",
+                    "127.0.0.1", 1)["env"]
+    assert "USE_LIBUV" not in env  # the direct launcher's tcp:// init has no libuv store to ask
+    # The user's env has the last word.
+    env = vl.launch(settings(torch_libuv=False, env={"USE_LIBUV": "1", "NCCL_IB_HCA": "mlx5"}),
+                    "fabric", ["a"], "a", "127.0.0.1", 1)["env"]
+    assert env["USE_LIBUV"] == "1" and env["NCCL_IB_HCA"] == "mlx5"
+
+
+@pytest.mark.parametrize(("engine", "gpu"), [("podman", ["--device", "nvidia.com/gpu=all"]),
+                                             ("docker", ["--gpus", "all"])])
+def test_container_has_what_rdma_needs_and_nothing_more(engine, gpu):
+    s = settings(runtime="container", engine=engine, gpu_count=8,
+                 devices=["/dev/infiniband/uverbs0", "/dev/infiniband/rdma_cm"],
+                 pythonpath=["/opt/t"], env={"NCCL_IB_HCA": "mlx5"},
+                 rdma_mounts=["-v=/usr/lib/x86_64-linux-gnu/libibverbs.so.1:"
+                              "/usr/lib/x86_64-linux-gnu/libibverbs.so.1:ro"],
+                 container_args=["--pids-limit=-1"])
+    plan = vl.launch(s, "fabric", ["a", "b"], "a", "10.0.0.1", 29500)
+    argv = plan["argv"]
+    line = shlex.join(argv)
+    assert argv[:3] == [engine, "run", "--rm"]
+    for part in ("--name rdmaprov-validate-fabric", "--pull never", "--network host",
+                 "--ipc host", "--cap-add IPC_LOCK", "--ulimit memlock=-1:-1",
+                 "-v /var/tmp/rv:/var/tmp/rv", "-v=/opt/t:/opt/t:ro",
+                 "--device=/dev/infiniband/uverbs0", "--device=/dev/infiniband/rdma_cm",
+                 "--env=NCCL_IB_HCA", "--env=NCCL_DEBUG", "--pids-limit=-1",
+                 "libibverbs.so.1:/usr/lib/x86_64-linux-gnu/libibverbs.so.1:ro"):
         assert part in line, part
-    assert "--privileged" not in argv
-    assert argv[-1] == "torchrun"
-    gpu = ["--gpus", "all"] if engine == "docker" else ["--device", "nvidia.com/gpu=all"]
     assert any(argv[i:i + 2] == gpu for i in range(len(argv)))
+    assert "--privileged" not in argv
+    assert "NCCL_IB_HCA=mlx5" not in line  # values stay in the environment, not in argv.txt
+    image = argv.index("nvcr.io/nvidia/pytorch:25.01-py3")
+    assert argv[image + 1:image + 3] == ["sh", "-c"]  # the image, then the counters wrapper
+    assert plan["container"] == "rdmaprov-validate-fabric"
 
 
-def test_cpu_host_gets_no_gpu_flags_and_host_runtime_is_env():
-    argv = L.container_argv(L.Container("podman", gpus=False), ["x"])
-    assert "nvidia.com/gpu=all" not in argv
-    assert L.container_argv(L.Container("host"), ["python3", "w.py"]) == [
-        "env", "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,NET,ENV", "python3", "w.py"]
+def test_container_without_gpus_or_engine():
+    s = settings(runtime="container", engine="podman", gpu_count=0, memlock="host")
+    argv = vl.launch(s, "fabric", ["a"], "a", "127.0.0.1", 1)["argv"]
+    assert "nvidia.com/gpu=all" not in argv and "--gpus" not in argv
+    assert argv[argv.index("--ulimit") + 1] == "host"
+    assert "nvidia.com/gpu=all" in vl.launch({**s, "gpus": "all"}, "fabric", ["a"], "a",
+                                             "127.0.0.1", 1)["argv"]
+    with pytest.raises(ValueError, match="no container engine"):
+        vl.launch({**s, "engine": "none"}, "fabric", ["a"], "a", "127.0.0.1", 1)
+
+
+def test_counters_wrapper_runs_around_the_worker():
+    argv = vl.launch(settings(python="/opt/py 3/python"), "fabric", ["a"], "a", "127.0.0.1", 1)[
+        "argv"]
+    script = argv[2]
+    assert script.index("counters_before.json") < script.index('"$@"') < script.index(
+        "counters_after.json")
+    assert "py='/opt/py 3/python'" in script and script.endswith("exit $rc")
+
+
+def test_preflight_argv_uses_the_runs_container():
+    s = settings(runtime="container", engine="podman", devices=["/dev/infiniband/uverbs0"])
+    pf = vl.preflight_argv(s, "fabric")
+    assert pf["argv"][:2] == ["podman", "run"]
+    assert "--device=/dev/infiniband/uverbs0" in pf["argv"]
+    assert "--name" in pf["argv"] and "rdmaprov-validate-fabric-preflight" in pf["argv"]
+    assert pf["argv"][-5:] == ["python3", "/var/tmp/rv/bin/worker.py", "--preflight",
+                               "--backend", "nccl"]
+    assert vl.preflight_argv(settings(), "fabric")["argv"][0] == "python3"
+
+
+# --- the host's rdma-core ---------------------------------------------------------------------
+
+RDMA = {"libs": {"libibverbs.so.1": "/usr/lib/x86_64-linux-gnu/libibverbs.so.1",
+                 "libmlx5.so.1": "/usr/lib/x86_64-linux-gnu/libmlx5.so.1"},
+        "providers": "/usr/lib/x86_64-linux-gnu/libibverbs", "config": "/etc/libibverbs.d"}
+
+
+def test_host_rdma_mounts_read_only_at_the_hosts_paths():
+    mounts, why = vl.host_rdma_decision("auto", False, RDMA)
+    assert why == "the image has no libibverbs.so.1"
+    assert mounts == ["-v=/usr/lib/x86_64-linux-gnu/libibverbs.so.1:"
+                      "/usr/lib/x86_64-linux-gnu/libibverbs.so.1:ro",
+                      "-v=/usr/lib/x86_64-linux-gnu/libmlx5.so.1:"
+                      "/usr/lib/x86_64-linux-gnu/libmlx5.so.1:ro",
+                      "-v=/usr/lib/x86_64-linux-gnu/libibverbs:"
+                      "/usr/lib/x86_64-linux-gnu/libibverbs:ro",
+                      "-v=/etc/libibverbs.d:/etc/libibverbs.d:ro"]
+    assert vl.host_rdma_decision("auto", True, RDMA)[0] == []
+    assert vl.host_rdma_decision("never", False, RDMA)[0] == []
+    assert vl.host_rdma_decision("always", True, RDMA)[0] == mounts
+    assert vl.host_rdma_decision("auto", False, {"libs": {"libibverbs.so.1": None}})[0] == []
+    with pytest.raises(ValueError, match="this host has no libibverbs.so.1"):
+        vl.host_rdma_decision("always", True, {"libs": {}})
+    with pytest.raises(ValueError, match="auto, always or never"):
+        vl.host_rdma_decision("sometimes", True, RDMA)
+
+
+# --- the image preflight's verdict ------------------------------------------------------------
+
+def pf_doc(**pf):
+    base = {"libibverbs": "libibverbs.so.1", "hcas": ["mlx5_0", "mlx5_1"], "verbs_devices": 2}
+    base.update(pf)
+    return {"backend": "nccl", "torch": {"error": None, "version": "2.6", "cuda_devices": 8},
+            "preflight": base}
+
+
+def test_preflight_failure_lines():
+    assert vl.preflight_failure(pf_doc(), True) == ""
+    assert vl.preflight_failure(pf_doc(libibverbs=None, verbs_devices=None), True).startswith(
+        "2 HCA(s) (mlx5_0, mlx5_1) but libibverbs.so.1 does not load")
+    assert vl.preflight_failure(pf_doc(verbs_devices=1), True).startswith(
+        "libibverbs lists 1 of 2 HCA(s) (mlx5_0, mlx5_1): no provider")
+    # IB not required (a socket run), or no HCA at all: not failed here, the run shows Socket.
+    assert vl.preflight_failure(pf_doc(libibverbs=None), False) == ""
+    assert vl.preflight_failure(pf_doc(libibverbs=None, hcas=[]), True) == ""
+    doc = pf_doc()
+    doc["torch"] = {"error": "ModuleNotFoundError: No module named 'torch'"}
+    assert vl.preflight_failure(doc, False) == (
+        "torch is not importable: ModuleNotFoundError: No module named 'torch'")
+    doc = pf_doc()
+    doc["torch"]["cuda_devices"] = 0
+    assert vl.preflight_failure(doc, False) == "backend nccl, but torch sees no CUDA device"
+    assert vl.preflight_failure(None, True) == "image preflight printed no JSON document"
+
+
+def test_require_ib():
+    assert vl.require_ib("nccl", "auto", {}) is True
+    assert vl.require_ib("nccl", "auto", {"NCCL_IB_DISABLE": "1"}) is False
+    assert vl.require_ib("gloo", "auto", {}) is False
+    assert vl.require_ib("gloo", "always", {}) is True
+    assert vl.require_ib("nccl", "never", {}) is False
     with pytest.raises(ValueError):
-        L.Container("lxc")
+        vl.require_ib("nccl", "yes", {})
 
 
-def test_read_document():
-    assert L.read_document(DOC)["backend"] == "nccl"
-    with pytest.raises(L.WorkerOutputError, match="printed nothing"):
-        L.read_document("\n")
-    # What stdout held before the worker claimed it: NCCL's log ahead of the document.
-    with pytest.raises(L.WorkerOutputError, match="it starts: 'vm:478:478"):
-        L.read_document("vm:478:478 [0] NCCL INFO Bootstrap: Using eth0\n" + DOC)
-    with pytest.raises(L.WorkerOutputError, match="not a worker document"):
-        L.read_document('{"a": 1}')
+# --- stopping a run early ---------------------------------------------------------------------
+
+def test_a_peer_that_could_not_run_stops_the_others(tmp_path):
+    exits = str(tmp_path / "fabric" / ".exits")
+    members = ["a", "b", "c"]
+    running = {"finished": 0}
+    assert vl.watch(running, exits, "a", members) is False
+    # b's worker failed in a collective (rc 1): its partners end on their own timeouts.
+    assert vl.watch({"finished": 1, "stdout": "1\n"}, exits, "b", members) is True
+    assert vl.watch(running, exits, "a", members) is False
+    # c could not start (rc 2: no torch): a stops at once, saying who and why.
+    assert vl.watch({"finished": 1, "stdout": "2\n"}, exits, "c", members) is True
+    assert vl.watch(running, exits, "a", members) is True
+    assert vl.stop_reason(exits, "a", members) == "stopped: c could not run (its worker exited 2)"
+    assert vl.stop_reason(exits, "c", members) == ""  # one's own exit is not a reason
+    assert vl.failed_hosts(str(tmp_path), ["fabric", "pair-x-y"]) == {"c": "fabric rc 2"}
 
 
-def test_stderr_errors():
-    err = json.loads((FIXTURES / "h200-nccl2.28.9-duplicate-gpu.rank0.worker.json").read_text())
-    stderr = "junk\n" + json.dumps(err) + "\n[W] torch warning\n"
-    assert [e["rank"] for e in L.stderr_errors(stderr)] == [0]
-
-
-def _fixed_report(_lines):
-    return {"network": "Socket", "fallback_to_socket": True,
-            "fallback_cause": "NET/IB : No device found", "hcas": [], "gdr": "disabled"}
-
-
-def test_judge_names_hosts_by_inventory():
-    runs = [L.HostRun("gpu-node-1", 0, DOC, LOG)]
-    res = L.judge(runs, _fixed_report)
-    assert res.reasons == ["gpu-node-1: NCCL fell back to Socket (NET/IB : No device found)"]
-    assert L.judge(runs, _fixed_report, policy=v.Policy(allow_socket=True)).passed
-
-
-def test_judge_without_any_document_says_why_per_host():
-    err = (FIXTURES / "h200-nccl2.28.9-duplicate-gpu.rank0.log").read_text()
-    err_doc = json.loads((FIXTURES / "h200-nccl2.28.9-duplicate-gpu.rank0.worker.json")
-                         .read_text())
-    runs = [L.HostRun("a", 1, "", err + json.dumps(err_doc) + "\n"), L.HostRun("b", 124, "", "")]
-    res = L.judge(runs, _fixed_report)
-    assert not res.passed
-    assert res.reasons[0].startswith("worker failed: a: DistBackendError: Duplicate GPU detected")
-    assert [h.host for h in res.hosts] == ["a", "b"]
-
-
-def test_judge_with_the_real_parser():
-    nccl_log = pytest.importorskip("rdmaprov.parsers.nccl_log")
-    res = L.judge([L.HostRun("vm", 0, DOC, LOG)], nccl_log.parse_nccl_log)
-    assert res.reasons == ["vm: NCCL fell back to Socket (NET/IB : No device found)"]
+@pytest.mark.parametrize(("rc", "stops"), [(0, False), (1, False), (2, True), (3, True),
+                                           (124, False), (125, True), (127, True)])
+def test_which_exit_codes_stop_the_peers(tmp_path, rc, stops):
+    exits = str(tmp_path)
+    vl.watch({"finished": 1, "stdout": f"noise\n{rc}\n"}, exits, "b", ["a", "b"])
+    assert bool(vl.stop_reason(exits, "a", ["a", "b"])) is stops

@@ -1,0 +1,347 @@
+# -*- coding: utf-8 -*-
+# Copyright: rdmaprov developers
+# Apache-2.0
+"""The nccl_validate role's launch, in one tested place: which hosts run together (fabric run,
+pair rounds), the rendezvous address, and the argv that starts the worker on a host (torchrun or
+direct, on the host or wrapped in a container engine). The role calls these through the filters
+in plugins/filter/validate.py; unit tests import them directly (tests/unit/test_validate_launch.py).
+Standard library only: filters run on the controller, nothing here touches a host.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import shlex
+
+# Worker exit codes (roles/nccl_validate/files and rdmaprov/validate/worker.py agree on them).
+RC_OK = 0
+RC_FAILED = 1        # failed in the rendezvous or a collective: a peer may be the cause
+RC_CANNOT_START = 2  # failed on this host before joining (no torch, no CUDA, bad arguments)
+RC_WATCHDOG = 3      # the worker's own watchdog killed it: no progress within --timeout
+# Exit codes of a host's part that say "this host could not run", so its peers need not wait:
+# the worker's own two, and the engine's (125: engine error, 126/127: command not runnable).
+OWN_FAILURES = (RC_CANNOT_START, RC_WATCHDOG, 125, 126, 127)
+
+
+
+# --- who runs with whom -----------------------------------------------------------------------
+
+def pair_rounds(hosts):
+    """Every pair of hosts exactly once, in rounds of disjoint pairs (the circle method): n-1
+    rounds for an even n, n rounds for an odd n (one host sits out each round). Each round's
+    pairs run at once, every pair on the one rendezvous port (their masters differ)."""
+    order = list(dict.fromkeys(hosts))
+    if len(order) % 2:
+        order.append(None)
+    n = len(order)
+    rounds = []
+    for _ in range(n - 1):
+        pairs = [[order[i], order[n - 1 - i]] for i in range(n // 2)
+                 if order[i] is not None and order[n - 1 - i] is not None]
+        if pairs:
+            rounds.append(pairs)
+        order = [order[0], order[-1], *order[1:-1]]
+    return rounds
+
+
+def fabric_members(hosts, master):
+    """The fabric run's hosts, rendezvous host first (it holds rank 0)."""
+    hosts = list(dict.fromkeys(hosts))
+    if master not in hosts:
+        raise ValueError(f"rendezvous host {master} is not in this play")
+    return [master] + [h for h in hosts if h != master]
+
+
+# --- where the rendezvous is ------------------------------------------------------------------
+
+def is_ip(text):
+    try:
+        ipaddress.ip_address(str(text))
+    except ValueError:
+        return False
+    return True
+
+
+def ifname_matches(spec, names):
+    """Interfaces NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME name, in NCCL's syntax: comma-separated
+    prefixes, '=' for exact names, a leading '^' excludes the listed ones."""
+    spec = (spec or "").strip()
+    exclude = spec.startswith("^")
+    spec = spec.lstrip("^")
+    exact = spec.startswith("=")
+    spec = spec.lstrip("=")
+    wanted = [w.strip() for w in spec.split(",") if w.strip()]
+    if not wanted:
+        return []
+
+    def hit(name):
+        return any(name == w if exact else name.startswith(w) for w in wanted)
+
+    return [n for n in names if hit(n) != exclude and n != "lo"]
+
+
+def own_address(ansible_host, probe, env):
+    """The address the other hosts reach this host on when it is the rendezvous host, and how it
+    was found: (address or None, where from). In order: ansible_host when it is an IP address;
+    the host's address on the interface NCCL_SOCKET_IFNAME or GLOO_SOCKET_IFNAME names (the
+    fabric); the address the SSH connection reached it on (SSH_CONNECTION's 3rd field). Never
+    a name: a name that resolves on the controller may not resolve on the hosts."""
+    if ansible_host and is_ip(ansible_host):
+        return str(ansible_host), "ansible_host"
+    addresses = (probe or {}).get("addresses") or {}
+    for var in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
+        spec = (env or {}).get(var)
+        if spec:
+            for name in ifname_matches(spec, sorted(addresses)):
+                if addresses[name]:
+                    return addresses[name][0], f"{name} ({var})"
+    ssh = (probe or {}).get("ssh_server_addr")
+    if ssh and is_ip(ssh) and not ipaddress.ip_address(ssh).is_loopback:
+        return ssh, "SSH connection"
+    return None, ("ansible_host is not an IP address, no interface named by NCCL_SOCKET_IFNAME/"
+                  "GLOO_SOCKET_IFNAME has one, and the connection is not SSH")
+
+
+def rendezvous_address(members, master_addr, master_vars):
+    """The address every member of a run dials: 127.0.0.1 for a single host, an explicit
+    nccl_validate_master_addr, else the master's own address (own_address). ``master_vars``:
+    the master's {'name', 'own_addr', 'own_addr_from'}. Raises ValueError with one line when
+    no usable address is known."""
+    if len(members) == 1:
+        return "127.0.0.1"
+    if master_addr:
+        return str(master_addr)
+    if master_vars.get("own_addr"):
+        return str(master_vars["own_addr"])
+    raise ValueError(f"no rendezvous address for {master_vars.get('name')}: "
+                     f"{master_vars.get('own_addr_from')}; set nccl_validate_master_addr")
+
+
+# --- the host's rdma-core, mounted into an image that lacks it ---------------------------------
+
+def host_rdma_mounts(rdma):
+    """Read-only engine volumes for the host's rdma-core userspace, from the probe's ``rdma``
+    section ({'libs': {name: path}, 'providers': dir or None, 'config': dir or None}). Each
+    path is mounted where it sits on the host: the image's loader finds it on the same
+    multiarch path, and the providers dir is where libibverbs looks for its drivers."""
+    rdma = rdma or {}
+    paths = [p for p in (rdma.get("libs") or {}).values() if p]
+    paths += [p for p in (rdma.get("providers"), rdma.get("config")) if p]
+    return [f"-v={p}:{p}:ro" for p in paths]
+
+
+def host_rdma_decision(mode, image_has_verbs, rdma):
+    """Mount the host's rdma-core? (mounts, why): always / never / auto (when the image cannot
+    load libibverbs.so.1 and the host has it)."""
+    if mode not in ("auto", "always", "never"):
+        raise ValueError(f"nccl_validate_host_rdma must be auto, always or never, not {mode!r}")
+    has = bool((rdma or {}).get("libs", {}).get("libibverbs.so.1"))
+    if mode == "never":
+        return [], "nccl_validate_host_rdma is never"
+    if mode == "always" or (not image_has_verbs and has):
+        if not has:
+            raise ValueError("nccl_validate_host_rdma is always, but this host has no "
+                             "libibverbs.so.1 to mount")
+        return host_rdma_mounts(rdma), ("asked for" if mode == "always"
+                                        else "the image has no libibverbs.so.1")
+    return [], ("the image loads libibverbs.so.1" if image_has_verbs
+                else "neither the image nor the host has libibverbs.so.1")
+
+
+# --- the argv ---------------------------------------------------------------------------------
+
+def _s(value):
+    return str(value)
+
+
+def worker_env(s, label):
+    """The environment of the worker: NCCL's log, the auto-detected interface, PYTHONPATH, the
+    launch's own needs (USE_LIBUV=0 for a torch built without libuv), then the user's env."""
+    env = {"NCCL_DEBUG": _s(s["nccl_debug"]), "NCCL_DEBUG_SUBSYS": _s(s["nccl_debug_subsys"]),
+           "PYTHONUNBUFFERED": "1", "RDMAPROV_VALIDATE_RUN": _s(label)}
+    env.update({k: _s(v) for k, v in (s.get("auto_env") or {}).items()})
+    if s.get("pythonpath"):
+        env["PYTHONPATH"] = ":".join(s["pythonpath"])
+    if s.get("launcher") == "torchrun" and s.get("torch_libuv") is False:
+        # torchrun's static rendezvous asks for a libuv TCPStore; a distribution torch built
+        # without libuv (Debian 13's python3-torch) refuses it unless told not to.
+        env["USE_LIBUV"] = "0"
+    env.update({k: _s(v) for k, v in (s.get("env") or {}).items()})
+    return env
+
+
+def container_prefix(s, label, env):
+    """The engine's `run` argv up to and including the image, or [] for the host runtime.
+    What RDMA in a container needs and nothing more (never --privileged): the host's network
+    and IPC, the verbs devices, locked memory, IPC_LOCK, the GPUs, the worker's directory."""
+    if s["runtime"] == "host":
+        return []
+    engine = s["engine"]
+    if engine not in ("docker", "podman"):
+        raise ValueError(f"no container engine on this host ({engine})")
+    argv = [engine, "run", "--rm", "--name", f"rdmaprov-validate-{label}", "--pull", "never",
+            "--network", "host", "--ipc", "host", "--cap-add", "IPC_LOCK",
+            "--ulimit", "memlock=-1:-1" if s["memlock"] == "unlimited" else "host",
+            "-v", f"{s['remote_dir']}:{s['remote_dir']}"]
+    argv += [f"-v={p}:{p}:ro" for p in s.get("pythonpath") or []]
+    argv += list(s.get("rdma_mounts") or [])
+    argv += [f"--device={d}" for d in s.get("devices") or []]
+    gpus = s.get("gpus", "auto")
+    if gpus == "all" or (gpus == "auto" and int(s.get("gpu_count") or 0) > 0):
+        # docker: the NVIDIA runtime's --gpus; podman: the CDI spec nvidia-ctk generates.
+        argv += ["--gpus", "all"] if engine == "docker" else ["--device", "nvidia.com/gpu=all"]
+    # Values stay out of argv (and argv.txt): the engine takes each from its own environment.
+    argv += [f"--env={k}" for k in env]
+    argv += [_s(a) for a in s.get("container_args") or []]
+    return argv + [s["image"]]
+
+
+def worker_argv(s, members, host, master, port):
+    """torchrun multi-node (static rendezvous: every host knows its node rank, no etcd) or one
+    process per host with explicit rank and world size."""
+    if host not in members:
+        raise ValueError(f"{host} is not a member of this run ({', '.join(members)})")
+    rank, nnodes = members.index(host), len(members)
+    worker = f"{s['remote_dir']}/bin/worker.py"
+    timeout = int(s["rendezvous_timeout"])
+    if s["launcher"] == "torchrun":
+        argv = [s["python"], "-m", "torch.distributed.run", f"--nnodes={nnodes}",
+                f"--node-rank={rank}", f"--nproc-per-node={int(s['nproc'])}",
+                f"--master-addr={master}", f"--master-port={int(port)}", "--max-restarts=0",
+                f"--rdzv-conf=timeout={timeout}", worker]
+    elif s["launcher"] == "direct":
+        if int(s["nproc"]) != 1:
+            raise ValueError(f"launcher direct runs one process per host, but {s['nproc']} are "
+                             "wanted: use nccl_validate_launcher: torchrun")
+        argv = [s["python"], worker, "--rank", str(rank), "--world-size", str(nnodes),
+                "--master-addr", str(master), "--master-port", str(int(port))]
+    else:
+        raise ValueError("nccl_validate_launcher must be torchrun or direct, not "
+                         f"{s['launcher']!r}")
+    return argv + ["--backend", s["backend"], "--timeout", str(timeout)] + [
+        _s(a) for a in s.get("worker_args") or []]
+
+
+def launch(s, label, members, host, master, port):
+    """Everything the role needs to start this host's part of one run:
+    {'argv', 'env', 'dir', 'container', 'rank', 'nnodes'}. ``s``: the role's settings (keys
+    without the nccl_validate_ prefix, plus what the probe and image preflight found:
+    engine, gpu_count, devices, auto_env, rdma_mounts, torch_libuv)."""
+    run_dir = f"{s['remote_dir']}/{label}"
+    bin_dir = f"{s['remote_dir']}/bin"
+    env = worker_env(s, label)
+    py = shlex.quote(_s(s["python"]))
+    # Inside the container (or on the host): port counters, the worker, the counters again.
+    inner = ["sh", "-c", 'cd "$0" && b=$1 && shift; py=' + py
+             + '; "$py" "$b/nccl_validate_counters.py" >counters_before.json 2>/dev/null; "$@";'
+             + ' rc=$?; "$py" "$b/nccl_validate_counters.py" >counters_after.json 2>/dev/null;'
+             + ' exit $rc', run_dir, bin_dir] + worker_argv(s, members, host, master, port)
+    prefix = container_prefix(s, label, env)
+    return {"argv": prefix + inner, "env": env, "dir": run_dir,
+            "container": f"rdmaprov-validate-{label}" if prefix else None,
+            "rank": members.index(host), "nnodes": len(members)}
+
+
+def preflight_argv(s, label):
+    """The image preflight: the worker's --preflight in the same container (or on the host) the
+    run will use, so what it finds (libibverbs, providers, torch, libuv) is what the run gets."""
+    env = worker_env(s, label)
+    inner = [_s(s["python"]), f"{s['remote_dir']}/bin/worker.py", "--preflight",
+             "--backend", s["backend"]]
+    return {"argv": container_prefix(s, f"{label}-preflight", env) + inner, "env": env}
+
+
+def preflight_failure(doc, require_ib):
+    """One line saying why this host cannot run, from the worker's --preflight document, or ''.
+    A host without any HCA is not failed here: the run then shows NCCL's Socket fallback."""
+    if not isinstance(doc, dict):
+        return "image preflight printed no JSON document"
+    torch = doc.get("torch") or {}
+    if torch.get("error"):
+        return f"torch is not importable: {torch['error']}"
+    if doc.get("backend") == "nccl" and torch.get("cuda_devices") == 0:
+        return "backend nccl, but torch sees no CUDA device"
+    pf = doc.get("preflight") or {}
+    hcas = pf.get("hcas") or []
+    if require_ib and hcas:
+        if not pf.get("libibverbs"):
+            return (f"{len(hcas)} HCA(s) ({', '.join(hcas)}) but libibverbs.so.1 does not load "
+                    "(use an image with rdma-core, or nccl_validate_host_rdma: always)")
+        found = pf.get("verbs_devices")
+        if found is not None and found < len(hcas):
+            return (f"libibverbs lists {found} of {len(hcas)} HCA(s) ({', '.join(hcas)}): no "
+                    "provider for the others (rdma-core's providers dir or /etc/libibverbs.d "
+                    "missing in the image)")
+    return ""
+
+
+def require_ib(backend, require, env):
+    """Is IB required of this run (nccl_validate_require_ib)? always / never / auto: backend
+    nccl, unless NCCL_IB_DISABLE turns IB off (a socket comparison run)."""
+    if require not in ("auto", "always", "never"):
+        raise ValueError(f"nccl_validate_require_ib must be auto, always or never, not {require!r}")
+    if require != "auto":
+        return require == "always"
+    return backend == "nccl" and str((env or {}).get("NCCL_IB_DISABLE", "0")) in ("", "0")
+
+
+# --- the wait: stop waiting when a member could not run --------------------------------------
+
+def exit_code(job):
+    """The worker's exit code from a finished async job (the launch shell prints it last)."""
+    if not job or not job.get("finished"):
+        return None
+    lines = [ln.strip() for ln in str(job.get("stdout") or "").splitlines() if ln.strip()]
+    return int(lines[-1]) if lines and lines[-1].lstrip("-").isdigit() else None
+
+
+def watch(job, exits_dir, host, members):
+    """One poll of a member's wait, on the controller: once this host's job finished, record
+    its exit code (a file per host under ``exits_dir``). True when the wait is over: the job
+    finished, or a peer could not run (stop_reason)."""
+    rc = exit_code(job)
+    if rc is not None:
+        os.makedirs(exits_dir, exist_ok=True)
+        path = os.path.join(exits_dir, host)
+        with open(path + ".tmp", "w") as fh:
+            fh.write(f"{rc}\n")
+        os.replace(path + ".tmp", path)
+        return True
+    return bool(stop_reason(exits_dir, host, members))
+
+
+def stop_reason(exits_dir, host, members):
+    """Why this host's part cannot succeed any more, or '': a peer that could not run
+    (OWN_FAILURES) ends the run for everyone at once; a peer that failed in a collective
+    (RC_FAILED) does not, its partners end on their own timeouts (so a hung host is named by
+    its own watchdog, not hidden behind its partners' stop)."""
+    for peer in members:
+        if peer == host:
+            continue
+        try:
+            with open(os.path.join(exits_dir, peer)) as fh:
+                text = fh.read().strip()
+        except OSError:
+            continue
+        if text.lstrip("-").isdigit() and int(text) in OWN_FAILURES:
+            return f"stopped: {peer} could not run (its worker exited {text})"
+    return ""
+
+
+def failed_hosts(results_dir, labels):
+    """Hosts whose part of an earlier run (``labels``) failed on its own (OWN_FAILURES): later
+    pair rounds skip the pairs they are in instead of waiting a timeout on them again."""
+    out = {}
+    for label in labels:
+        exits = os.path.join(results_dir, label, ".exits")
+        if not os.path.isdir(exits):
+            continue
+        for host in sorted(os.listdir(exits)):
+            if host.endswith(".tmp"):
+                continue
+            with open(os.path.join(exits, host)) as fh:
+                text = fh.read().strip()
+            if text.lstrip("-").isdigit() and int(text) in OWN_FAILURES:
+                out.setdefault(host, f"{label} rc {text}")
+    return out
