@@ -66,7 +66,7 @@ _ERR_HEAD = re.compile(r"([\w.-]+):\w+(?::\w+)? \[\d+\]")
 _RANK_TAG = re.compile(r"\[[Rr]ank ?(\d+)\]")
 _WATCHDOG = re.compile(r"\[Rank (\d+)\] Watchdog caught collective operation timeout: "
                        r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)")
-_TORCH_TS = re.compile(r"\[[EWI](\d{4}) (\d\d:\d\d:\d\d\.\d+)")
+_TORCH_TS = re.compile(r"\[[EWI](\d{3,4}) (\d\d:\d\d:\d\d\.\d+)")
 _LAST_DONE = re.compile(r"Rank (\d+)\] Exception .*last completed NCCL work: (\d+)")
 _PEER = re.compile(r"(?:from|peer|to) ([\w.:-]+?)<(\d+)>")
 # Lines without "NCCL" in them that still belong to the log (explain routes them here).
@@ -198,7 +198,7 @@ class NcclLogParser:
         self.env_pasted: dict[str, str] = {}
         self.env_nccl_says: dict[str, str] = {}  # NCCL 2.30 "Warning: ENV X is deprecated"
         self.rank_tags: set[int] = set()
-        self.wd: dict[int, tuple[int, str, str]] = {}  # rank -> (seq, op, time)
+        self.wd: dict[int, tuple[int, str, str, str]] = {}  # rank -> (seq, op, time, MMDD)
         self.wd_done: dict[int, int] = {}  # rank -> last completed work
         self._last_error_for: NcclError | None = None
         self._pending_last = False
@@ -494,8 +494,9 @@ class NcclLogParser:
             w = _WATCHDOG.search(line)
             if w and len(self.wd) < _MAX_SET:
                 ts = _TORCH_TS.search(line)
-                self.wd.setdefault(int(w.group(1)), (int(w.group(2)), w.group(3),
-                                                     ts.group(2) if ts else ""))
+                self.wd.setdefault(int(w.group(1)), (
+                    int(w.group(2)), w.group(3), ts.group(2) if ts else "",
+                    ts.group(1).zfill(4) if ts else ""))
         elif "last completed NCCL work" in line:
             d = _LAST_DONE.search(line)
             if d and len(self.wd_done) < _MAX_SET:
@@ -576,7 +577,7 @@ class NcclLogParser:
     def _watchdog(self) -> dict[str, Any]:
         """Which ranks report a collective timeout, which do not, and which is behind."""
         ranks = sorted(self.wd)
-        first = min(ranks, key=lambda k: (self.wd[k][2] or "~", k))
+        first = min(ranks, key=lambda k: (self.wd[k][3] or "~", self.wd[k][2] or "~", k))
         seen = set(self.rank_tags) | set(range(self.nranks))
         d: dict[str, Any] = {
             "ranks_timed_out": ranks[:256], "count": len(ranks),

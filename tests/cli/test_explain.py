@@ -109,3 +109,22 @@ def test_real_command_line() -> None:
                         str(FIX / "nccl_1053_ib_disabled_lo.log")],
                        capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert p.returncode == 2 and json.loads(p.stdout)["network"] == "Socket"
+
+
+def test_escape_sequences_in_a_paste_never_reach_the_terminal(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """An OSC window title, a clear-screen, a C1 CSI and a BEL inside a real log's lines."""
+    lines = (FIX / "nccl_331_docker_bridge_comm_id.log").read_text().splitlines()
+    lines[0] = lines[0].replace("NCCL WARN Net", "NCCL WARN \x1b]0;pwned\x07\x1b[2J\x1b[HNet")
+    lines[2] = lines[2] + "\x9b31m\x07\x1bc"
+    evil = tmp_path / "evil.log"
+    evil.write_text("\n".join(lines) + "\n")
+    rc, out, _ = run([str(evil)], capsys)
+    assert rc == 2 and "rendezvous address 192.168.0.91" in out
+    assert not any(c in out for c in "\x1b\x07\x9b")
+    assert all(c in "\n\t" or " " <= c < "\x7f" or c > "\x9f" for c in out)
+    # JSON keeps the text as it was (escaped by the JSON encoder, not altered).
+    rc, out, _ = run(["--json", str(evil)], capsys)
+    doc = json.loads(out)
+    assert any("\x1b]0;pwned\x07" in e["line"] for e in doc["errors"])
+    assert "\x1b" not in out

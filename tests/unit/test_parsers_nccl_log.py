@@ -97,3 +97,70 @@ def test_real_h200_duplicate_gpu_log() -> None:
         r = parse_nccl_log(fh)
     assert [e.kind for e in r.errors] == ["duplicate_gpu"]
     assert any(f.severity == "error" and "same GPU" in f.message for f in r.findings)
+
+
+# Line shapes below are the real 2.2x formats quoted in NVIDIA/nccl#2013 and NVIDIA/nccl#769,
+# with addresses filled in; the fixtures under tests/fixtures/explain hold the pastes.
+def test_modify_qp_new_format_fields_and_link_local_gid() -> None:
+    r = parse_nccl_log([
+        "h1:7:9 [5] ibvwrap.c:262 NCCL WARN Call to ibv_modify_qp failed with 110 Connection "
+        "timed out, on dev mlx5_2:1, curr state INIT, next state RTR, local GID index 1, "
+        "local GID fe80::ac0:ebff:feda:1cfb, remote GID fe80::ac0:ebff:feda:1d20\n"])
+    e = r.errors[0]
+    assert (e.verb, e.errno, e.errno_text, e.qp_state, e.gid_index, e.local_gid, e.host) == \
+        ("ibv_modify_qp", 110, "Connection timed out", "RTR", 1, "fe80::ac0:ebff:feda:1cfb", "h1")
+    f = next(f for f in r.findings if f.message.startswith("ibv_modify_qp"))
+    assert "link-local" in (f.hint or "") and "NCCL_IB_GID_INDEX" in (f.hint or "")
+
+
+def test_last_error_line_is_classified_and_attached() -> None:
+    r = parse_nccl_log([
+        "[rank3]: torch.distributed.DistBackendError: NCCL error in: x.cpp:1, remote process "
+        "exited or there was a network error, NCCL version 2.21.5\n",
+        "[rank3]: Last error:\n",
+        "[rank3]: socketProgressOpt: Call to recv from 10.0.0.7<33759> failed : Connection reset "
+        "by peer\n"])
+    kinds = [e.kind for e in r.errors]
+    assert kinds == ["remote_error", "peer_lost"]
+    assert r.errors[0].rank == 3 and r.errors[1].peer == "10.0.0.7"
+    assert r.errors[0].detail and "Connection reset by peer" in r.errors[0].detail
+    assert r.nccl_version == "2.21.5"
+
+
+def test_last_error_inside_a_json_line_does_not_swallow_the_next_line() -> None:
+    r = parse_nccl_log(['{"detail": "ncclInvalidUsage.\\nLast error:\\nDuplicate GPU"}\n',
+                        "[W1203 ProcessGroupNCCL.cpp:1575] Warning: WARNING: destroy_process_group"
+                        "() was not called\n"])
+    assert r.errors == []
+
+
+def test_watchdog_names_first_silent_and_lagging_ranks() -> None:
+    def wd(rank: int, t: str) -> str:
+        return (f"[rank{rank}]:[E626 {t} ProcessGroupNCCL.cpp:616] [Rank {rank}] Watchdog caught "
+                "collective operation timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE, NumelIn=1, "
+                "NumelOut=1, Timeout(ms)=600000) ran for 600020 milliseconds before timing out.\n")
+
+    def done(rank: int, n: int) -> str:
+        return (f"[rank{rank}]:[E626 06:24:44.9 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0("
+                f"default_pg) Rank {rank}] Exception (either an error or timeout) detected by "
+                f"watchdog at work: 808, last enqueued NCCL work: 811, last completed NCCL work: "
+                f"{n}.\n")
+    r = parse_nccl_log([wd(1, "06:24:44.903"), done(1, 807), wd(0, "06:24:44.159"), done(0, 807),
+                        wd(2, "06:24:44.173"), done(2, 806), "[rank3]: Traceback (most recent "
+                        "call last):\n"])
+    w = r.watchdog
+    assert w is not None
+    assert (w["ranks_timed_out"], w["first"], w["silent_ranks"], w["behind"]) == \
+        ([0, 1, 2], {"rank": 0, "time": "06:24:44.159"}, [3], [2])
+    msgs = " | ".join(f.message for f in r.findings)
+    assert "first to report: rank 0 at 06:24:44.159" in msgs
+    assert "no timeout report: 3" in msgs and "rank(s) 2 are behind" in msgs
+
+
+def test_feed_other_routes_only_log_lines() -> None:
+    p = NcclLogParser()
+    assert p.feed_other("[r0]:ncclSocketInit: connecting to address  with family 0 is neither "
+                        "AF_INET(2) nor AF_INET6(10)\n")
+    assert not p.feed_other("   8    2   float   sum   -1   10.1   0.00   0.00   0\n")
+    r = p.finish()
+    assert r.lines == 2 and [e.kind for e in r.errors] == ["no_interface"]
