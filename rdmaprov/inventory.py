@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shlex
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -471,6 +472,92 @@ def _looks_like_address(addr: str) -> bool:
     return bool(_HOSTNAME.match(text)) and len(text) <= 253
 
 
+# Characters that --limit reads as pattern syntax (separators ',' ':', '!' '&' prefixes, '~'
+# regex, '*' '?' '[' ']' globs and slices, '@' a retry file) or that no host_vars/ file name holds.
+_NAME_BREAKERS = frozenset(",:!&~*?[]@/\\")
+
+
+def _host_name_problem(name: str) -> str | None:
+    """Why Ansible cannot use ``name`` as written (spaces, pattern characters), or None."""
+    if _looks_like_address(name):
+        return None
+    bad = sorted({c for c in name if c in _NAME_BREAKERS or c.isspace() or not c.isprintable()})
+    if not bad:
+        return None
+    shown = ", ".join("a space" if c == " " else repr(c) for c in bad)
+    return (f"host name {name!r} has {shown}: that breaks --limit patterns and host_vars/ file "
+            "names; name it with letters, digits, '.', '-' or '_' and put the address in "
+            "ansible_host")
+
+
+def _not_utf8(path: Path) -> str | None:
+    """'<file>: line N, byte M (0xNN) is not UTF-8 ...' for the first undecodable byte."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None  # unreadable files are reported where they are parsed
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        return (f"{_shown(path)}: line {line}, byte {column} (0x{data[exc.start]:02x}) is not "
+                "UTF-8; Ansible reads inventories as UTF-8: convert the file (iconv -t UTF-8)")
+    return None
+
+
+def _inventory_files(source: Path) -> list[Path]:
+    """The inventory's own files and the group_vars/host_vars beside it (hidden ones skipped)."""
+    base = source if source.is_dir() else source.parent
+    roots = [source] if source.is_dir() else [source, base / "group_vars", base / "host_vars"]
+    found: list[Path] = []
+    for root in roots:
+        if root.is_file():
+            found.append(root)
+        elif root.is_dir():
+            found += sorted(p for p in root.rglob("*") if p.is_file()
+                            and not any(part.startswith(".") for part in p.relative_to(root).parts))
+    return found
+
+
+def _connection_problem(name: str) -> str | None:
+    """Why ``ansible_connection: name`` would fail at the first task, or None: not a connection
+    plugin of ansible-core (or an alias, or a redirect to an installed collection)."""
+    import ansible
+    import ansible.constants as C
+    from ansible.plugins.loader import connection_loader
+
+    core = Path(ansible.__file__).parent
+    builtin = {p.stem for p in (core / "plugins/connection").glob("*.py")
+               if not p.stem.startswith("_")} | set(connection_loader.aliases) | {"smart"}
+    short = name.removeprefix("ansible.builtin.")
+    if short in builtin:
+        return None
+    target = name
+    if "." not in short:
+        runtime = yaml.safe_load((core / "config/ansible_builtin_runtime.yml").read_text())
+        route = ((runtime or {}).get("plugin_routing", {}).get("connection", {}) or {}).get(short)
+        if not route or not route.get("redirect"):
+            close = difflib.get_close_matches(short, sorted(builtin), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            return (f"ansible_connection {name!r} is not a connection plugin{hint}; ansible-core "
+                    f"has {', '.join(sorted(builtin))}")
+        target = route["redirect"]
+    parts = target.split(".")
+    if len(parts) != 3:
+        return (f"ansible_connection {name!r} is not a plugin name "
+                "(NAME or namespace.collection.NAME)")
+    ns, coll, plugin = parts
+    for base in [*C.COLLECTIONS_PATHS, *sys.path]:
+        root = Path(base)
+        root = root if root.name == "ansible_collections" else root / "ansible_collections"
+        if (root / ns / coll / "plugins/connection" / f"{plugin}.py").is_file():
+            return None
+    via = f" (it stands for {target})" if target != name else ""
+    return (f"ansible_connection {name!r}{via}: the collection {ns}.{coll} is not installed "
+            f"here (ansible-galaxy collection install {ns}.{coll})")
+
+
 def load(path: Path, *, limit: str | None = None, extra_vars: list[str] | None = None,
          collection: Path | None = None) -> Inventory:
     """Parse and validate; raise UserError with the first problem (and how many more)."""
@@ -495,6 +582,10 @@ def _validate(path: Path, limit: str | None, extra_vars: list[str],
     if not os.access(path, os.R_OK):
         raise UserError(f"{path}: cannot read the inventory (permission denied)")
     source = path.resolve()
+    for f in _inventory_files(source):
+        encoding = _not_utf8(f)
+        if encoding:
+            raise UserError(encoding)
     extras = load_extra_vars(extra_vars)
     loader = DataLoader()
     with _ansible_parsing() as recorder:
@@ -517,6 +608,10 @@ def _validate(path: Path, limit: str | None, extra_vars: list[str],
         all_hosts = sorted(h.name for h in manager.get_hosts())
         if not all_hosts:
             raise UserError(f"{_shown(path)}: no hosts in the inventory")
+        for host in manager.get_hosts(ignore_restrictions=True):
+            bad_name = _host_name_problem(host.name)
+            if bad_name:
+                problems.append(Problem(_shown(host.vars.get("inventory_file") or path), bad_name))
         if limit:
             try:
                 manager.subset(limit)
@@ -570,6 +665,11 @@ def _validate(path: Path, limit: str | None, extra_vars: list[str],
                 merged.update(s.data)
             where = host_sources[host.name][0].where.rsplit(": host ", 1)[0]
             problems += _check_address(host.name, merged, where)
+            connection = merged.get("ansible_connection")
+            if isinstance(connection, str) and connection and not _templated(connection):
+                bad_connection = _connection_problem(connection)
+                if bad_connection:
+                    problems.append(Problem(where, f"host {host.name}: {bad_connection}"))
             addr = merged.get("ansible_host")
             if isinstance(addr, str) and addr.strip() and not _templated(addr):
                 key = (addr.strip(), str(merged.get("ansible_port", 22)))

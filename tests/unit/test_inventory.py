@@ -215,3 +215,70 @@ def test_real_roles_specs_are_usable(tmp_path: Path) -> None:
         assert msg == f"-e: {int_opts[0]}: '9k' is not an integer"
     name = sorted(specs.options)[0]
     assert "unknown variable" in error(p, root, extra_vars=[f"{name}_typo=1"])
+
+
+# -- inputs that must stop before SSH (issue 15 item 8) ----------------------------------------
+
+
+def test_inventory_that_is_not_utf8_names_line_and_byte(tmp_path: Path, collection: Path) -> None:
+    p = tmp_path / "inventory.ini"
+    p.write_bytes(b"[gpu]\nnode1 ansible_host=10.0.0.1\n# caf\xe9 rack\n")
+    assert error(p, collection) == (
+        f"{p}: line 3, byte 6 (0xe9) is not UTF-8; Ansible reads inventories as UTF-8: "
+        "convert the file (iconv -t UTF-8)")
+
+
+def test_group_vars_that_are_not_utf8(tmp_path: Path, collection: Path) -> None:
+    p = write(tmp_path, "inventory.ini", "[gpu]\nnode1 ansible_host=10.0.0.1\n")
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars/gpu.yml").write_bytes(b"---\n# \xff\xfe\nnet_mtu_default: 9000\n")
+    assert "group_vars/gpu.yml: line 2, byte 3 (0xff) is not UTF-8" in error(p, collection)
+
+
+@pytest.mark.parametrize(("name", "what"), [
+    ("node 1", "a space"), ("gpu,2", "','"), ("a/b", "'/'"), ("n*1", "'*'"),
+    ("~gpu&1", "'&', '~'"),
+])
+def test_host_names_that_break_limit_and_host_vars(tmp_path: Path, collection: Path,
+                                                   name: str, what: str) -> None:
+    p = write(tmp_path, "inventory.yml",
+              f'all:\n  hosts:\n    "{name}":\n      ansible_host: 10.0.0.1\n')
+    msg = error(p, collection)
+    assert msg.startswith(f"{p}: host name {name!r} has {what}: that breaks --limit patterns")
+    assert msg.endswith("put the address in ansible_host")
+
+
+def test_usual_host_names_and_ipv6_pass(tmp_path: Path, collection: Path) -> None:
+    p = write(tmp_path, "inventory.yml",
+              "all:\n  hosts:\n    gpu-01.rack_2: {ansible_host: 10.0.0.1}\n"
+              "    'fd00::11': {}\n")
+    assert inv.load(p, collection=collection).hosts == ["fd00::11", "gpu-01.rack_2"]
+
+
+def test_unknown_connection_plugin(tmp_path: Path, collection: Path) -> None:
+    p = write(tmp_path, "inventory.ini",
+              "[gpu]\nnode1 ansible_host=10.0.0.1 ansible_connection=sshh\n")
+    msg = error(p, collection)
+    assert msg.startswith(f"{p}: host node1: ansible_connection 'sshh' is not a connection "
+                          "plugin (did you mean ssh?); ansible-core has ")
+    assert "local" in msg and "paramiko" in msg
+
+
+def test_connection_from_a_collection_that_is_not_installed(tmp_path: Path,
+                                                            collection: Path) -> None:
+    p = write(tmp_path, "inventory.ini",
+              "[gpu]\nnode1 ansible_host=10.0.0.1 ansible_connection=podman\n"
+              "node2 ansible_connection=no.such_collection.thing\n")
+    msg = error(p, collection)
+    assert ("host node1: ansible_connection 'podman' (it stands for containers.podman.podman): "
+            "the collection containers.podman is not installed here") in msg
+    assert msg.endswith("(and 1 more)")
+
+
+@pytest.mark.parametrize("conn", ["ssh", "local", "paramiko", "ansible.builtin.ssh", "smart",
+                                  "{{ lookup('env', 'CONN') }}"])
+def test_known_connection_plugins_pass(tmp_path: Path, collection: Path, conn: str) -> None:
+    p = write(tmp_path, "inventory.yml",
+              f"all:\n  hosts:\n    node1:\n      ansible_host: 10.0.0.1\n"
+              f'      ansible_connection: "{conn}"\n')
+    assert inv.load(p, collection=collection).hosts == ["node1"]
