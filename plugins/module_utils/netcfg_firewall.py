@@ -13,9 +13,16 @@ import re
 BACKENDS = ("nftables", "firewalld", "ufw")
 
 
-def pick_backend(choice, firewalld_active, ufw_active, nft_present):
-    """(backend, reason). An active firewalld or ufw owns the host's netfilter policy: writing
-    our own nftables table beside it would work, but the host's admin manages it with their tool."""
+def pick_backend(choice, firewalld_active, ufw_active, nft_present, ufw_present=True):
+    """(backend, reason); backend None when none is usable. An active firewalld or ufw owns the
+    host's netfilter policy: writing our own nftables table beside it would work, but the host's
+    admin manages it with their tool."""
+    if choice == "firewalld" and not firewalld_active:
+        return None, "firewall_backend=firewalld, but firewalld is not running"
+    if choice == "ufw" and not ufw_present:
+        return None, "firewall_backend=ufw, but ufw is not installed"
+    if choice == "nftables" and not nft_present:
+        return None, "firewall_backend=nftables, but nft is not installed (package nftables)"
     if choice != "auto":
         return choice, f"chosen: firewall_backend={choice}"
     if firewalld_active:
@@ -28,17 +35,23 @@ def pick_backend(choice, firewalld_active, ufw_active, nft_present):
                   "installed (install nftables or set firewall_backend)")
 
 
+def port_span(value):
+    """A port or range (22, "22", "60001-63000", "60001:63000") → (low, high) within 1..65535."""
+    parts = str(value).strip().replace(":", "-").split("-")
+    if len(parts) not in (1, 2) or not all(p.strip().isdigit() for p in parts):
+        raise ValueError(f"{value!r} is not a port or LOW-HIGH range")
+    low, high = int(parts[0]), int(parts[-1])
+    if not 1 <= low <= high <= 65535:
+        raise ValueError(f"port range {low}-{high} is not within 1..65535")
+    return low, high
+
+
 def port_range(value, local_port_range):
     """NCCL's bootstrap and socket transport listen on ephemeral ports (bind to port 0), so the
     range to open is the kernel's net.ipv4.ip_local_port_range unless pinned. → (low, high)."""
     if value == "auto":
-        low, high = (int(x) for x in str(local_port_range).split())
-    else:
-        parts = str(value).replace(":", "-").split("-")
-        low, high = int(parts[0]), int(parts[-1])
-    if not 1 <= low <= high <= 65535:
-        raise ValueError(f"port range {low}-{high} is not within 1..65535")
-    return low, high
+        return port_span("-".join(str(local_port_range).split()))
+    return port_span(value)
 
 
 def normalise_subnets(subnets):
@@ -61,7 +74,8 @@ def control_host_allowed(control_ip, subnets):
 
 
 def nft_table_summary(text):
-    """`nft -j list table inet NAME` → {'chains': [...], 'rules': N, 'sets': [...]} (None if absent)."""
+    """`nft -j list table inet NAME` → {'chains': [...], 'rules': N, 'sets': [...]}, None if
+    absent."""
     if not (text or "").strip():
         return None
     data = json.loads(text)
@@ -77,11 +91,81 @@ def nft_table_summary(text):
     return {"chains": chains, "rules": rules, "sets": sets}
 
 
-def port_specs(tcp_ports, udp_port):
-    """[{port, proto}] for backends that take one port (or LOW-HIGH range) per rule."""
-    specs = [{"port": str(p), "proto": "tcp"} for p in tcp_ports or []]
-    specs.append({"port": str(udp_port), "proto": "udp"})
-    return specs
+def grants(plan_):
+    """Every (source, port, proto) a plan opens, source None meaning anyone: the rule list of
+    the backends that only add to the host's own policy (firewalld, ufw)."""
+    out = []
+    for src in plan_["subnets"]["ipv4"] + plan_["subnets"]["ipv6"]:
+        out += [{"source": src, "port": p, "proto": "tcp"} for p in plan_["cluster_tcp"]]
+        out.append({"source": src, "port": plan_["udp_port"], "proto": "udp"})
+    for src in plan_["ssh_only"]["ipv4"] + plan_["ssh_only"]["ipv6"]:
+        out.append({"source": src, "port": plan_["ssh_port"], "proto": "tcp"})
+    for entry in plan_["allow"]:
+        srcs = entry["sources"]["ipv4"] + entry["sources"]["ipv6"] or [None]
+        out += [{"source": s, "port": entry["port"], "proto": entry["proto"]} for s in srcs]
+    unique = []
+    for g in out:
+        if g not in unique:
+            unique.append(g)
+    return unique
+
+
+def firewalld_rich_rule(grant):
+    """A grant as firewalld prints it back (`--list-rich-rules`), so present rules compare equal."""
+    where = ""
+    if grant["source"]:
+        family = "ipv6" if ":" in grant["source"] else "ipv4"
+        where = f'family="{family}" source address="{grant["source"]}" '
+    return f'rule {where}port port="{grant["port"]}" protocol="{grant["proto"]}" accept'
+
+
+def firewalld_rules(plan_):
+    return [firewalld_rich_rule(g) for g in grants(plan_)]
+
+
+def firewalld_changes(plan_, name, permanent, runtime):
+    """firewall-cmd calls that bring our policy to the plan. permanent, runtime: the policy's
+    `--list-rich-rules` text, None where it does not exist. Permanent and runtime configuration
+    are changed apart, since a `--reload` also drops the admin's runtime-only rules; it runs only
+    when the policy is not in the runtime yet (firewalld creates policies permanent-only)."""
+    want = firewalld_rules(plan_)
+    cmds = []
+    if permanent is None:
+        cmds.append(["firewall-cmd", "--permanent", f"--new-policy={name}"])
+        cmds += [["firewall-cmd", "--permanent", f"--policy={name}", opt]
+                 for opt in ("--add-ingress-zone=ANY", "--add-egress-zone=HOST",
+                             "--set-target=CONTINUE")]
+    reload = permanent is None or runtime is None
+    sides = [(["--permanent"], permanent)] + ([] if reload else [([], runtime)])
+    for flag, text in sides:
+        have = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+        cmds += [["firewall-cmd", *flag, f"--policy={name}", f"--remove-rich-rule={r}"]
+                 for r in have if r not in want]
+        cmds += [["firewall-cmd", *flag, f"--policy={name}", f"--add-rich-rule={r}"]
+                 for r in want if r not in have]
+    if reload:
+        cmds.append(["firewall-cmd", "--reload"])
+    return cmds
+
+
+def ufw_rule_args(grant):
+    """A grant as `ufw allow` arguments (ufw writes ranges LOW:HIGH)."""
+    return ["allow", "proto", grant["proto"], "from", grant["source"] or "any", "to", "any",
+            "port", grant["port"].replace("-", ":"), "comment", "rdmaprov"]
+
+
+def ufw_added_line(grant):
+    """A grant as `ufw show added` prints it back (ufw 0.36)."""
+    port = grant["port"].replace("-", ":")
+    if grant["source"]:
+        return (f"ufw allow from {grant['source']} to any port {port} proto {grant['proto']} "
+                "comment 'rdmaprov'")
+    return f"ufw allow {port}/{grant['proto']} comment 'rdmaprov'"
+
+
+def ufw_rules(plan_):
+    """[{args, added}]: each grant as `ufw allow` arguments and as `ufw show added` prints it."""
+    return [{"args": ufw_rule_args(g), "added": ufw_added_line(g)} for g in grants(plan_)]
 
 
 _HASH_RE = re.compile(r'comment\s+"rdmaprov sha1=([0-9a-f]{40})"')
@@ -91,3 +175,201 @@ def live_hash(nft_list_text):
     """The ruleset fingerprint the role wrote into the live table's comment, or ''."""
     match = _HASH_RE.search(nft_list_text or "")
     return match.group(1) if match else ""
+
+
+# --- What the host runs: listening sockets ----------------------------------------------------
+POLICIES = ("scoped", "deny")
+_LISTEN_STATE = {"tcp": "0A", "udp": "07"}  # TCP_LISTEN; an unconnected, bound UDP socket
+
+
+def _proc_addr(text):
+    """/proc/net's hex address: IPv4 is one little-endian word, IPv6 four of them."""
+    raw = bytes.fromhex(text)
+    if len(raw) == 4:
+        return str(ipaddress.IPv4Address(raw[::-1]))
+    return str(ipaddress.IPv6Address(b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))))
+
+
+def parse_proc_net(kind, text):
+    """One /proc/net/{tcp,tcp6,udp,udp6} file → [{proto, address, port, inode}] of its listening
+    (TCP) or bound (UDP) sockets."""
+    proto = kind.rstrip("6")
+    out = []
+    for line in (text or "").splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 10 or fields[3] != _LISTEN_STATE[proto]:
+            continue
+        addr, port = fields[1].split(":")
+        if int(port, 16):
+            out.append({"proto": proto, "address": _proc_addr(addr), "port": int(port, 16),
+                        "inode": fields[9]})
+    return out
+
+
+def _loopback(address):
+    addr = ipaddress.ip_address(address)
+    if addr.version == 6 and addr.ipv4_mapped:
+        addr = addr.ipv4_mapped
+    return addr.is_loopback
+
+
+def listeners(proc_net, owners):
+    """Sockets other hosts can reach (not bound to loopback), one entry per port and protocol,
+    with the names of the processes that hold them (owners: socket inode → process name)."""
+    seen = {}
+    for kind in ("tcp", "tcp6", "udp", "udp6"):
+        for sock in parse_proc_net(kind, (proc_net or {}).get(kind, "")):
+            if _loopback(sock["address"]):
+                continue
+            entry = seen.setdefault((sock["port"], sock["proto"]), {
+                "port": sock["port"], "proto": sock["proto"], "processes": []})
+            name = (owners or {}).get(str(sock["inode"]))
+            if name and name not in entry["processes"]:
+                entry["processes"].append(name)
+    return [seen[k] for k in sorted(seen)]
+
+
+# --- Slurm ------------------------------------------------------------------------------------
+SLURM_DEFAULT_PORTS = {"slurmctldport": "6817", "slurmdport": "6818"}
+
+
+def slurm_ports(conf_text, installed):
+    """Ports Slurm listens on between cluster hosts, as slurm.conf sets them (names are case
+    insensitive; defaults SlurmctldPort 6817, SlurmdPort 6818). SrunPortRange when set; unset,
+    srun listens on ephemeral ports, which the NCCL range already opens. [] without Slurm."""
+    if conf_text is None and not installed:
+        return []
+    found = dict(SLURM_DEFAULT_PORTS)
+    for line in (conf_text or "").splitlines():
+        match = re.match(r"\s*(SlurmctldPort|SlurmdPort|SrunPortRange)\s*=\s*(\S+)",
+                         line.split("#", 1)[0], re.I)
+        if match:
+            found[match.group(1).lower()] = match.group(2)
+    out = []
+    for key, name in (("slurmctldport", "SlurmctldPort"), ("slurmdport", "SlurmdPort"),
+                      ("srunportrange", "SrunPortRange")):
+        if key in found:
+            try:
+                low, high = port_span(found[key])
+            except ValueError as exc:
+                raise ValueError(f"{name}={found[key]}: {exc}") from exc
+            out.append(str(low) if low == high else f"{low}-{high}")
+    return out
+
+
+# --- The plan ---------------------------------------------------------------------------------
+def merge_ports(specs):
+    """Ports and ranges → sorted, non-overlapping "N" / "LOW-HIGH" strings (nft refuses
+    overlapping intervals in one set)."""
+    spans = sorted(port_span(s) for s in specs)
+    merged = []
+    for low, high in spans:
+        if merged and low <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], high)
+        else:
+            merged.append([low, high])
+    return [str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in merged]
+
+
+def _covers(specs, port):
+    return any(lo <= port <= hi for lo, hi in (port_span(s) for s in specs))
+
+
+def normalise_allow(entries):
+    """firewall_allow → [{port, proto, sources: {ipv4, ipv6}, anywhere}]."""
+    out = []
+    for i, entry in enumerate(entries or []):
+        where = f"firewall_allow[{i}]"
+        if not isinstance(entry, dict) or "port" not in entry:
+            raise ValueError(f"{where}: needs a port (and optionally proto, sources)")
+        low, high = port_span(entry["port"])
+        proto = str(entry.get("proto") or "tcp")
+        if proto not in ("tcp", "udp"):
+            raise ValueError(f"{where}: proto {proto!r} is not tcp or udp")
+        try:
+            sources = normalise_subnets(entry.get("sources") or [])
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from exc
+        out.append({"port": str(low) if low == high else f"{low}-{high}", "proto": proto,
+                    "sources": sources, "anywhere": not (sources["ipv4"] or sources["ipv6"])})
+    return out
+
+
+def _waived(listener, waive):
+    for item in waive or []:
+        item = str(item)
+        if "/" in item:
+            port, proto = item.split("/", 1)
+            if proto == listener["proto"] and _covers([port], listener["port"]):
+                return True
+        elif item.isdigit() or "-" in item:
+            if _covers([item], listener["port"]):
+                return True
+        elif item in listener["processes"]:
+            return True
+    return False
+
+
+def cut_listeners(listening, policy, restricted, by_design, allow, waive):
+    """The listening services a ruleset would cut, as [{port, proto, processes}].
+
+    restricted: [{port, proto}] rdmaprov's own ports (rendezvous, NCCL's range, RoCEv2), refused
+    to hosts outside the cluster in both policies, so anything else listening there is cut.
+    by_design: [{port, proto}] opened on purpose to their own clients (SSH, Slurm between
+    cluster hosts). Under deny every other listener is cut. An allow entry or a waiver (PORT,
+    PORT/PROTO or a process name) covers a listener."""
+    if policy not in POLICIES:
+        raise ValueError(f"firewall_policy {policy!r} is not one of {', '.join(POLICIES)}")
+    cut = []
+    for lst in listening or []:
+        def hit(specs, lst=lst):
+            return any(s["proto"] == lst["proto"] and _covers([s["port"]], lst["port"])
+                       for s in specs)
+        if hit(allow) or _waived(lst, waive):
+            continue
+        if hit(restricted) or (policy == "deny" and not hit(by_design)):
+            cut.append(lst)
+    return cut
+
+
+def describe_listeners(items):
+    """[{port, proto, processes}] → "9100/tcp (python3), 68/udp (dhclient)"."""
+    return ", ".join(f"{i['port']}/{i['proto']} ({', '.join(i['processes']) or 'owner unknown'})"
+                     for i in items)
+
+
+def plan(probe, settings):
+    """The probe of one host + the role's settings → everything the backends render and the
+    preflight checks: sources, port sets, Slurm's ports, allow entries and what would be cut."""
+    backend, reason = pick_backend(settings["backend"], probe["firewalld_active"],
+                                   probe["ufw_active"], probe["nft_present"],
+                                   probe.get("ufw_present", True))
+    policy = settings["policy"]
+    subnets = normalise_subnets(settings["cluster_subnets"])
+    control = [probe["control_ip"]] if settings["allow_control_host"] and probe["control_ip"] \
+        else []
+    ssh_only = normalise_subnets(list(settings["ssh_sources"] or []) + control)
+    low, high = port_range(settings["nccl_port_range"], probe["local_port_range"])
+    udp_port = int(settings["roce_udp_port"])
+    slurm = []
+    if settings["slurm"] == "auto":
+        try:
+            slurm = slurm_ports(probe["slurm_conf"], probe["slurm_installed"])
+        except ValueError as exc:
+            raise ValueError(f"{probe.get('slurm_conf_path') or 'slurm.conf'}: {exc}") from exc
+    restricted_tcp = merge_ports([*settings["rendezvous_ports"], f"{low}-{high}"])
+    ssh = str(int(settings["ssh_port"]))
+    cluster_tcp = merge_ports([ssh, *restricted_tcp, *slurm])
+    allow = normalise_allow(settings["allow"])
+    listening = listeners(probe.get("proc_net"), probe.get("socket_owners"))
+    restricted = [{"port": p, "proto": "tcp"} for p in restricted_tcp]
+    restricted.append({"port": str(udp_port), "proto": "udp"})
+    by_design = [{"port": p, "proto": "tcp"} for p in [ssh, *slurm]]
+    cut = cut_listeners(listening, policy, restricted, by_design, allow, settings["waive"])
+    return {
+        "backend": backend, "backend_reason": reason, "policy": policy,
+        "subnets": subnets, "ssh_only": ssh_only, "ssh_port": ssh,
+        "cluster_tcp": cluster_tcp, "restricted_tcp": restricted_tcp, "udp_port": str(udp_port),
+        "slurm_ports": slurm, "allow": allow, "listening": listening,
+        "cut": cut, "cut_text": describe_listeners(cut),
+    }
