@@ -150,6 +150,7 @@ def _nccl(lines: Iterable[str], opts: Options) -> dict[str, Any]:
         nccl_tests.verdict(t, opts.expect_busbw, opts.line_rate_gbps, opts.nics,
                            opts.min_fraction)
         d = t.to_dict()
+        d["nccl_version"] = d["nccl_version"] or log_report.nccl_version
         if log_report.nccl_lines or log_report.env_pasted or log_report.errors:
             sub = log_report.to_dict()
             d["nccl_log"] = sub

@@ -14,9 +14,13 @@ class Finding:
     severity: str  # error | warning | info
     message: str
     hint: str | None = None
+    code: str | None = None  # stable name of the diagnosis (JSON "code"), where it has one
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if d["code"] is None:
+            del d["code"]
+        return d
 
 
 @dataclass

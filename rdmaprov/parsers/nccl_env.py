@@ -146,17 +146,25 @@ def lint(env: dict[str, str], version: str | None) -> list[Finding]:
             out.append(Finding(
                 sev, f"{name}={val}: removed in NCCL {since} ({when})",
                 f"Use {repl} instead." if repl else
-                f"Unset it: it has no effect from NCCL {since} on."))
+                f"Unset it: it has no effect from NCCL {since} on.", "env_removed"))
         elif name in DEPRECATED:
             since, repl, says = DEPRECATED[name]
+            if have and have < vtuple(since):
+                out.append(Finding(
+                    "info", f"{name}={val}: NCCL {version} reads it; deprecated from NCCL "
+                    f"{since} on", f"When upgrading, set {repl or 'nothing'} instead.",
+                    "env_deprecated"))
+                continue
             out.append(Finding(
                 "warning", f"{name}={val} is deprecated ({says})",
                 (f"Set {repl} instead" if repl else "Unset it")
-                + (f"; NCCL {version} is the version in this log." if version else ".")))
+                + (f"; NCCL {version} is the version in this log." if version else "."),
+                "env_deprecated"))
         elif name not in KNOWN and not _NOT_NCCL.match(name):
             near = difflib.get_close_matches(name, KNOWN, n=1, cutoff=0.85)
             if near:
                 out.append(Finding(
                     "warning", f"{name} is not a variable NCCL reads; did you mean {near[0]}?",
-                    f"NCCL ignores unknown names silently: rename it to {near[0]}."))
+                    f"NCCL ignores unknown names silently: rename it to {near[0]}.",
+                    "env_unknown"))
     return out

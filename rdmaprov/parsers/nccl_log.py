@@ -75,6 +75,17 @@ OTHER = re.compile(r"Got completion|Watchdog|ncclSocketInit|nccl\w*Error|\.\w{1,
 # Interfaces that only reach this host: bridges, veths and overlay tunnels.
 _LOCAL_IF = re.compile(r"^(?:virbr|docker|br-|veth|cni|flannel|cali|tunl|kube-ipvs|lxcbr|podman)")
 
+# Finding codes of the diagnoses of failures around NCCL (containers, interfaces, RoCE QP
+# setup, net plugins, peers, watchdogs, variables). tests/fixtures/explain/index.yaml lists, per
+# real fixture, which of them must fire; bench/explain_diagnoses.py counts precision over all.
+CONTEXT_CODES = frozenset({
+    "no_interface", "address_family", "subnet", "bind_address", "async_event", "peer_lost",
+    "remote_error", "qp_link_local_gid", "qp_unreachable", "qp_timeout", "qp_no_device",
+    "verbs_open_device", "plugin_no_device", "plugin_network", "bridge_interface",
+    "docker_bridge", "link_local_address", "first_failure", "watchdog", "watchdog_silent",
+    "watchdog_behind", "env_removed", "env_deprecated", "env_unknown", "env_nccl_says",
+    "version_from_env"})
+
 # ibv_wc_status values (verbs.h) NCCL prints as "status=N" or "with error N".
 WC_STATUS = {
     1: "local length error", 2: "local QP operation error", 4: "local protection error",
@@ -583,7 +594,8 @@ class NcclLogParser:
             "ranks_timed_out": ranks[:256], "count": len(ranks),
             "seq": self.wd[first][0], "op": self.wd[first][1],
             "first": {"rank": first, "time": self.wd[first][2] or None},
-            "silent_ranks": sorted(seen - set(ranks))[:256],
+            # A rank with only the "Exception ... detected by watchdog" line timed out too.
+            "silent_ranks": sorted(seen - set(ranks) - set(self.wd_done))[:256],
         }
         if self.wd_done and len(set(self.wd_done.values())) > 1:
             low = min(self.wd_done.values())
@@ -610,7 +622,7 @@ class NcclLogParser:
                   "NCCL_DEBUG_SUBSYS=INIT,NET and look for NET/IB lines; check ibv_devinfo on "
                   "the hosts and in the container.")
             f.append(Finding("error", "NCCL fell back to TCP sockets (network Socket): "
-                             f"{r.fallback_cause}", hint))
+                             f"{r.fallback_cause}", hint, "socket_fallback"))
         elif r.network:
             f.append(Finding("info", f"network used: {r.network}"
                              + (f" over {len(r.hcas)} HCA port(s)" if r.hcas else ""), None))
@@ -645,7 +657,9 @@ class NcclLogParser:
         # Generic NCCL/PyTorch error lines restate a cause listed elsewhere: list them last.
         late = ("nccl_error", "system_error", "cuda_error", "proxy")
         for e in sorted(r.errors, key=lambda e: e.kind in late):
-            f.append(_explain_error(e, {**r.env_pasted, **r.env}))
+            fd = _explain_error(e, {**r.env_pasted, **r.env})
+            fd.code = fd.code or e.kind
+            f.append(fd)
         if self.errors_dropped:
             f.append(Finding("info", f"{self.errors_dropped} more distinct errors not listed",
                              None))
@@ -665,7 +679,7 @@ class NcclLogParser:
                 "NCCL_VERSION is a container image label, not what NCCL reads: the library "
                 "that ran can differ (PyTorch wheels bring their own). NCCL_DEBUG=INFO prints "
                 "'NCCL version X' on rank 0; python -c 'import torch; "
-                "print(torch.cuda.nccl.version())' tells torch's."))
+                "print(torch.cuda.nccl.version())' tells torch's.", "version_from_env"))
         return f
 
     def _around_findings(self, r: NcclLogReport) -> list[Finding]:
@@ -680,7 +694,7 @@ class NcclLogParser:
                     "usable RDMA device, so NCCL fell back to Socket",
                     "The plugin searches the same verbs devices as NCCL: in a container map "
                     "/dev/infiniband and the rdma resource; NCCL_NET_PLUGIN=none (NCCL 2.11+) "
-                    "takes the plugin out to check NCCL's own IB transport."))
+                    "takes the plugin out to check NCCL's own IB transport.", "plugin_no_device"))
             elif r.network and r.network not in ("IB", "Socket"):
                 ib_off = self.env.get("NCCL_IB_DISABLE", "0").strip() not in ("0", "")
                 f.append(Finding(
@@ -690,14 +704,15 @@ class NcclLogParser:
                     "The plugin, not NCCL's internal IB transport, carries the traffic and "
                     "reads the NCCL_IB_* settings itself; NCCL_IB_DISABLE does not switch it "
                     "off. For NCCL's internal transports set NCCL_NET_PLUGIN=none (NCCL 2.11+) "
-                    "or choose one with NCCL_NET=IB or NCCL_NET=Socket (2.10+)."))
+                    "or choose one with NCCL_NET=IB or NCCL_NET=Socket (2.10+).", "plugin_network"))
         bridges = [i for i in self.socket_all if _LOCAL_IF.match(i)]
         if bridges and len(self.socket_all) > 1:
             f.append(Finding(
                 "warning", f"NCCL's socket interfaces include {', '.join(bridges)} "
                 f"(of {', '.join(self.socket_all)}): a bridge that only reaches this host",
                 "Set NCCL_SOCKET_IFNAME to the interface the other hosts reach (the same "
-                "name on every host, or a prefix such as NCCL_SOCKET_IFNAME=ens)."))
+                "name on every host, or a prefix such as NCCL_SOCKET_IFNAME=ens).",
+                "bridge_interface"))
         for name, addr in self.socket_all.items():
             if addr.startswith("172.17.0.") and name == "eth0":
                 f.append(Finding(
@@ -705,15 +720,18 @@ class NcclLogParser:
                     "bridge (172.17.0.0/16): the container has no host networking",
                     "Other hosts cannot reach a bridge address: run the container with "
                     "--network=host (Kubernetes: hostNetwork, or a secondary network with "
-                    "NCCL_SOCKET_IFNAME naming it)."))
+                    "NCCL_SOCKET_IFNAME naming it).", "docker_bridge"))
             elif addr.startswith("169.254."):
                 f.append(Finding(
                     "warning", f"NCCL's address {addr} on {name} is link-local",
                     "A 169.254/16 address is not routed between hosts: set "
-                    "NCCL_SOCKET_IFNAME to an interface with a routable address."))
+                    "NCCL_SOCKET_IFNAME to an interface with a routable address.",
+                    "link_local_address"))
         if r.watchdog:
             f.extend(_watchdog_findings(r.watchdog))
-        consequences = ("proxy", "nccl_error", "remote_error", "timeout", "system_error")
+        # Consequences of another error, and libibverbs missing (NCCL goes on with sockets).
+        consequences = ("proxy", "nccl_error", "remote_error", "timeout", "system_error",
+                        "no_libibverbs")
         firsts = [e for e in r.errors if e.kind not in consequences]
         if len(firsts) > 1:
             e = firsts[0]
@@ -724,12 +742,12 @@ class NcclLogParser:
                 + (f" on {where}" if where else "") + ": " + e.line[-200:],
                 "Errors after it on other ranks are usually consequences: fix this one "
                 "first." + (f" Its peer {e.peer} is where to look next (its log, whether the "
-                            "process is alive)." if e.peer else "")))
+                            "process is alive)." if e.peer else ""), "first_failure"))
         says = self.env_nccl_says
         for name, what in sorted(says.items()):
             f.append(Finding("warning", f"NCCL says {name} {what}",
                              next((x.hint for x in nccl_env.lint({name: "?"}, r.nccl_version)),
-                                  None)))
+                                  None), "env_nccl_says"))
         env = {k: v for k, v in {**r.env_pasted, **r.env}.items() if k not in says}
         f.extend(nccl_env.lint(env, r.nccl_version))
         return f
@@ -822,6 +840,10 @@ def _explain_error(e: NcclError, env: dict[str, str]) -> Finding:
                 f" ({e.local_gid})" if e.local_gid else "")
             msg = f"{e.verb}{to} failed" + (f": {e.errno_text}" if e.errno_text else "") \
                 + gid + times
+            code = "qp_" + ("link_local_gid" if (e.local_gid or "").lower().startswith("fe80")
+                            else "unreachable" if "unreachable" in err
+                            else "timeout" if "timed out" in err
+                            else "no_device" if "no such device" in err else "setup")
             if (e.local_gid or "").lower().startswith("fe80"):
                 hint = (f"GID index {e.gid_index} is a link-local (fe80::) GID, which is not "
                         "routed between hosts: set NCCL_IB_GID_INDEX to the RoCE v2 GID of "
@@ -849,20 +871,23 @@ def _explain_error(e: NcclError, env: dict[str, str]) -> Finding:
                         "larger than the port's.")
             else:
                 hint = "Queue pair setup failed: check NCCL_IB_GID_INDEX, MTU and the fabric path."
-            return Finding("error", msg, hint)
+            return Finding("error", msg, hint, code)
         if e.verb == "ibv_open_device":
+            code = "verbs_open_device"
             hint = ("The HCA is listed (sysfs) but its verbs device cannot be opened: in a "
                     "container /dev/infiniband is not mapped (docker --device=/dev/infiniband, "
                     "Kubernetes an rdma/... resource from the RDMA device plugin) or the "
                     "process lacks permission on /dev/infiniband/uverbs*.")
         elif e.verb in ("ibv_reg_mr", "ibv_reg_mr_iova2", "ibv_create_cq", "ibv_create_qp",
                         "ibv_reg_dmabuf_mr"):
+            code = "verbs_memlock"
             hint = ("Usually the locked-memory limit: `ulimit -l` must be unlimited where NCCL "
                     "runs (limits.conf, systemd LimitMEMLOCK, docker --ulimit memlock=-1, "
                     "mpirun/slurm propagate it).")
         else:
+            code = "verbs_call"
             hint = "A verbs call failed: check the device state (ibv_devinfo) and permissions."
-        return Finding("error", msg, hint)
+        return Finding("error", msg, hint, code)
     if e.kind == "memory_registration":
         return Finding("error", "registering memory with the NIC failed" + times,
                        "Raise the locked-memory limit (ulimit -l unlimited) where the ranks run.")
@@ -919,20 +944,20 @@ def _watchdog_findings(wd: dict[str, Any]) -> list[Finding]:
         "Every rank waiting in a collective times out together; the rank that caused it is "
         "the one that did not reach the collective (crashed, stuck in data loading, or on a "
         "different code path) or the first one with a network error. Look for a rank that "
-        "is missing from these reports or is behind.")]
+        "is missing from these reports or is behind.", "watchdog")]
     if wd["silent_ranks"]:
         f.append(Finding(
             "warning", "ranks seen in this text but with no timeout report: "
             + ", ".join(str(k) for k in wd["silent_ranks"][:32]),
             "Read those ranks' logs first: a rank that never entered the collective does not "
-            "time out in it (or died before its watchdog fired)."))
+            "time out in it (or died before its watchdog fired).", "watchdog_silent"))
     if wd.get("behind"):
         f.append(Finding(
             "warning", "rank(s) " + ", ".join(str(k) for k in wd["behind"])
             + f" are behind: last completed NCCL work {wd['behind_last_completed']}, "
             "lower than the other ranks",
             "The lagging rank is the one to examine (its stack: py-spy dump, or "
-            "TORCH_NCCL_DUMP_ON_TIMEOUT=1 for PyTorch's flight recorder)."))
+            "TORCH_NCCL_DUMP_ON_TIMEOUT=1 for PyTorch's flight recorder).", "watchdog_behind"))
     return f
 
 

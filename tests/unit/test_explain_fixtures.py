@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from rdmaprov.explain import explain_stream
+from rdmaprov.parsers.nccl_log import CONTEXT_CODES
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "explain"
 INDEX: dict[str, dict[str, Any]] = yaml.safe_load((FIXTURES / "index.yaml").read_text())
@@ -44,6 +45,26 @@ def test_fixture_facts(name: str) -> None:
     for severity, text in entry.get("findings_include") or []:
         assert any(f["severity"] == severity and text in (f["message"] + " " + (f["hint"] or ""))
                    for f in report["findings"]), f"{name}: no {severity} finding with {text!r}"
+
+
+def codes(report: dict[str, Any]) -> set[str]:
+    """Diagnosis codes among a report's findings (an nccl-tests report's log part too)."""
+    fs = report["findings"] + (report.get("nccl_log") or {}).get("findings", [])
+    return {f["code"] for f in fs if f.get("code")}
+
+
+@pytest.mark.parametrize("name", sorted(INDEX))
+def test_fixture_diagnoses_exact(name: str) -> None:
+    """The context diagnoses a fixture's thread established fire, and no other one does."""
+    with open(FIXTURES / name, encoding="utf-8") as fh:
+        fired = codes(explain_stream(fh)) & CONTEXT_CODES
+    assert fired == set(INDEX[name].get("diagnoses") or []), name
+
+
+def test_every_listed_diagnosis_is_a_known_code() -> None:
+    listed = {c for e in INDEX.values() for c in e.get("diagnoses") or []}
+    assert listed <= CONTEXT_CODES
+    assert len(listed) >= 15
 
 
 @pytest.mark.parametrize("name", sorted(INDEX))
