@@ -27,6 +27,12 @@ import traceback
 from typing import Any
 
 SCHEMA = "rdmaprov.validate.worker/1"
+PREFLIGHT_SCHEMA = "rdmaprov.validate.preflight/1"
+
+# Exit codes (plugins/module_utils/validate_launch.py names the same ones for the launch).
+RC_FAILED = 1        # failed in the rendezvous or a collective: a peer may be the cause
+RC_CANNOT_START = 2  # failed on this host before joining: no torch, no CUDA, bad arguments
+RC_WATCHDOG = 3      # no progress within --timeout (+ grace): the watchdog killed the worker
 
 # Environment variables worth recording: they decide which transport NCCL or gloo picks.
 _ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_NCCL_", "CUDA_VISIBLE_DEVICES", "MASTER_", "UCX_")
@@ -106,6 +112,11 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rank", type=int)
     p.add_argument("--world-size", type=int)
     p.add_argument("--local-rank", type=int)
+    p.add_argument("--preflight", action="store_true",
+                   help="print what this host/image offers (RDMA userspace, HCAs, torch, libuv) "
+                        "as one JSON document and exit; nothing is timed")
+    p.add_argument("--no-watchdog", action="store_true",
+                   help="run without the watchdog process (tests, debugging)")
     return p
 
 
@@ -125,6 +136,26 @@ def _can_load(names: tuple[str, ...]) -> str | None:
         except OSError:
             continue
     return None
+
+
+def _verbs_device_count(name: str) -> int | None:
+    """How many devices libibverbs lists (ibv_get_device_list): a device appears only when a
+    provider for it loads, so fewer than /sys/class/infiniband has means a missing provider."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL(name)
+    except OSError:
+        return None
+    count = ctypes.c_int(0)
+    lib.ibv_get_device_list.restype = ctypes.c_void_p
+    lib.ibv_get_device_list.argtypes = [ctypes.POINTER(ctypes.c_int)]
+    lib.ibv_free_device_list.argtypes = [ctypes.c_void_p]
+    devices = lib.ibv_get_device_list(ctypes.byref(count))
+    if not devices:
+        return 0
+    lib.ibv_free_device_list(devices)
+    return int(count.value)
 
 
 def _read(path: str) -> str | None:
@@ -194,6 +225,11 @@ def preflight(root: str = _SYS_IB, dev: str = "/dev/infiniband") -> dict[str, An
         problems.append(f"ulimit -l is {soft // 1024} KiB, not unlimited "
                         "(container: --ulimit memlock=-1)")
     ports = _ib_ports(root)
+    hcas = sorted(os.listdir(root)) if os.path.isdir(root) else []
+    verbs_devices = _verbs_device_count(verbs) if verbs and hcas else None
+    if verbs_devices is not None and verbs_devices < len(hcas):
+        problems.append(f"libibverbs lists {verbs_devices} of {len(hcas)} HCA(s): no provider "
+                        "for the others in this image/host")
     active = [(p["device"], p["port"]) for p in ports if p["state"] == "ACTIVE"]
     if not ports:
         problems.append(f"no RDMA device in {root}")
@@ -212,6 +248,8 @@ def preflight(root: str = _SYS_IB, dev: str = "/dev/infiniband") -> dict[str, An
         "libibverbs": verbs,
         "librdmacm": _can_load(("librdmacm.so.1", "librdmacm.so")),
         "uverbs_devices": uverbs,
+        "hcas": hcas,
+        "verbs_devices": verbs_devices,
         "memlock": memlock,
         "ports": ports,
         "nccl_ib_disable": os.environ.get("NCCL_IB_DISABLE"),
@@ -220,6 +258,42 @@ def preflight(root: str = _SYS_IB, dev: str = "/dev/infiniband") -> dict[str, An
         "peermem_module": peermem,
         "problems": problems,
     }
+
+
+# --- progress, for the watchdog ----------------------------------------------------------------
+
+_PROGRESS_FD: int | None = None  # write end of the pipe the watchdog reads; None: no watchdog
+
+
+def progress(phase: str) -> None:
+    """Tell the watchdog a phase began (and so that the previous one ended): it kills the worker
+    when one phase outlasts --timeout + grace."""
+    if _PROGRESS_FD is not None:
+        with contextlib.suppress(OSError):
+            os.write(_PROGRESS_FD, (phase.replace("\n", " ") + "\n").encode())
+
+
+def _cpu_jiffies() -> tuple[int, int, int] | None:
+    """(busy, total, cpus) from /proc/stat's first line: busy excludes idle and iowait."""
+    try:
+        with open("/proc/stat") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    fields = [int(x) for x in lines[0].split()[1:]]
+    cpus = sum(1 for ln in lines if ln.startswith("cpu") and ln[3:4].isdigit())
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    # guest time is already counted in user/nice: the first 8 fields are the whole.
+    total = sum(fields[:8])
+    return total - idle, total, cpus
+
+
+def busy_cores(before: tuple[int, int, int] | None,
+               after: tuple[int, int, int] | None) -> float | None:
+    """Cores busy on this host between two /proc/stat reads (host-wide, every process)."""
+    if not before or not after or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / ((after[1] - before[1]) / after[2])
 
 
 class _Ctx:
@@ -236,15 +310,23 @@ class _Ctx:
             self.torch.cuda.synchronize(self.device)
 
 
+class CannotStart(RuntimeError):
+    """This host cannot run the worker at all (exit RC_CANNOT_START): not a peer's fault."""
+
+
 def _init(args: argparse.Namespace) -> _Ctx:
-    import torch
-    import torch.distributed as dist
+    progress("import torch")
+    try:
+        import torch
+        import torch.distributed as dist
+    except ImportError as exc:
+        raise CannotStart(f"torch is not importable: {exc}") from None
 
     backend = args.backend
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend == "nccl" and not torch.cuda.is_available():
-        raise RuntimeError("backend nccl asked for, but torch sees no CUDA device")
+        raise CannotStart("backend nccl asked for, but torch sees no CUDA device")
 
     env = os.environ
     rank = args.rank if args.rank is not None else int(env.get("RANK", "0"))
@@ -266,7 +348,14 @@ def _init(args: argparse.Namespace) -> _Ctx:
         # device_id makes NCCL set up its communicator now, so a transport failure shows here
         # and not inside the first timed collective.
         kwargs["device_id"] = torch.device("cuda", local_rank)
-    dist.init_process_group(**kwargs)
+    progress(f"rendezvous at {kwargs['init_method']}")
+    try:
+        dist.init_process_group(**kwargs)
+    except RuntimeError as exc:
+        if "without libuv" in str(exc):
+            raise CannotStart(f"{one_line(exc)} (set USE_LIBUV=0, or use the direct "
+                              "launcher)") from None
+        raise
     return _Ctx(torch, dist, backend, rank, world, local_rank)
 
 
@@ -313,8 +402,9 @@ def _versions(torch: Any) -> dict[str, Any]:
 
 
 def _time_size(ctx: _Ctx, nbytes: int, dtype: Any, elem: int, warmup: int, iters: int,
-               check: bool) -> tuple[float, bool]:
-    """Mean seconds per all_reduce of nbytes on this rank, and whether the sum was right."""
+               check: bool, cpu: dict[str, Any] | None = None) -> tuple[float, bool]:
+    """Mean seconds per all_reduce of nbytes on this rank, and whether the sum was right.
+    With ``cpu`` (a dict), the host's busy cores during the timed loop are put in it."""
     torch, dist = ctx.torch, ctx.dist
     count = nbytes // elem
     buf = torch.full((count,), float(ctx.rank + 1), dtype=dtype, device=ctx.device)
@@ -330,6 +420,7 @@ def _time_size(ctx: _Ctx, nbytes: int, dtype: Any, elem: int, warmup: int, iters
         dist.all_reduce(buf)
     ctx.sync()
     dist.barrier()
+    cpu_before = _cpu_jiffies() if cpu is not None else None
     if ctx.backend == "nccl":
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
@@ -344,19 +435,27 @@ def _time_size(ctx: _Ctx, nbytes: int, dtype: Any, elem: int, warmup: int, iters
         for _ in range(iters):
             dist.all_reduce(buf)
         seconds = (time.perf_counter() - t0) / iters
+    if cpu is not None:
+        after = _cpu_jiffies()
+        cores = busy_cores(cpu_before, after)
+        cpu.update({"bytes": nbytes, "busy_cores": None if cores is None else round(cores, 3),
+                    "cpus": after[2] if after else None})
     del buf
     return seconds, correct
 
 
 def sweep(ctx: _Ctx, sizes: list[int], dtype_name: str, warmup: int,
-          iters: int) -> list[dict[str, Any]]:
-    """One row per size: the slowest rank's time, algbw, busbw and whether the sum was right."""
+          iters: int, cpu: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """One row per size: the slowest rank's time, algbw, busbw and whether the sum was right.
+    ``cpu`` gets this host's busy cores during the largest size's timed loop."""
     torch, dist = ctx.torch, ctx.dist
     elem = _DTYPES[dtype_name]
     dtype = getattr(torch, dtype_name)
     rows = []
     for nbytes in sizes:
-        seconds, correct = _time_size(ctx, nbytes, dtype, elem, warmup, iters, check=True)
+        progress(f"all_reduce of {nbytes} bytes")
+        seconds, correct = _time_size(ctx, nbytes, dtype, elem, warmup, iters, check=True,
+                                      cpu=cpu if nbytes == sizes[-1] else None)
         # The slowest rank's time is the collective's time; the mean is kept for comparison.
         stats = torch.tensor([seconds, seconds, 0.0 if correct else 1.0],
                              dtype=torch.float64, device=ctx.device)
@@ -394,10 +493,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if iters < 1 or warmup < 0:
             raise ValueError(f"need iters >= 1 and warmup >= 0, got {iters}, {warmup}")
         sizes = size_sweep(min_b, max_b, args.factor, _DTYPES[args.dtype])
+        progress("exchange of rank info")
         ranks = _gather_json(ctx, {**_rank_info(ctx), "preflight": checks})
-        rows = sweep(ctx, sizes, args.dtype, warmup, iters)
+        cpu: dict[str, Any] = {}
+        rows = sweep(ctx, sizes, args.dtype, warmup, iters, cpu)
+        progress("exchange of CPU figures")
+        cpus = _gather_json(ctx, {"hostname": socket.gethostname(),
+                                  "local_rank": ctx.local_rank, "cpu": cpu})
+        progress("barrier")
         ctx.dist.barrier()
     finally:
+        progress("teardown")
         ctx.dist.destroy_process_group()
 
     doc = {
@@ -415,6 +521,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                   "warmup": warmup, "iters": iters, "dtype": args.dtype,
                   "timing": "cuda_events" if ctx.backend == "nccl" else "perf_counter"},
         "results": rows,
+        # Per host: cores busy (every process, from /proc/stat) during the largest size's timed
+        # loop: what a TCP transport costs in CPU next to RDMA.
+        "cpu": {c["hostname"]: c["cpu"] for c in sorted(cpus, key=lambda c: -c["local_rank"])},
         "notes": (["1 rank: all_reduce moves no data between ranks, so algbw here is not a "
                    "link figure and busbw is 0 by its formula"] if ctx.world == 1 else []),
         "env": _env_snapshot(),
@@ -450,8 +559,17 @@ def one_line(exc: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
+    if args.preflight:
+        print(json.dumps(preflight_document(args.backend), indent=1), flush=True)
+        return 0
+    if not args.no_watchdog:
+        return _supervise(args)
+    return _worker(args)
+
+
+def _worker(args: argparse.Namespace) -> int:
     out = _claim_stdout()
-    rank = args.rank if args.rank is not None else int(os.environ.get("RANK", "0"))
+    rank = _rank_of(args)
     try:
         doc = run(args)
     except Exception as exc:
@@ -463,10 +581,143 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         if rank == 0:
             print(json.dumps(err, indent=1), file=out, flush=True)
-        return 1
+        return RC_CANNOT_START if isinstance(exc, CannotStart) else RC_FAILED
     if rank == 0:
         print(json.dumps(doc, indent=1), file=out, flush=True)
-    return 0 if doc["ok"] else 1
+        progress("document printed")
+    return 0 if doc["ok"] else RC_FAILED
+
+
+def _rank_of(args: argparse.Namespace) -> int:
+    return args.rank if args.rank is not None else int(os.environ.get("RANK", "0"))
+
+
+def watchdog_limit(timeout: float) -> float:
+    """Seconds one phase may take before the watchdog kills the worker: --timeout, which torch
+    also gets (its own error, more telling, comes first when torch can raise one), plus a grace."""
+    return timeout + max(5.0, min(30.0, 0.1 * timeout))
+
+
+def _supervise(args: argparse.Namespace) -> int:
+    """Run the worker in a child process and kill its whole process group with SIGKILL when one
+    phase (import, rendezvous, one size of the sweep) outlasts watchdog_limit: a hung NCCL or
+    gloo collective, or a peer that never joins, cannot be ended from inside the Python that
+    waits on it. This process imports no torch, so it stays responsive. Also ends the worker
+    when this process is told to stop (SIGTERM from torchrun or the launch) or is orphaned."""
+    import select
+    import signal
+
+    global _PROGRESS_FD
+    limit = watchdog_limit(args.timeout)
+    read_fd, write_fd = os.pipe()
+    parent = os.getppid()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        with contextlib.suppress(OSError):
+            os.setpgid(0, 0)  # its own group, so that killing it spares this supervisor
+        _PROGRESS_FD = write_fd
+        code = 1
+        try:
+            code = _worker(args)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    os.close(write_fd)
+    with contextlib.suppress(OSError):
+        os.setpgid(pid, pid)
+
+    def kill(sig: int) -> None:
+        with contextlib.suppress(OSError):
+            os.killpg(pid, sig)
+        with contextlib.suppress(OSError):
+            os.kill(pid, sig)
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        kill(signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.waitpid(pid, 0)
+        os._exit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+
+    phase, printed, buf = "start", False, b""
+    deadline = time.monotonic() + limit
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return _exit_code(status)
+        if os.getppid() != parent:  # the launcher died (torchrun's agent killed): follow it
+            kill(signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return RC_FAILED
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        ready, _, _ = select.select([read_fd], [], [], min(remaining, 0.5))
+        if ready:
+            data = os.read(read_fd, 4096)
+            if not data:  # the child closed the pipe: it is exiting
+                _, status = os.waitpid(pid, 0)
+                return _exit_code(status)
+            buf += data
+            *lines, buf = buf.split(b"\n")
+            if lines:
+                phase = lines[-1].decode(errors="replace")
+                printed = printed or phase == "document printed"
+                deadline = time.monotonic() + limit
+    kill(signal.SIGKILL)
+    os.waitpid(pid, 0)
+    rank = _rank_of(args)
+    err = {"schema": SCHEMA, "ok": False, "rank": rank, "hostname": socket.gethostname(),
+           "error": f"watchdog: no progress for {limit:.0f} s in {phase}; killed the worker "
+                    "(a peer gone, or a collective hung)", "phase": phase}
+    print(json.dumps(err), file=sys.stderr, flush=True)
+    if printed:  # the document is out and whole: only the teardown hung
+        return 0
+    if rank == 0:
+        print(json.dumps(err, indent=1), flush=True)
+    return RC_WATCHDOG
+
+
+def _exit_code(status: int) -> int:
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
+def preflight_document(backend: str) -> dict[str, Any]:
+    """The image preflight (--preflight): preflight() plus what torch offers here. Run by the
+    role in the very container (or host) the run will use, before anything is timed."""
+    return {"schema": PREFLIGHT_SCHEMA, "hostname": socket.gethostname(), "backend": backend,
+            "preflight": preflight(), "torch": _torch_facts(backend)}
+
+
+def _torch_facts(backend: str) -> dict[str, Any]:
+    try:
+        import torch
+    except Exception as exc:  # ImportError, or a broken install's OSError
+        return {"error": one_line(exc), "version": None}
+    out: dict[str, Any] = {"error": None, "version": torch.__version__, "libuv": _has_libuv()}
+    if backend == "nccl":
+        out["cuda_devices"] = torch.cuda.device_count()
+        out.update({k: v for k, v in _versions(torch).items() if k in ("cuda", "nccl")})
+    return out
+
+
+def _has_libuv() -> bool | None:
+    """Can this torch make a libuv TCPStore (what torchrun's rendezvous asks for)? Distribution
+    builds without libuv (Debian 13's python3-torch) cannot. None when it cannot be told."""
+    try:
+        from torch.distributed import TCPStore
+
+        TCPStore("127.0.0.1", 0, 1, True, timeout=_dt.timedelta(seconds=5),
+                 wait_for_workers=False, use_libuv=True)
+    except Exception as exc:
+        return False if "libuv" in str(exc) else None
+    return True
 
 
 def _safe_preflight() -> dict[str, Any] | None:

@@ -99,8 +99,9 @@ def _torchrun(tmp_path, nproc, *args, timeout=120):
 
 
 def test_two_rank_gloo_run(tmp_path):
-    proc = _torchrun(tmp_path, 2, "--min-bytes", "64K", "--max-bytes", "1M", "--factor", "4",
-                     "--iters", "3", "--warmup", "1")
+    # 16 MiB x 10 iterations: long enough for /proc/stat's clock ticks to see the CPU time.
+    proc = _torchrun(tmp_path, 2, "--min-bytes", "64K", "--max-bytes", "16M", "--factor", "16",
+                     "--iters", "10", "--warmup", "1")
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads(proc.stdout)  # exactly one document, nothing else
     assert doc["ok"] and doc["backend"] == "gloo" and doc["world_size"] == 2
@@ -109,7 +110,7 @@ def test_two_rank_gloo_run(tmp_path):
     assert set(doc["preflight"]) == set(doc["hosts"])
     assert all("preflight" not in r for r in doc["ranks"])
     assert isinstance(doc["preflight"][doc["hosts"][0]]["problems"], list)
-    assert [r["bytes"] for r in doc["results"]] == [64 << 10, 256 << 10, 1 << 20]
+    assert [r["bytes"] for r in doc["results"]] == [64 << 10, 1 << 20, 16 << 20]
     for row in doc["results"]:
         assert row["correct"]
         assert row["time_us"] >= row["time_us_avg"] > 0
@@ -117,6 +118,10 @@ def test_two_rank_gloo_run(tmp_path):
         assert row["busbw_GBps"] == pytest.approx(row["algbw_GBps"], abs=1e-4)  # n=2: factor 1
     assert doc["versions"]["torch"] == torch.__version__
     assert doc["sweep"]["timing"] == "perf_counter" and doc["notes"] == []
+    # Cores busy on the host during the largest size's timed loop (gloo spins a core or more).
+    cpu = doc["cpu"][doc["hosts"][0]]
+    assert cpu["bytes"] == 16 << 20 and cpu["cpus"] == os.cpu_count()
+    assert 0 < cpu["busy_cores"] <= cpu["cpus"] + 0.5
 
 
 def test_unreachable_rendezvous_is_one_json_line(tmp_path):
@@ -128,6 +133,101 @@ def test_unreachable_rendezvous_is_one_json_line(tmp_path):
     doc = json.loads(proc.stdout)
     assert doc["ok"] is False and "1/2 clients joined" in doc["error"]
     assert "\n" not in doc["error"]
+
+
+def _child_of(pid: int, timeout: float = 20.0) -> int:
+    """The worker process the watchdog supervises (the supervisor's only child)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        if kids:
+            return int(kids[0])
+        time.sleep(0.05)
+    raise AssertionError("the supervisor started no worker")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except OSError:
+        return True
+
+
+def test_watchdog_kills_a_hung_worker_and_says_so(tmp_path):
+    import signal
+    import time
+
+    # A worker that stops making progress (a hung collective looks the same from outside):
+    # frozen with SIGSTOP, so no Python-level timeout inside it can fire.
+    proc = subprocess.Popen(
+        [sys.executable, str(WORKER), "--backend", "gloo", "--rank", "0", "--world-size", "2",
+         "--master-addr", "127.0.0.1", "--master-port", "29678", "--timeout", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = _child_of(proc.pid)
+    os.kill(child, signal.SIGSTOP)
+    t0 = time.monotonic()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == w.RC_WATCHDOG
+    assert time.monotonic() - t0 < w.watchdog_limit(2) + 3
+    doc = json.loads(out)
+    assert doc["ok"] is False
+    assert doc["error"].startswith(f"watchdog: no progress for {w.watchdog_limit(2):.0f} s in ")
+    assert any(json.loads(ln)["error"] == doc["error"] for ln in err.splitlines()
+               if ln.startswith("{"))
+    assert _gone(child)
+
+
+def test_supervisor_takes_its_worker_along_when_stopped():
+    import signal
+
+    proc = subprocess.Popen(
+        [sys.executable, str(WORKER), "--backend", "gloo", "--rank", "0", "--world-size", "2",
+         "--master-addr", "127.0.0.1", "--master-port", "29679", "--timeout", "60"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = _child_of(proc.pid)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert _gone(child)
+
+
+def test_a_host_that_cannot_start_exits_2():
+    # This machine's torch has no CUDA: backend nccl cannot run here, whatever the peers do.
+    proc = subprocess.run(
+        [sys.executable, str(WORKER), "--backend", "nccl", "--rank", "0", "--world-size", "2",
+         "--master-addr", "127.0.0.1", "--master-port", "29680", "--timeout", "60"],
+        capture_output=True, text=True, timeout=60)
+    assert proc.returncode == w.RC_CANNOT_START
+    assert json.loads(proc.stdout)["error"] == (
+        "CannotStart: backend nccl asked for, but torch sees no CUDA device")
+
+
+def test_preflight_document():
+    proc = subprocess.run([sys.executable, str(WORKER), "--preflight", "--backend", "gloo"],
+                          capture_output=True, text=True, timeout=120, check=True)
+    doc = json.loads(proc.stdout)
+    assert doc["schema"] == w.PREFLIGHT_SCHEMA and doc["backend"] == "gloo"
+    assert doc["torch"]["error"] is None and doc["torch"]["version"] == torch.__version__
+    assert doc["torch"]["libuv"] is True  # PyPI's torch is built with libuv
+    assert isinstance(doc["preflight"]["problems"], list) and "hcas" in doc["preflight"]
+
+
+def test_preflight_document_without_torch(tmp_path):
+    # The worker alone, with a Python that cannot import torch (-I: no site-packages).
+    alone = tmp_path / "worker.py"
+    shutil.copy(WORKER, alone)
+    proc = subprocess.run([sys.executable, "-I", "-S", str(alone), "--preflight"],
+                          capture_output=True, text=True, timeout=60, check=True)
+    doc = json.loads(proc.stdout)
+    assert doc["torch"]["error"] == "ModuleNotFoundError: No module named 'torch'"
+
+
+def test_busy_cores():
+    assert w.busy_cores((100, 1000, 4), (300, 1400, 4)) == pytest.approx(2.0)
+    assert w.busy_cores(None, (1, 2, 4)) is None
+    assert w.busy_cores((1, 2, 4), (1, 2, 4)) is None
 
 
 # --- pre-flight ----------------------------------------------------------------------------
@@ -192,6 +292,17 @@ def test_preflight_names_each_usual_cause(tmp_path, monkeypatch):
         "NCCL_IB_DISABLE=1 turns IB off",
         "NCCL_IB_HCA==mlx5_1 matches no ACTIVE port (mlx5_0:1)",
     ]
+
+
+def test_preflight_counts_hcas_libibverbs_lists(tmp_path, monkeypatch):
+    _sysfs(tmp_path / "ib", [("mlx5_0", 1, "4: ACTIVE", "400 Gb/sec (4X NDR)"),
+                             ("mlx5_1", 1, "4: ACTIVE", "400 Gb/sec (4X NDR)")])
+    monkeypatch.setattr(w, "_can_load", lambda names: names[0])
+    monkeypatch.setattr(w, "_verbs_device_count", lambda name: 1)
+    out = w.preflight(str(tmp_path / "ib"), str(tmp_path / "dev"))
+    assert out["hcas"] == ["mlx5_0", "mlx5_1"] and out["verbs_devices"] == 1
+    assert "libibverbs lists 1 of 2 HCA(s): no provider for the others in this image/host" in (
+        out["problems"])
 
 
 def test_preflight_no_devices(tmp_path, monkeypatch):
