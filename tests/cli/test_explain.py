@@ -115,8 +115,9 @@ def test_escape_sequences_in_a_paste_never_reach_the_terminal(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """An OSC window title, a clear-screen, a C1 CSI and a BEL inside a real log's lines."""
     lines = (FIX / "nccl_331_docker_bridge_comm_id.log").read_text().splitlines()
-    lines[0] = lines[0].replace("NCCL WARN Net", "NCCL WARN \x1b]0;pwned\x07\x1b[2J\x1b[HNet")
-    lines[2] = lines[2] + "\x9b31m\x07\x1bc"
+    i = next(k for k, line in enumerate(lines) if "NCCL WARN Net" in line)
+    lines[i] = lines[i].replace("NCCL WARN Net", "NCCL WARN \x1b]0;pwned\x07\x1b[2J\x1b[HNet")
+    lines[i + 2] = lines[i + 2] + "\x9b31m\x07\x1bc"
     evil = tmp_path / "evil.log"
     evil.write_text("\n".join(lines) + "\n")
     rc, out, _ = run([str(evil)], capsys)
