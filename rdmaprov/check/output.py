@@ -28,7 +28,16 @@ def document(items: list[Item], reason: str | None, state: dict[str, Any],
         "state": state,
         "elapsed_s": round(elapsed, 3),
         "time": int(time.time()),
+        "config_error": None,
     }
+
+
+def error_document(message: str, elapsed: float) -> dict[str, Any]:
+    """The document of a check that could not run (bad flags or configuration): not healthy,
+    nothing judged, nothing probed."""
+    doc = document([], f"config error: {message}", {}, {}, elapsed)
+    doc["config_error"] = message
+    return doc
 
 
 def table(items: list[Item], reason: str | None, stream: TextIO) -> None:
@@ -48,6 +57,10 @@ def prometheus_text(doc: dict[str, Any]) -> str:
         "# HELP rdmaprov_check_healthy 1 when every applicable rdmaprov check passed.",
         "# TYPE rdmaprov_check_healthy gauge",
         f"rdmaprov_check_healthy {int(doc['healthy'])}",
+        "# HELP rdmaprov_check_config_error 1 when the check could not run: its flags or "
+        "configuration are wrong (then rdmaprov_check_healthy is 0: not known healthy).",
+        "# TYPE rdmaprov_check_config_error gauge",
+        f"rdmaprov_check_config_error {int(bool(doc.get('config_error')))}",
         "# HELP rdmaprov_check_ok Per check: 1 pass, 0 fail (checks that do not apply are "
         "left out).",
         "# TYPE rdmaprov_check_ok gauge",
@@ -59,7 +72,7 @@ def prometheus_text(doc: dict[str, Any]) -> str:
     lines += ["# HELP rdmaprov_rdma_port_active 1 when the RDMA port is ACTIVE.",
               "# TYPE rdmaprov_rdma_port_active gauge"]
     rates = []
-    for dev in doc["state"]["rdma"]["devices"]:
+    for dev in doc["state"].get("rdma", {}).get("devices", []):
         for p in dev["ports"]:
             labels = (f'device="{_esc(dev["name"])}",port="{p["port"]}",'
                       f'link_layer="{_esc(p.get("link_layer") or "")}"')
@@ -70,7 +83,7 @@ def prometheus_text(doc: dict[str, Any]) -> str:
               "# TYPE rdmaprov_rdma_port_rate_gbps gauge", *rates,
               "# HELP rdmaprov_gpus_visible NVIDIA GPUs the driver shows.",
               "# TYPE rdmaprov_gpus_visible gauge",
-              f"rdmaprov_gpus_visible {int(doc['state']['gpus'].get('count') or 0)}",
+              f"rdmaprov_gpus_visible {int(doc['state'].get('gpus', {}).get('count') or 0)}",
               "# HELP rdmaprov_check_duration_seconds How long the check took.",
               "# TYPE rdmaprov_check_duration_seconds gauge",
               f"rdmaprov_check_duration_seconds {doc['elapsed_s']}",

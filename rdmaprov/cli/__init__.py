@@ -1,10 +1,13 @@
 """The ``rdmaprov`` command: one module per sub-command.
 
 Each module in COMMANDS defines ``register(subparsers)``, which adds its parser and sets
-``func`` to a callable taking the parsed namespace and returning the exit code.
+``func`` to a callable taking the parsed namespace and returning the exit code. Only the module
+of the command being run is imported (``rdmaprov check`` on a node must start fast and must not
+pull in Ansible); ``rdmaprov --help`` and an unknown command import them all.
 
 Exit codes: 0 all good; 1 usage or input error (one line on stderr, no host contacted);
 2 some host failed or was unreachable (or, for checks, the thing checked is unhealthy).
+argparse's own exit 2 for a bad flag is turned into 1: a typo is not an unhealthy node.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Sequence
+from typing import NoReturn
 
 from rdmaprov import __version__
 from rdmaprov.errors import UserError
@@ -33,21 +38,55 @@ COMMANDS = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+class UsageError(Exception):
+    """A bad command line, as argparse words it; `main` makes it one line and exit 1."""
+
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(message)
+        self.prog = prog
+        self.message = message
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, except that a usage error raises instead of exiting 2 (sub-parsers made by
+    add_subparsers are of this class too)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self.prog, message)
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The sub-command named on the command line (its first word that is one), if any."""
+    return next((a for a in argv if a in COMMANDS), None)
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``only``, just that sub-command's (and only its module imported)."""
+    parser = Parser(
         prog="rdmaprov",
         description="Provision and prove RDMA (InfiniBand / RoCEv2) GPU clusters.",
     )
     parser.add_argument("--version", action="version", version=f"rdmaprov {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMANDS:
+    for name in (only,) if only in COMMANDS else COMMANDS:
         importlib.import_module(f"rdmaprov.cli.{name}").register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    command = _command_of(argv)
+    parser = build_parser(command)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        print(f"{exc.prog}: error: {exc.message} (see '{exc.prog} --help')", file=sys.stderr)
+        if command is not None:
+            hook = getattr(importlib.import_module(f"rdmaprov.cli.{command}"),
+                           "on_usage_error", None)
+            if hook is not None:
+                hook(argv, exc.message)
+        return EXIT_INPUT
     try:
         return int(args.func(args))
     except UserError as exc:

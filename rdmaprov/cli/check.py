@@ -1,12 +1,19 @@
 """`rdmaprov check`: is this node fit to run an RDMA job right now? Local, no Ansible, no
 network: RDMA ports, kernel modules, MTU, RoCE QoS, memlock, GPUs, nvidia_peermem, and on
-request a single-node NCCL loopback. Made for a Slurm prolog or health-check program."""
+request a single-node NCCL loopback. Made for a Slurm prolog or health-check program: with
+--drain it also drains this node (or resumes it) the way NHC does, see rdmaprov/check/slurm.py.
+
+Every outcome rewrites the --prometheus textfile, a configuration error included (then
+rdmaprov_check_healthy is 0 and rdmaprov_check_config_error 1), so a dashboard never shows a
+node healthy that its check could not judge."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import socket
 import sys
 import time
 from pathlib import Path
@@ -17,6 +24,8 @@ from rdmaprov.errors import UserError
 
 EXIT_HEALTHY = 0
 EXIT_UNHEALTHY = 2
+# What --drain leaves for the end of --budget after the NCCL loopback: scontrol and output.
+BUDGET_RESERVE_S = 5.0
 
 EPILOG = """\
 exit codes:
@@ -24,6 +33,11 @@ exit codes:
   1  usage or configuration error (one line on stderr); nothing was judged
   2  unhealthy: the reason line (stdout, or the JSON's "reason") is fit for
      scontrol update nodename=$(hostname) state=drain reason="..."
+
+--drain (Slurm, as LBNL NHC): unhealthy drains this node with "rdmaprov: <reason>"
+(a configuration error with "rdmaprov: config error: ..."), unless it is DOWN or
+already drained for another reason (that reason is kept); healthy resumes it only
+if rdmaprov drained it. The exit code stays the verdict's.
 
 configuration file (YAML, same names as the flags; flags win), e.g. /etc/rdmaprov/check.yml:
   ports: 8          # ACTIVE RDMA ports wanted
@@ -78,6 +92,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also run a single-node NCCL all_reduce loopback (needs torch; slower)")
     e.add_argument("--nccl-min-busbw", metavar="GBPS",
                    help="bus bandwidth the loopback must reach, GB/s (2+ GPUs)")
+    e.add_argument("--budget", type=float, metavar="SECONDS",
+                   default=env("RDMAPROV_CHECK_BUDGET") or None,
+                   help="wall-clock limit for the whole check; the NCCL loopback gets what is "
+                        f"left less {BUDGET_RESERVE_S:.0f} s and fails when it runs out. Keep it "
+                        "under PrologEpilogTimeout, NHC's TIMEOUT (30 s) or the 60 s Slurm "
+                        "gives a HealthCheckProgram (env RDMAPROV_CHECK_BUDGET; default "
+                        f"{nccl_check.TIMEOUT_S} s for the loopback)")
     o = p.add_argument_group("output")
     mode = o.add_mutually_exclusive_group()
     mode.add_argument("--json", action="store_true", help="one JSON document on stdout")
@@ -87,6 +108,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    default=env("RDMAPROV_CHECK_PROMETHEUS") or None,
                    help="also write node_exporter textfile-collector metrics to PATH (a .prom "
                         "file, or a directory) (env RDMAPROV_CHECK_PROMETHEUS)")
+    s = p.add_argument_group("Slurm")
+    s.add_argument("--drain", action="store_true",
+                   help="drain this node when unhealthy, resume it when healthy if rdmaprov "
+                        "drained it (NHC's rules, see below; needs sinfo and scontrol)")
+    s.add_argument("--node-name", metavar="NAME",
+                   default=env("SLURMD_NODENAME") or None,
+                   help="this node's Slurm name (env SLURMD_NODENAME, which slurmd sets for a "
+                        "prolog or health check; default: the short host name)")
     p.add_argument("--sysroot", default=env("RDMAPROV_CHECK_SYSROOT", "/"), metavar="DIR",
                    help="read /sys and /proc under DIR, e.g. a host's mounted in a container "
                         "(env RDMAPROV_CHECK_SYSROOT; default /)")
@@ -95,6 +124,52 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
+    try:
+        return _run(args, started)
+    except UserError as exc:  # a configuration error: not judged, and said so everywhere
+        _config_error(args.prometheus, str(exc), time.perf_counter() - started)
+        if args.drain:
+            _drain(args, f"config error: {exc}", quiet=args.nhc or args.json)
+        raise
+
+
+def on_usage_error(argv: list[str], message: str) -> None:
+    """A bad flag (argparse): rewrite the textfile named on the command line or in the
+    environment. No drain: a command line that does not parse cannot say it wanted one."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--prometheus", type=Path,
+                     default=os.environ.get("RDMAPROV_CHECK_PROMETHEUS") or None)
+    target = pre.parse_known_args(argv)[0].prometheus
+    _config_error(target, message, 0.0)
+
+
+def _config_error(target: Path | None, message: str, elapsed: float) -> None:
+    if target is None:
+        return
+    # An OSError: the textfile's own path is what is wrong, and the error line says so already.
+    with contextlib.suppress(OSError):
+        output.write_prometheus(output.error_document(message, elapsed), target)
+
+
+def _node_name(args: argparse.Namespace) -> str:
+    return args.node_name or socket.gethostname().split(".")[0]
+
+
+def _drain(args: argparse.Namespace, problem: str | None, quiet: bool) -> None:
+    from rdmaprov.check import slurm
+
+    try:
+        action = slurm.apply(_node_name(args), problem)
+    except slurm.SlurmError as exc:
+        print(f"rdmaprov check: --drain: {exc}", file=sys.stderr)
+        return
+    if not quiet or action.kind != "none":
+        print(f"slurm {_node_name(args)}: {action.why}", file=sys.stderr)
+
+
+def _run(args: argparse.Namespace, started: float) -> int:
+    if args.budget is not None and args.budget <= 0:
+        raise UserError(f"--budget {args.budget:g}: must be more than 0 seconds")
     exp = expect.build(args.config, {
         "ports": args.expect_ports, "rate": args.expect_rate,
         "link_layer": args.expect_link_layer, "hcas": _csv(args.hca), "mtu": args.expect_mtu,
@@ -115,7 +190,12 @@ def run(args: argparse.Namespace) -> int:
         if gpus == 0:
             items.append(judge.Item("nccl", "fail", "NCCL loopback needs a GPU; none visible"))
         else:
-            loop = nccl_check.run(gpus)
+            timeout = float(nccl_check.TIMEOUT_S)
+            if args.budget is not None:
+                timeout = args.budget - BUDGET_RESERVE_S - (time.perf_counter() - started)
+            loop = (nccl_check.run(gpus, timeout=timeout) if timeout > 0 else
+                    {"ok": False, "error": f"--budget {args.budget:g} s leaves no time for it",
+                     "doc": None, "nccl": None})
             state["nccl"] = {k: v for k, v in loop.items() if k != "doc"}
             items.append(nccl_check.check(loop, exp))
     reason = judge.reason(items)
@@ -132,4 +212,6 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(reason + "\n")
     else:
         output.table(items, reason, sys.stdout)
+    if args.drain:
+        _drain(args, reason, quiet=args.nhc or args.json)
     return EXIT_HEALTHY if reason is None else EXIT_UNHEALTHY

@@ -86,6 +86,35 @@ def test_bad_input_is_one_line_exit_1(tmp_path: Path) -> None:
         assert expected in p.stderr
 
 
+def test_a_bad_flag_exits_1_not_2_in_one_line() -> None:
+    """argparse's own exit 2 would read as "unhealthy" and drain the node with a usage text."""
+    for args in (("--expct-mtu", "9000"), ("--expect-link-layer", "IB"), ("--budget", "x")):
+        p = check(*args)
+        assert p.returncode == 1, (args, p.stderr)
+        assert p.stdout == "" and len(p.stderr.splitlines()) == 1, p.stderr
+        assert "rdmaprov" in p.stderr and "--help" in p.stderr
+
+
+def test_every_outcome_rewrites_the_textfile(tmp_path: Path) -> None:
+    out = tmp_path / "textfile"
+    out.mkdir()
+    prom = out / "rdmaprov_check.prom"
+    root = str(fake_node(tmp_path / "n"))
+    assert check("--sysroot", root, *BASE, "--prometheus", str(out)).returncode == 0
+    assert "rdmaprov_check_healthy 1\n" in prom.read_text()
+    assert "rdmaprov_check_config_error 0\n" in prom.read_text()
+    # A configuration error: not known healthy any more, and said so.
+    assert check("--sysroot", root, *BASE, "--prometheus", str(out),
+                 "--expect-mtu", "12000").returncode == 1
+    assert "rdmaprov_check_healthy 0\n" in prom.read_text()
+    assert "rdmaprov_check_config_error 1\n" in prom.read_text()
+    assert check("--sysroot", root, *BASE, "--prometheus", str(out)).returncode == 0
+    assert "rdmaprov_check_healthy 1\n" in prom.read_text()
+    # A bad flag: argparse stops before anything is judged; the file still says so.
+    assert check("--sysroot", root, "--prometheus", str(out), "--expct-gpus", "8").returncode == 1
+    assert "rdmaprov_check_config_error 1\n" in prom.read_text()
+
+
 def test_this_machine_says_plainly_what_is_missing() -> None:
     """This machine (and a lab node) has no RDMA: the verdict says so, fast."""
     if Path("/sys/class/infiniband").is_dir():
@@ -99,65 +128,93 @@ def test_this_machine_says_plainly_what_is_missing() -> None:
     assert elapsed < 5, f"check took {elapsed:.1f} s"
 
 
-# -- contrib/slurm scripts, with a recording scontrol on PATH ----------------------------------
+# -- the Slurm hooks (roles/slurm_health/files), with fake sinfo/scontrol on PATH ----------------
+# Real slurmctld behind them: tests/integration/test_slurm_lab.py.
 
-CONTRIB = Path(__file__).resolve().parents[2] / "contrib" / "slurm"
+HOOKS = Path(__file__).resolve().parents[2] / "roles" / "slurm_health" / "files"
 
 
-def slurm_env(tmp_path: Path, root: Path) -> dict[str, str]:
+def slurm_env(tmp_path: Path, root: Path, state: str = "idle", reason: str = "none",
+              config: str = "memlock: '1'\nports: 2\n") -> dict[str, str]:
     import os
 
     bindir = tmp_path / "bin"
-    bindir.mkdir()
+    bindir.mkdir(exist_ok=True)
+    (bindir / "sinfo").write_text(f'#!/bin/sh\nprintf "%s\\n" "{state}|{reason}"\n')
     (bindir / "scontrol").write_text(
-        '#!/bin/sh\n[ "$1" = show ] && { printf "%s\\n" "${FAKE_REASON:-}"; exit 0; }\n'
-        f'printf "%s\\n" "$*" >> {tmp_path}/scontrol.log\n')
+        f'#!/bin/sh\nprintf "%s\\n" "$*" >> {tmp_path}/scontrol.log\n')
     (bindir / "rdmaprov").write_text(f'#!/bin/sh\nexec {sys.executable} -m rdmaprov "$@"\n')
     for f in bindir.iterdir():
         f.chmod(0o755)
     cfg = tmp_path / "check.yml"
-    cfg.write_text("memlock: '1'\nports: 2\n")
+    cfg.write_text(config)
     return {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}",
             "RDMAPROV_CHECK_SYSROOT": str(root), "RDMAPROV_CHECK_CONFIG": str(cfg),
-            "SLURMD_NODENAME": "gpu17", "PYTHONPATH": str(CONTRIB.parents[1])}
+            "SLURMD_NODENAME": "gpu17", "PYTHONPATH": str(HOOKS.parents[2])}
+
+
+def hook(name: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["sh", str(HOOKS / name)], env=env, capture_output=True, text=True,
+                          timeout=60, check=False)
+
+
+def scontrol_log(tmp_path: Path) -> str:
+    log = tmp_path / "scontrol.log"
+    return log.read_text() if log.exists() else ""
 
 
 def test_prolog_drains_with_the_reason(tmp_path: Path) -> None:
     root = fake_node(tmp_path / "n", ports=[
         ("mlx5_0", 1, "4: ACTIVE", "400 Gb/sec (4X NDR)", "InfiniBand", "ib0"),
         ("mlx5_1", 1, "2: INIT", "400 Gb/sec (4X NDR)", "InfiniBand", "ib1")])
-    env = slurm_env(tmp_path, root)
-    p = subprocess.run(["sh", str(CONTRIB / "rdmaprov-prolog.sh")], env=env, capture_output=True,
-                       text=True, timeout=60, check=False)
+    p = hook("rdmaprov-prolog.sh", slurm_env(tmp_path, root))
     assert p.returncode == 1
-    assert (tmp_path / "scontrol.log").read_text() == (
-        'update nodename=gpu17 state=drain reason=rdmaprov: 1 of 2 RDMA ports ACTIVE: '
-        'mlx5_1/1 INIT\n')
+    assert scontrol_log(tmp_path) == (
+        "update nodename=gpu17 state=drain reason=rdmaprov: 1 of 2 RDMA ports ACTIVE: "
+        "mlx5_1/1 INIT\n")
 
 
 def test_prolog_passes_a_healthy_node(tmp_path: Path) -> None:
-    env = slurm_env(tmp_path, fake_node(tmp_path / "n"))
-    p = subprocess.run(["sh", str(CONTRIB / "rdmaprov-prolog.sh")], env=env, capture_output=True,
-                       text=True, timeout=60, check=False)
+    p = hook("rdmaprov-prolog.sh", slurm_env(tmp_path, fake_node(tmp_path / "n")))
     assert p.returncode == 0, p.stderr
-    assert not (tmp_path / "scontrol.log").exists()
+    assert scontrol_log(tmp_path) == ""
 
 
-def test_healthcheck_resumes_only_its_own_drain(tmp_path: Path) -> None:
-    env = slurm_env(tmp_path, fake_node(tmp_path / "n"))
-    script = ["sh", str(CONTRIB / "rdmaprov-healthcheck.sh")]
-    env["FAKE_REASON"] = "   Reason=admin: bad DIMM [root@2025-01-01T00:00:00]"
-    subprocess.run(script, env=env, timeout=60, check=True)
-    assert not (tmp_path / "scontrol.log").exists()
-    env["FAKE_REASON"] = "   Reason=rdmaprov: 1 of 2 RDMA ports ACTIVE [slurm@2025-01-01T00:00:00]"
-    subprocess.run(script, env=env, timeout=60, check=True)
-    assert (tmp_path / "scontrol.log").read_text() == "update nodename=gpu17 state=resume\n"
+def test_prolog_config_error_drains_as_such(tmp_path: Path) -> None:
+    env = slurm_env(tmp_path, fake_node(tmp_path / "n"), config="mtu: 12000\n")
+    p = hook("rdmaprov-prolog.sh", env)
+    assert p.returncode == 1
+    assert scontrol_log(tmp_path).startswith(
+        "update nodename=gpu17 state=drain reason=rdmaprov: config error: ")
+    assert "not a valid MTU" in scontrol_log(tmp_path)
+
+
+def test_healthcheck_keeps_an_admin_reason_and_resumes_only_its_own(tmp_path: Path) -> None:
+    sick = fake_node(tmp_path / "sick", gpus=1)
+    env = slurm_env(tmp_path, sick, state="drain", reason="hardware swap ticket 1234")
+    env["RDMAPROV_CHECK_CONFIG"] = str(tmp_path / "gpus.yml")
+    (tmp_path / "gpus.yml").write_text("memlock: '1'\ngpus: 2\n")
+    assert hook("rdmaprov-healthcheck.sh", env).returncode == 0
+    assert scontrol_log(tmp_path) == ""  # unhealthy, but someone else's drain: reason kept
+    env = slurm_env(tmp_path, fake_node(tmp_path / "ok"), state="drain",
+                    reason="hardware swap ticket 1234")
+    assert hook("rdmaprov-healthcheck.sh", env).returncode == 0
+    assert scontrol_log(tmp_path) == ""  # healthy, but not rdmaprov's drain: not resumed
+    env = slurm_env(tmp_path, fake_node(tmp_path / "ok2"), state="drain",
+                    reason="rdmaprov: 1 of 2 GPUs visible")
+    assert hook("rdmaprov-healthcheck.sh", env).returncode == 0
+    assert scontrol_log(tmp_path) == "update nodename=gpu17 state=resume\n"
 
 
 def test_nhc_plugin_calls_die_with_the_reason(tmp_path: Path) -> None:
     root = fake_node(tmp_path / "n", gpus=1)
     env = slurm_env(tmp_path, root)
-    p = subprocess.run(["bash", "-c", f'die() {{ echo "DIE $1 $2"; }}; . {CONTRIB}/rdmaprov.nhc; '
+    p = subprocess.run(["bash", "-c", f'die() {{ echo "DIE $1 $2"; }}; . {HOOKS}/rdmaprov.nhc; '
                         "check_rdmaprov --expect-gpus 2"], env=env, capture_output=True,
                        text=True, timeout=60, check=False)
     assert p.stdout == "DIE 1 rdmaprov: 1 of 2 GPUs visible\n", p.stderr
+    assert scontrol_log(tmp_path) == ""  # NHC drains itself
+    p = subprocess.run(["bash", "-c", f'die() {{ echo "DIE $1 $2"; }}; . {HOOKS}/rdmaprov.nhc; '
+                        "check_rdmaprov --expct-gpus 2"], env=env, capture_output=True,
+                       text=True, timeout=60, check=False)
+    assert p.stdout.startswith("DIE 1 rdmaprov: config error: rdmaprov"), p.stdout

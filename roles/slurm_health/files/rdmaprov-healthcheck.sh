@@ -1,26 +1,12 @@
 #!/bin/sh
 # Slurm HealthCheckProgram (slurm.conf: HealthCheckProgram=/etc/slurm/rdmaprov-healthcheck.sh,
-# HealthCheckInterval=300): drain the node when `rdmaprov check` fails, and resume it when the
-# check passes again, but only if rdmaprov drained it (an admin's own drain is left alone).
-# Also refreshes node_exporter metrics when RDMAPROV_TEXTFILE_DIR is set.
+# HealthCheckInterval=300). Installed by the rdmaprov.cluster.slurm_health role; settings come
+# from /etc/rdmaprov/slurm.env. `rdmaprov check --drain` applies NHC's rules: an unhealthy node is
+# drained "rdmaprov: <reason>" unless it is DOWN or drained for another reason (kept), and a
+# healthy node is resumed only if rdmaprov drained it. The node_exporter textfile
+# (RDMAPROV_CHECK_PROMETHEUS) is rewritten on every run. slurmd kills this after 60 s: keep
+# RDMAPROV_CHECK_BUDGET below that when the check runs --nccl.
 
-RDMAPROV=${RDMAPROV:-rdmaprov}
-node=${SLURMD_NODENAME:-$(hostname -s)}
-prom=""
-[ -n "$RDMAPROV_TEXTFILE_DIR" ] && prom="--prometheus $RDMAPROV_TEXTFILE_DIR"
-
-# shellcheck disable=SC2086  # $prom is two words or none
-reason=$("$RDMAPROV" check --nhc $prom 2>&1)
-rc=$?
-current=$(scontrol show node "$node" 2>/dev/null | sed -n 's/^ *Reason=\(.*\) \[.*$/\1/p')
-
-if [ "$rc" -ne 0 ]; then
-    [ "$rc" -eq 1 ] && reason="rdmaprov check config error: $reason"
-    reason=$(printf '%s' "$reason" | head -n 1 | tr '"' "'" | cut -c1-200)
-    scontrol update nodename="$node" state=drain reason="rdmaprov: $reason"
-    exit 0
-fi
-case "$current" in
-    rdmaprov:*) scontrol update nodename="$node" state=resume ;;
-esac
+[ -r /etc/rdmaprov/slurm.env ] && { set -a; . /etc/rdmaprov/slurm.env; set +a; }
+"${RDMAPROV:-rdmaprov}" check --nhc --drain >/dev/null
 exit 0

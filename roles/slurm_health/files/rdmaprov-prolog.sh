@@ -1,25 +1,27 @@
 #!/bin/sh
-# Slurm Prolog (slurm.conf: Prolog=/etc/slurm/rdmaprov-prolog.sh): run `rdmaprov check` before
-# each job on each allocated node. A failed check drains this node with rdmaprov's own reason
-# and fails the prolog, so Slurm requeues the job elsewhere instead of starting it here.
+# Slurm Prolog (slurm.conf: Prolog=/etc/slurm/rdmaprov-prolog.sh): `rdmaprov check` on each
+# allocated node before the job's first step. Installed by the rdmaprov.cluster.slurm_health role;
+# settings come from /etc/rdmaprov/slurm.env (RDMAPROV, RDMAPROV_CHECK_CONFIG, ...).
 #
-# Expectations come from /etc/rdmaprov/check.yml (or $RDMAPROV_CHECK_CONFIG).
-# RDMAPROV: the rdmaprov command (default: rdmaprov on PATH).
-# RDMAPROV_PROLOG_DRAIN=0 only reports (exit 1 still fails the prolog).
+# rdmaprov check's exit code, and what this prolog then does:
+#   0 healthy        exit 0: the job starts.
+#   2 unhealthy      rdmaprov has drained the node "rdmaprov: <reason>" (NHC's rules: a node
+#                    drained for another reason keeps it); exit 1: Slurm requeues the job, held
+#                    unless SchedulerParameters=nohold_on_prolog_fail, and keeps that reason.
+#   1 config error   drained "rdmaprov: config error: ..." (a bad flag is not drained by
+#                    rdmaprov: Slurm drains it "Prolog error"); exit 1, as above.
+#   anything else    (rdmaprov missing, killed at PrologEpilogTimeout) exit 1: Slurm drains the
+#                    node "Prolog error" and requeues the job.
+# RDMAPROV_PROLOG_DRAIN=0 leaves draining to Slurm ("Prolog error") and only logs the reason.
 
-RDMAPROV=${RDMAPROV:-rdmaprov}
-node=${SLURMD_NODENAME:-$(hostname -s)}
+[ -r /etc/rdmaprov/slurm.env ] && { set -a; . /etc/rdmaprov/slurm.env; set +a; }
+drain=--drain
+[ "${RDMAPROV_PROLOG_DRAIN:-1}" = 1 ] || drain=
 
-# --nhc: nothing on stdout when healthy, else exactly one reason line.
-reason=$("$RDMAPROV" check --nhc 2>&1)
+# --nhc: nothing on stdout when healthy, else the one reason line.
+reason=$("${RDMAPROV:-rdmaprov}" check --nhc $drain)
 rc=$?
 [ "$rc" -eq 0 ] && exit 0
-
-# rc 1 is a broken check configuration, not a broken node; it still must not run jobs blind.
-[ "$rc" -eq 1 ] && reason="rdmaprov check config error: $reason"
-reason=$(printf '%s' "$reason" | head -n 1 | tr '"' "'" | cut -c1-200)
-logger -t rdmaprov-prolog "job ${SLURM_JOB_ID:-?} on $node: $reason" 2>/dev/null
-if [ "${RDMAPROV_PROLOG_DRAIN:-1}" = 1 ]; then
-    scontrol update nodename="$node" state=drain reason="rdmaprov: $reason"
-fi
+logger -t rdmaprov-prolog "job ${SLURM_JOB_ID:-?} on ${SLURMD_NODENAME:-$(hostname -s)}:" \
+    "check exit $rc: ${reason:-see stderr}" 2>/dev/null
 exit 1
