@@ -111,7 +111,8 @@ def main():
             entry["ifcfg_file"] = ifcfg
         out.append(entry)
 
-    print(json.dumps({"connection_iface": conn_iface, "control_ip": control_ip, "interfaces": out}))
+    print(json.dumps({"connection_iface": conn_iface, "control_ip": control_ip, "interfaces": out,
+                      "ping": shutil.which("ping"), "apt": bool(shutil.which("apt-get"))}))
     return 0
 
 
