@@ -61,17 +61,19 @@ _QP_NEXT = re.compile(r"next state (\w+)")
 _GID_INDEX = re.compile(r"GID index (\d+)")
 _LOCAL_GID = re.compile(r"local ?GID:? ?([0-9a-fA-F:.x]+)", re.I)
 _OLD_WARN = re.compile(r"\.(?:cu|cc|c|h):\d+ WARN (.*)$")
+_OLD_INFO = re.compile(r":\d+ \[\d+\] INFO (.*)$")  # NCCL 2.2: "host:pid:tid [0] INFO msg"
 # host:pid:tid [dev] in front of a WARN; pastes replace the pid with placeholders ("XXXXXX").
 _ERR_HEAD = re.compile(r"([\w.-]+):\w+(?::\w+)? \[\d+\]")
 _RANK_TAG = re.compile(r"\[[Rr]ank ?(\d+)\]")
 _WATCHDOG = re.compile(r"\[Rank (\d+)\] Watchdog caught collective operation timeout: "
-                       r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)")
+                       r"WorkNCCL\(SeqNum=(\d+)(?:, OpType=(\w+))?")
+_WD_STUCK = re.compile(r"Rank (\d+)\] ProcessGroupNCCL's watchdog got stuck")
 _TORCH_TS = re.compile(r"\[[EWI](\d{3,4}) (\d\d:\d\d:\d\d\.\d+)")
 _LAST_DONE = re.compile(r"Rank (\d+)\] Exception .*last completed NCCL work: (\d+)")
 _PEER = re.compile(r"(?:from|peer|to) ([\w.:-]+?)<(\d+)>")
 # Lines without "NCCL" in them that still belong to the log (explain routes them here).
-OTHER = re.compile(r"Got completion|Watchdog|ncclSocketInit|nccl\w*Error|\.\w{1,2}:\d+ WARN |"
-                   r"Last error|NET/OFI|remote process exited")
+OTHER = re.compile(r"Got completion|Watchdog|watchdog|ncclSocketInit|nccl\w*Error|"
+                   r"\.\w{1,2}:\d+ WARN |\] INFO |Last error|NET/OFI|remote process exited")
 # Interfaces that only reach this host: bridges, veths and overlay tunnels.
 _LOCAL_IF = re.compile(r"^(?:virbr|docker|br-|veth|cni|flannel|cali|tunl|kube-ipvs|lxcbr|podman)")
 
@@ -83,8 +85,8 @@ CONTEXT_CODES = frozenset({
     "remote_error", "qp_link_local_gid", "qp_unreachable", "qp_timeout", "qp_no_device",
     "verbs_open_device", "plugin_no_device", "plugin_network", "bridge_interface",
     "docker_bridge", "link_local_address", "first_failure", "watchdog", "watchdog_silent",
-    "watchdog_behind", "env_removed", "env_deprecated", "env_unknown", "env_nccl_says",
-    "version_from_env"})
+    "watchdog_behind", "watchdog_stuck", "env_removed", "env_deprecated", "env_unknown",
+    "env_nccl_says", "version_from_env"})
 
 # ibv_wc_status values (verbs.h) NCCL prints as "status=N" or "with error N".
 WC_STATUS = {
@@ -211,7 +213,9 @@ class NcclLogParser:
         self.rank_tags: set[int] = set()
         self.wd: dict[int, tuple[int, str, str, str]] = {}  # rank -> (seq, op, time, MMDD)
         self.wd_done: dict[int, int] = {}  # rank -> last completed work
+        self.wd_stuck: set[int] = set()  # ranks whose watchdog itself hung (heartbeat monitor)
         self._last_error_for: NcclError | None = None
+        self._after_rdma: set[int] = set()
         self._pending_last = False
 
     # -- feeding ---------------------------------------------------------------------------
@@ -241,6 +245,11 @@ class NcclLogParser:
         if m:  # NCCL 2.2 printed "file.cu:61 WARN msg" without the word NCCL
             self.nccl_lines += 1
             self._warn(m.group(1).rstrip(), line)
+            return
+        m = _OLD_INFO.search(line)
+        if m:
+            self.nccl_lines += 1
+            self._info(m.group(1).rstrip())
             return
         self._other(line.rstrip())
 
@@ -455,6 +464,9 @@ class NcclLogParser:
         if "cannot assign requested address" in low:
             self._add_error("bind_address", "", line)
             return
+        if "encountered a fatal error" in low:  # NCCL aborts the comm after the error itself
+            self._add_error("comm_abort", "", line)
+            return
         if "got async event" in low or "async fatal event" in low:
             self._add_error("async_event", msg.rsplit(":", 1)[-1].strip()[:60], line)
             return
@@ -488,26 +500,33 @@ class NcclLogParser:
         if line.endswith("Last error:"):  # NCCL's message follows on the next line
             self._pending_last = True
             return
+        j = line.find("Last error: ")
+        inline = line[j + 12:].strip() if j >= 0 else ""
         m = _VERSION.search(line)
         if m:
             self.versions[m.group(1)] += 1
         if "remote process exited" in line or "ncclRemoteError" in line:
             self._add_error("remote_error", "", line)
             self._last_error_for = self.errors.get(("remote_error", ""))
+            if inline:  # a wrapped exception text: "... Last error: NET/IB : Got completion"
+                self._last_error(inline)
             return
         if m:
             return
         if "Got completion" in line or "ncclSocketInit" in line or "NET/OFI" in line:
             self._warn(line, line)
         elif "Watchdog caught collective operation timeout" in line:
-            op = re.search(r"OpType=(\w+)", line)
-            self._add_error("timeout", op.group(1) if op else "", line)
+            self._add_error("timeout", "", line)
             w = _WATCHDOG.search(line)
             if w and len(self.wd) < _MAX_SET:
                 ts = _TORCH_TS.search(line)
                 self.wd.setdefault(int(w.group(1)), (
-                    int(w.group(2)), w.group(3), ts.group(2) if ts else "",
+                    int(w.group(2)), w.group(3) or "?", ts.group(2) if ts else "",
                     ts.group(1).zfill(4) if ts else ""))
+        elif "watchdog got stuck" in line:
+            st = _WD_STUCK.search(line)
+            if st and len(self.wd_stuck) < _MAX_SET:
+                self.wd_stuck.add(int(st.group(1)))
         elif "last completed NCCL work" in line:
             d = _LAST_DONE.search(line)
             if d and len(self.wd_done) < _MAX_SET:
@@ -580,7 +599,7 @@ class NcclLogParser:
             r.net_plugin = dict(self.plugin)
         r.socket_interfaces = [f"{k}:{v}" for k, v in self.socket_all.items()]
         r.env_pasted = dict(self.env_pasted)
-        if self.wd:
+        if self.wd or self.wd_stuck:
             r.watchdog = self._watchdog()
         r.findings = self._findings(r)
         return r
@@ -588,15 +607,17 @@ class NcclLogParser:
     def _watchdog(self) -> dict[str, Any]:
         """Which ranks report a collective timeout, which do not, and which is behind."""
         ranks = sorted(self.wd)
-        first = min(ranks, key=lambda k: (self.wd[k][3] or "~", self.wd[k][2] or "~", k))
         seen = set(self.rank_tags) | set(range(self.nranks))
         d: dict[str, Any] = {
-            "ranks_timed_out": ranks[:256], "count": len(ranks),
-            "seq": self.wd[first][0], "op": self.wd[first][1],
-            "first": {"rank": first, "time": self.wd[first][2] or None},
+            "ranks_timed_out": ranks[:256], "count": len(ranks), "seq": None, "op": None,
+            "first": None, "watchdog_stuck": sorted(self.wd_stuck)[:256],
             # A rank with only the "Exception ... detected by watchdog" line timed out too.
-            "silent_ranks": sorted(seen - set(ranks) - set(self.wd_done))[:256],
+            "silent_ranks": sorted(seen - set(ranks) - set(self.wd_done) - self.wd_stuck)[:256],
         }
+        if ranks:
+            first = min(ranks, key=lambda k: (self.wd[k][3] or "~", self.wd[k][2] or "~", k))
+            d["seq"], d["op"] = self.wd[first][0], self.wd[first][1]
+            d["first"] = {"rank": first, "time": self.wd[first][2] or None}
         if self.wd_done and len(set(self.wd_done.values())) > 1:
             low = min(self.wd_done.values())
             d["behind"] = sorted(k for k, v in self.wd_done.items() if v == low)[:64]
@@ -655,9 +676,15 @@ class NcclLogParser:
             f.append(Finding("info", "GPUDirect RDMA is in use (channels via NET/.../GDRDMA)"
                              if self.gdr_channels else "GPUDirect RDMA is enabled", None))
         # Generic NCCL/PyTorch error lines restate a cause listed elsewhere: list them last.
-        late = ("nccl_error", "system_error", "cuda_error", "proxy")
+        late = ("nccl_error", "system_error", "cuda_error", "proxy", "comm_abort")
+        rdma_seen = False
+        for e in r.errors:  # in order of appearance
+            e_after_rdma = rdma_seen and e.kind == "peer_lost"
+            rdma_seen = rdma_seen or e.kind in ("ibv_call", "completion", "async_event")
+            if e_after_rdma:
+                self._after_rdma.add(id(e))
         for e in sorted(r.errors, key=lambda e: e.kind in late):
-            fd = _explain_error(e, {**r.env_pasted, **r.env})
+            fd = _explain_error(e, {**r.env_pasted, **r.env}, id(e) in self._after_rdma)
             fd.code = fd.code or e.kind
             f.append(fd)
         if self.errors_dropped:
@@ -731,7 +758,7 @@ class NcclLogParser:
             f.extend(_watchdog_findings(r.watchdog))
         # Consequences of another error, and libibverbs missing (NCCL goes on with sockets).
         consequences = ("proxy", "nccl_error", "remote_error", "timeout", "system_error",
-                        "no_libibverbs")
+                        "no_libibverbs", "comm_abort")
         firsts = [e for e in r.errors if e.kind not in consequences]
         if len(firsts) > 1:
             e = firsts[0]
@@ -753,7 +780,7 @@ class NcclLogParser:
         return f
 
 
-def _explain_error(e: NcclError, env: dict[str, str]) -> Finding:
+def _explain_error(e: NcclError, env: dict[str, str], consequence: bool = False) -> Finding:
     times = f" (x{e.count})" if e.count > 1 else ""
     ifname = env.get("NCCL_SOCKET_IFNAME")
     if e.kind == "no_interface":
@@ -797,6 +824,12 @@ def _explain_error(e: NcclError, env: dict[str, str]) -> Finding:
             "hosts with different MTUs (NVIDIA/nccl#1524: 2.20 stopped taking the smaller of "
             "the two path MTUs): compare active_mtu in ibv_devinfo and the netdev MTU on "
             "every host and switch port, and make them equal.")
+    if e.kind == "peer_lost" and consequence:
+        return Finding(
+            "warning", "a peer closed the connection after the error above (a consequence): "
+            + e.line[-120:] + times,
+            "The other side gave up because of the earlier error on this path: fix that one.",
+            "consequence")
     if e.kind == "peer_lost":
         return Finding(
             "error", "a peer closed the connection"
@@ -917,6 +950,11 @@ def _explain_error(e: NcclError, env: dict[str, str]) -> Finding:
         return Finding("error", "two ranks use the same GPU (Duplicate GPU detected)" + times,
                        "Each local rank needs its own device: torch.cuda.set_device(LOCAL_RANK) "
                        "before init, or a CUDA_VISIBLE_DEVICES per rank.")
+    if e.kind == "comm_abort":
+        return Finding("warning", "NCCL aborted the communicator after an error (a "
+                       "consequence): " + e.line[-120:] + times,
+                       "Act on the error that made NCCL abort: the other findings name it.",
+                       "consequence")
     if e.kind == "proxy":
         return Finding("warning", "proxy thread error (a consequence): " + e.line[-120:] + times,
                        "The proxy reports an earlier failure on this rank: act on the first "
@@ -934,17 +972,29 @@ def _explain_error(e: NcclError, env: dict[str, str]) -> Finding:
 
 
 def _watchdog_findings(wd: dict[str, Any]) -> list[Finding]:
+    f: list[Finding] = []
+    if wd["watchdog_stuck"]:
+        f.append(Finding(
+            "error", "PyTorch's NCCL watchdog itself hung on rank(s) "
+            + ", ".join(str(k) for k in wd["watchdog_stuck"][:32]),
+            "A NCCL or CUDA call blocked the watchdog thread there (PyTorch's own message): "
+            "those ranks are stuck inside a call rather than waiting for peers; take their "
+            "stacks (py-spy dump --native) before raising TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC.",
+            "watchdog_stuck"))
     n = wd["count"]
+    if not n:
+        return f
     shown = ", ".join(str(k) for k in wd["ranks_timed_out"][:16]) + (" ..." if n > 16 else "")
     first = wd["first"]
-    f = [Finding(
-        "error", f"{n} rank(s) hit the watchdog timeout on {wd['op']} SeqNum {wd['seq']} "
+    f.append(Finding(
+        "error", f"{n} rank(s) hit the watchdog timeout"
+        + (f" on {wd['op']}" if wd["op"] != "?" else "") + f" at SeqNum {wd['seq']} "
         f"(ranks {shown}); first to report: rank {first['rank']}"
         + (f" at {first['time']}" if first["time"] else ""),
         "Every rank waiting in a collective times out together; the rank that caused it is "
         "the one that did not reach the collective (crashed, stuck in data loading, or on a "
         "different code path) or the first one with a network error. Look for a rank that "
-        "is missing from these reports or is behind.", "watchdog")]
+        "is missing from these reports or is behind.", "watchdog"))
     if wd["silent_ranks"]:
         f.append(Finding(
             "warning", "ranks seen in this text but with no timeout report: "
