@@ -1,0 +1,114 @@
+# Copyright: rdmaprov developers
+# Apache-2.0
+"""The preflight role's per-host report and the facts it finds missing: pure functions over what
+Ansible gathered, so a host without iproute2, a local connection or an interface called
+enp1s0f0.100 gives a line that says so instead of a template error.
+
+facts: ansible_facts (min + network subsets, plus ansible_facts.rdma from rdma_facts);
+caps: the host_capabilities module's result; connection: driver_plan.connection_interface's.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import kernel_caps
+
+IPROUTE2 = ("this host has no `ip` command, so Ansible's network facts have no interface list: "
+            "install iproute2 (apt-get install iproute2 / dnf install iproute)")
+
+
+def interface_facts(facts: dict, name: str) -> dict:
+    """One interface's facts: Ansible files 'ib0-1' under ib0_1 and keeps 'enp1s0f0.100' as is."""
+    for key in (name.replace("-", "_"), name, name.replace("-", "_").replace(".", "_")):
+        found = facts.get(key)
+        if isinstance(found, dict):
+            return found
+    return {}
+
+
+def missing(facts: dict, connection_type: str | None = None) -> list[str]:
+    """What this host lacks that later roles read, one line each (empty: nothing)."""
+    lacks = []
+    if "interfaces" not in facts:
+        lacks.append("no network interface facts: " + IPROUTE2)
+    return lacks
+
+
+def _interfaces_line(facts: dict) -> str:
+    if "interfaces" not in facts:
+        return "interfaces: unknown (no `ip` command: install iproute2)"
+    parts = []
+    for name in sorted(n for n in facts["interfaces"] if n != "lo"):
+        info = interface_facts(facts, name)
+        ipv4 = info.get("ipv4") if isinstance(info.get("ipv4"), dict) else {}
+        address = (f"{ipv4['address']}/{ipv4.get('prefix', '?')}" if ipv4.get("address")
+                   else "no IPv4")
+        parts.append(f"{name} mtu {info.get('mtu', '?')} {address}")
+    return "interfaces: " + ("; ".join(parts) or "none but lo")
+
+
+def _connection_line(facts: dict, connection: dict, connection_type: str | None,
+                     rdma_port: bool) -> str:
+    if connection_type == "local":
+        return "connection: local (Ansible runs on this host: no network path to keep up)"
+    if not connection.get("name"):
+        why = ("no interface facts" if "interfaces" not in facts else
+               "no interface holds the address Ansible connects to, and no default route")
+        return f"connection: interface not found ({why})"
+    return (f"connection: {connection['name']} {connection.get('address') or ''} "
+            f"(from {connection.get('method')})".replace("  ", " ")
+            + (", on an RDMA port" if rdma_port else ""))
+
+
+def _modules_line(caps: dict, rdma: dict) -> str:
+    loading = caps.get("modules") or {}
+    stack = (rdma.get("kernel") or {}).get("modules") or {}
+    text = "kernel modules: "
+    if stack:
+        text += kernel_caps.summary([{"name": n, **s} for n, s in stack.items()]) + "; "
+    if loading.get("can_load"):
+        return text + "more can be loaded"
+    return text + "cannot load more: " + str(loading.get("reason") or "unknown")
+
+
+def _gpus_line(caps: dict) -> str:
+    g = caps.get("gpus") or {}
+    if not g.get("count"):
+        return "GPUs: none visible"
+    models = ", ".join(sorted(set(g.get("models") or []))) or "NVIDIA"
+    return f"GPUs: {g['count']} x {models} (driver {g.get('driver_version') or '?'})"
+
+
+def _rdma_line(rdma: dict) -> str:
+    devices = rdma.get("devices") or []
+    if not devices:
+        text = "RDMA: none (" + str((rdma.get("kernel") or {}).get("reason") or "no devices") + ")"
+    else:
+        text = "RDMA: " + "; ".join(
+            dev["name"] + "".join(
+                f" port {p.get('port')} {p.get('state')} {p.get('rate_gbps')}G "
+                f"{p.get('link_layer')}" + (f" {p['netdev']}" if p.get("netdev") else "")
+                for p in dev.get("ports") or [])
+            for dev in devices)
+    if rdma.get("rdma_core_version"):
+        text += f"; rdma-core {rdma['rdma_core_version']}"
+    if rdma.get("ofed_version"):
+        text += f"; {rdma['ofed_version']}"
+    return text
+
+
+def report(facts: dict, caps: dict, connection: dict, connection_type: str | None = None) -> list:
+    """The preflight report's lines; what is missing comes first, as 'missing: ...'."""
+    rdma = facts.get("rdma") or {}
+    iface = caps.get("interface") or {}
+    lines = [f"missing: {m}" for m in missing(facts, connection_type)]
+    lines += [
+        f"{facts.get('distribution', '?')} {facts.get('distribution_version', '?')} "
+        f"({facts.get('os_family', '?')} family), kernel {caps.get('kernel_release', '?')}",
+        _connection_line(facts, connection or {}, connection_type,
+                         bool(iface.get("rdma_backed"))),
+        _interfaces_line(facts),
+        _modules_line(caps, rdma),
+        _gpus_line(caps),
+        _rdma_line(rdma),
+    ]
+    return lines

@@ -1,0 +1,67 @@
+"""The preflight report (plugins/module_utils/host_report.py) on facts as real hosts give them:
+a host without iproute2 (no `interfaces`), a local connection, interfaces named with dots and
+dashes. Fact shapes are ansible-core 2.19's setup module's (network facts filed under the name
+with '-' turned into '_', dots kept)."""
+
+from __future__ import annotations
+
+from rdmaprov.probe._collection import module_utils
+
+report_mod = module_utils("host_report")
+
+CAPS = {"kernel_release": "6.18.44-fc-v973-gpu",
+        "modules": {"can_load": False, "reason": "no /lib/modules/6.18.44-fc-v973-gpu: no "
+                    "modules installed for the running kernel", "by": "kernel"},
+        "gpus": {"count": 1, "models": ["NVIDIA H200"], "driver_version": "580.159.04"}}
+H200_RDMA = {"kernel": {"uverbs": True, "reason": "ib_uverbs is built into the kernel but "
+                        "/sys/class/infiniband is empty: no RDMA devices",
+                        "modules": {"ib_core": {"state": "builtin"},
+                                    "ib_uverbs": {"state": "builtin"},
+                                    "rdma_ucm": {"state": "builtin"}}},
+             "devices": [], "rdma_core_version": None, "ofed_version": None}
+# The H200: Ubuntu 24.04, local connection, no `ip` binary, so no network facts at all.
+H200 = {"distribution": "Ubuntu", "distribution_version": "24.04", "os_family": "Debian",
+        "env": {"HOME": "/root"}, "rdma": H200_RDMA}
+
+
+def test_host_without_iproute2_under_a_local_connection() -> None:
+    conn = module_utils("driver_plan").connection_interface(H200, None, "local")
+    lines = report_mod.report(H200, CAPS, conn, "local")
+    assert lines[0] == "missing: no network interface facts: " + report_mod.IPROUTE2
+    assert lines[1:] == [
+        "Ubuntu 24.04 (Debian family), kernel 6.18.44-fc-v973-gpu",
+        "connection: local (Ansible runs on this host: no network path to keep up)",
+        "interfaces: unknown (no `ip` command: install iproute2)",
+        "kernel modules: built in: ib_core, ib_uverbs, rdma_ucm; cannot load more: no "
+        "/lib/modules/6.18.44-fc-v973-gpu: no modules installed for the running kernel",
+        "GPUs: 1 x NVIDIA H200 (driver 580.159.04)",
+        "RDMA: none (ib_uverbs is built into the kernel but /sys/class/infiniband is empty: "
+        "no RDMA devices)",
+    ]
+    assert report_mod.missing(H200) == ["no network interface facts: " + report_mod.IPROUTE2]
+
+
+def test_interfaces_with_dots_and_dashes() -> None:
+    facts = {
+        "distribution": "Debian", "distribution_version": "12.8", "os_family": "Debian",
+        "interfaces": ["lo", "enp1s0f0.100", "ib0-1", "eth0"],
+        "enp1s0f0.100": {"mtu": 9000, "ipv4": {"address": "10.1.0.5", "prefix": "24"}},
+        "ib0_1": {"mtu": 4092},
+        "eth0": {"mtu": 1500, "ipv4": {"address": "192.0.2.5", "prefix": "24"}},
+        "env": {"SSH_CONNECTION": "192.0.2.1 50000 10.1.0.5 22"},
+    }
+    conn = module_utils("driver_plan").connection_interface(facts, "10.1.0.5", "ssh")
+    assert conn == {"name": "enp1s0f0.100", "address": "10.1.0.5", "method": "SSH_CONNECTION"}
+    lines = report_mod.report(facts, CAPS | {"interface": {"rdma_backed": False}}, conn, "ssh")
+    assert lines[1] == "connection: enp1s0f0.100 10.1.0.5 (from SSH_CONNECTION)"
+    assert lines[2] == ("interfaces: enp1s0f0.100 mtu 9000 10.1.0.5/24; eth0 mtu 1500 "
+                        "192.0.2.5/24; ib0-1 mtu 4092 no IPv4")
+    assert report_mod.missing(facts) == []
+
+
+def test_ssh_host_whose_connection_interface_is_unknown() -> None:
+    facts = {"distribution": "Debian", "distribution_version": "13", "os_family": "Debian"}
+    conn = module_utils("driver_plan").connection_interface(facts, None, "ssh")
+    lines = report_mod.report(facts, {}, conn, "ssh")
+    assert lines[2] == "connection: interface not found (no interface facts)"
+    assert lines[0].startswith("missing: no network interface facts")
