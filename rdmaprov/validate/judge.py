@@ -263,10 +263,11 @@ def judge_pairs(results: Path, bar: float | None, fraction: float,
 # ----- RDMA vs TCP ----------------------------------------------------------------------------
 
 def _cpu_busy(doc: Mapping[str, Any]) -> float | None:
-    """The busiest host's CPU cores busy during the largest size (the worker's ``cpu``)."""
+    """The busiest host's CPU cores busy during the largest size (the worker's ``cpu``:
+    hostname -> {bytes, busy_cores, cpus})."""
     values = []
     for v in (doc.get("cpu") or {}).values():
-        v = v.get("cpu_busy_cores") if isinstance(v, dict) else v
+        v = v.get("busy_cores") if isinstance(v, dict) else None
         if isinstance(v, int | float):
             values.append(float(v))
     return max(values) if values else None

@@ -72,7 +72,8 @@ def worker_doc(hosts: list[str], busbw_peak: float, backend: str = "nccl",
            "hosts": sorted(hosts), "preflight": {h: {"problems": []} for h in hosts},
            "results": rows, "notes": [], "env": {}}
     if cpu:
-        doc["cpu"] = {h: {"cpu_busy_cores": c} for h, c in cpu.items()}
+        doc["cpu"] = {h: {"bytes": rows[-1]["bytes"], "busy_cores": c, "cpus": 16}
+                      for h, c in cpu.items()}
     return doc
 
 
