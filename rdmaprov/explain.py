@@ -52,7 +52,8 @@ _SIGNS: list[tuple[str, re.Pattern[str]]] = [
     ("ibstatus", re.compile(r"^\s*Infiniband device '[^']+' port \d+ status:|"
                             r"^\s*phys state:\s+\d:")),
     ("ibv_devinfo", re.compile(r"^\s*hca_id:|^\s*(?:state|link_layer|active_mtu|port_lid|"
-                               r"phys_port_cnt|fw_ver):\s+\S|^\s*port:\s+\d+\s*$")),
+                               r"phys_port_cnt|fw_ver):\s+\S|^\s*port:\s+\d+\s*$|"
+                               r"^\s*\d+ HCAs? found:?\s*$|^\s*No IB devices found")),
     ("rdma_link", re.compile(r"^\s*(?:\d+/\d+:\s*)?link \S+/\d+ .*state ")),
     ("ibdev2netdev", re.compile(r"^\s*\S+\s+port\s+\d+\s+==>\s+\S+\s+\((?:Up|Down)\)")),
     ("show_gids", re.compile(r"^\s*DEV\s+PORT\s+INDEX\s+GID|n_gids_found=|"

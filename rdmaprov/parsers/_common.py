@@ -208,3 +208,57 @@ def port_findings(ports: list[Port]) -> list[Finding]:
             "Pin NCCL to the fabric you mean with NCCL_IB_HCA; RoCE ports also need "
             "NCCL_IB_GID_INDEX."))
     return out
+
+
+# libibverbs' own warnings (stderr of any verbs program: ibv_devinfo, perftest, NCCL): the
+# userspace provider for the NIC is missing from the image, or does not match the kernel.
+_VERBS_WARN = re.compile(
+    r"libibverbs: Warning: (?:no userspace device-specific driver found for (\S+)"
+    r"|Driver (\S+) does not support the kernel ABI of (\d+) \(supports (\d+) to (\d+)\)"
+    r"|couldn't load driver '([^']+)')")
+
+
+class VerbsWarnings:
+    """Collects libibverbs warnings from any text; ``findings()`` says what they mean."""
+
+    def __init__(self) -> None:
+        self.no_driver: list[str] = []
+        self.abi: dict[str, tuple[str, str, str]] = {}
+        self.load_failed: list[str] = []
+
+    def feed(self, line: str) -> bool:
+        m = _VERBS_WARN.search(line)
+        if not m:
+            return False
+        if m.group(1) and m.group(1) not in self.no_driver and len(self.no_driver) < 64:
+            self.no_driver.append(m.group(1))
+        elif m.group(2):
+            self.abi.setdefault(m.group(2), (m.group(3), m.group(4), m.group(5)))
+        elif m.group(6) and m.group(6) not in self.load_failed and len(self.load_failed) < 16:
+            self.load_failed.append(m.group(6))
+        return True
+
+    def findings(self) -> list[Finding]:
+        out: list[Finding] = []
+        if self.no_driver:
+            out.append(Finding(
+                "error", f"libibverbs has no userspace driver (provider) for "
+                f"{len(self.no_driver)} verbs device(s): {', '.join(self.no_driver[:4])}",
+                "The image lacks the provider library for this NIC (mlx5: libmlx5 from "
+                "rdma-core's ibverbs-providers, or the MLNX_OFED/DOCA user space): install the "
+                "one matching the host's driver stack inside the image; without it no verbs "
+                "program (NCCL included) sees the HCA.", "verbs_provider"))
+        for drv, (abi, lo, hi) in sorted(self.abi.items()):
+            out.append(Finding(
+                "error", f"the {drv} provider in this userspace supports kernel ABI {lo} to "
+                f"{hi}, the kernel's is {abi}: the device is skipped",
+                f"The image's {drv} library and the host's kernel driver are from different "
+                "releases: install the rdma-core (or vendor user space) that matches the "
+                "host's driver in the image.", "verbs_provider_abi"))
+        if self.load_failed and not (self.no_driver or self.abi):
+            out.append(Finding(
+                "info", "libibverbs could not load provider(s) "
+                + ", ".join(self.load_failed[:4]),
+                "Harmless unless the NIC needs that provider: libibverbs tries every driver "
+                "listed in /etc/libibverbs.d."))
+        return out

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rdmaprov.parsers._common import Finding, Port, clean, port_findings
+from rdmaprov.parsers._common import Finding, Port, VerbsWarnings, clean, port_findings
 
 _MAX_PORTS = 4096
 
@@ -32,6 +32,7 @@ class PortListParser:
     def __init__(self) -> None:
         self.ports: list[Port] = []
         self.signals = 0
+        self.verbs = VerbsWarnings()
 
     def new_port(self, device: str | None, port: int | None) -> Port | None:
         if len(self.ports) >= _MAX_PORTS:
@@ -42,6 +43,8 @@ class PortListParser:
 
     def feed(self, line: str) -> None:
         s = clean(line)
+        if "libibverbs: Warning" in s and self.verbs.feed(s):
+            return
         if s.strip():
             self.line(s)
 
@@ -51,7 +54,7 @@ class PortListParser:
     def finish(self) -> PortReport:
         ports = [p for p in self.ports if p.device or p.state or p.link_layer]
         r = PortReport(kind=self.kind, ports=ports)
-        r.findings = port_findings(ports) + self.more_findings(ports)
+        r.findings = port_findings(ports) + self.more_findings(ports) + self.verbs.findings()
         if not ports:
             r.findings.append(Finding("warning", "no port found in the text", None))
         return r

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rdmaprov.parsers import nccl_env
-from rdmaprov.parsers._common import Finding
+from rdmaprov.parsers._common import Finding, VerbsWarnings
 
 # Caps keep memory flat however many ranks and hosts log the same thing.
 _MAX_ERRORS = 50
@@ -72,7 +72,7 @@ _TORCH_TS = re.compile(r"\[[EWI](\d{3,4}) (\d\d:\d\d:\d\d\.\d+)")
 _LAST_DONE = re.compile(r"Rank (\d+)\] Exception .*last completed NCCL work: (\d+)")
 _PEER = re.compile(r"(?:from|peer|to) ([\w.:-]+?)<(\d+)>")
 # Lines without "NCCL" in them that still belong to the log (explain routes them here).
-OTHER = re.compile(r"Got completion|Watchdog|watchdog|ncclSocketInit|nccl\w*Error|"
+OTHER = re.compile(r"Got completion|Watchdog|watchdog|ncclSocketInit|nccl\w*Error|libibverbs|"
                    r"\.\w{1,2}:\d+ WARN |\] INFO |Last error|NET/OFI|remote process exited")
 # Interfaces that only reach this host: bridges, veths and overlay tunnels.
 _LOCAL_IF = re.compile(r"^(?:virbr|docker|br-|veth|cni|flannel|cali|tunl|kube-ipvs|lxcbr|podman)")
@@ -85,8 +85,8 @@ CONTEXT_CODES = frozenset({
     "remote_error", "qp_link_local_gid", "qp_unreachable", "qp_timeout", "qp_no_device",
     "verbs_open_device", "plugin_no_device", "plugin_network", "bridge_interface",
     "docker_bridge", "link_local_address", "first_failure", "watchdog", "watchdog_silent",
-    "watchdog_behind", "watchdog_stuck", "env_removed", "env_deprecated", "env_unknown",
-    "env_nccl_says", "version_from_env"})
+    "watchdog_behind", "watchdog_stuck", "verbs_provider", "verbs_provider_abi", "env_removed",
+    "env_deprecated", "env_unknown", "env_nccl_says", "version_from_env"})
 
 # ibv_wc_status values (verbs.h) NCCL prints as "status=N" or "with error N".
 WC_STATUS = {
@@ -216,6 +216,7 @@ class NcclLogParser:
         self.wd_stuck: set[int] = set()  # ranks whose watchdog itself hung (heartbeat monitor)
         self._last_error_for: NcclError | None = None
         self._after_rdma: set[int] = set()
+        self.verbs = VerbsWarnings()
         self._pending_last = False
 
     # -- feeding ---------------------------------------------------------------------------
@@ -494,6 +495,8 @@ class NcclLogParser:
         if "NCCL_" in line and len(self.env_pasted) < 256:
             for name, val in nccl_env.ASSIGN.findall(line):
                 self.env_pasted.setdefault(name, val)
+        if "libibverbs: Warning" in line and self.verbs.feed(line):
+            return
         t = _RANK_TAG.search(line)
         if t and len(self.rank_tags) < _MAX_SET:
             self.rank_tags.add(int(t.group(1)))
@@ -697,6 +700,7 @@ class NcclLogParser:
             f.append(Finding("info", "no external net plugin loaded (NCCL used its internal "
                              "transports): " + self.plugin_failures[0], None))
         f.extend(self._around_findings(r))
+        f.extend(self.verbs.findings())
         if r.nccl_version:
             f.append(Finding("info", f"NCCL {r.nccl_version}", None))
         elif "NCCL_VERSION" in r.env_pasted:
