@@ -2,10 +2,20 @@
 loaded from its tarball, a real container checked; re-apply changes nothing; --check is clean.
 
 The lab cannot raise the hard memlock limit (no CAP_SYS_RESOURCE): the default policy must say
-so per host, and policy `host` must pass while reporting the limit."""
+so per host, and policy `host` must pass while reporting the limit.
+
+Air-gapped and overlayfs hosts: a node whose /var/lib/containers is on its overlayfs root (the
+lab otherwise bind-mounts an ext4 directory there), with the check image made on the control
+host from its own binaries (a rootfs tarball, and a docker archive), copied and loaded."""
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
+import shutil
+import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -23,12 +33,13 @@ LAB_VARS = {
 }
 
 
-def apply(lab, tmp: Path, extravars: dict, check: bool = False, events: list | None = None):
+def apply(lab, tmp: Path, extravars: dict, check: bool = False, events: list | None = None,
+          limit: str | None = None):
     book = tmp / "container_runtime.yml"
     book.write_text("- hosts: all\n  gather_facts: false\n  roles:\n"
                     "    - rdmaprov.cluster.container_runtime\n")
     spec = RunSpec(playbook=book, inventory=lab.inventory, extravars=extravars,
-                   host_count=len(lab.nodes), check=check)
+                   host_count=len(lab.nodes), check=check, limit=limit)
     sink = events if events is not None else []
     return RunnerSession(spec, on_event=sink.append).run()
 
@@ -78,3 +89,122 @@ def test_apply_reapply_check(lab, tmp_path: Path) -> None:
     ran = lab.exec(node, ["podman", "run", "--rm", "--network", "host",
                           "localhost/rdmaprov-lab-worker:latest", "sh", "-c", "ulimit -l"])
     assert ran.stdout.strip() == "8192"
+
+
+# -- air-gapped, overlayfs root ----------------------------------------------------------------
+
+CHECK_IMAGE = "localhost/rdmaprov-check:latest"
+
+
+def check_rootfs(dest: Path) -> Path:
+    """A root filesystem tarball with this machine's own sh, ls and tr and the libraries they
+    load: what the check container runs, made with no registry."""
+    files = {"bin/sh": str(Path(shutil.which("sh") or "/bin/sh").resolve())}
+    for binary in ("ls", "tr"):
+        path = shutil.which(binary)
+        assert path, binary
+        files[f"bin/{binary}"] = path
+        ldd = subprocess.run(["ldd", path], capture_output=True, text=True, check=True).stdout
+        files.update({word.lstrip("/"): word for line in ldd.splitlines()
+                      for word in line.split() if word.startswith("/")})
+    with tarfile.open(dest, "w", dereference=True) as tar:
+        for arcname, source in sorted(files.items()):
+            tar.add(source, arcname=arcname)
+    return dest
+
+
+def docker_archive(rootfs: Path, dest: Path, repo_tag: str) -> Path:
+    """`docker save`'s layout (manifest.json, an image config, one layer tar) around rootfs."""
+    layer = rootfs.read_bytes()
+    diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()
+    config = json.dumps({"architecture": "amd64", "os": "linux", "config": {},
+                         "rootfs": {"type": "layers", "diff_ids": [diff_id]}}).encode()
+    config_name = hashlib.sha256(config).hexdigest() + ".json"
+    manifest = json.dumps([{"Config": config_name, "RepoTags": [repo_tag],
+                            "Layers": ["layer/layer.tar"]}]).encode()
+    with tarfile.open(dest, "w") as tar:
+        for name, data in (("manifest.json", manifest), (config_name, config),
+                           ("layer/layer.tar", layer)):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return dest
+
+
+@pytest.fixture
+def overlayfs_node(lab):
+    """The last node with /var/lib/containers on its overlayfs root; rebooted afterwards, which
+    brings the lab's ext4 directory back."""
+    node = lab.nodes[-1]
+    lab.exec(node, ["umount", "/var/lib/containers"])
+    lab.exec(node, ["rm", "-rf", "/var/lib/containers/storage", "/etc/containers/storage.conf"])
+    assert lab.exec(node, ["stat", "-f", "-c", "%T", "/var/lib/containers"]).stdout.strip() \
+        == "overlayfs"
+    try:
+        yield node
+    finally:
+        lab.exec(node, ["rm", "-rf", "/var/lib/containers/storage",
+                        "/etc/containers/storage.conf"], check=False)
+        lab.lab.restart(node, log=lambda msg: None)
+
+
+def test_overlayfs_root_gets_a_storage_driver_that_works(lab, overlayfs_node, tmp_path: Path):
+    node = overlayfs_node
+    rootfs = check_rootfs(tmp_path / "check-rootfs.tar")
+    airgap = {**LAB_VARS, "container_runtime_verify_image": CHECK_IMAGE,
+              "container_runtime_images": [{"name": CHECK_IMAGE, "src": str(rootfs),
+                                            "archive": "/var/cache/rdmaprov/check-rootfs.tar"}]}
+
+    # The overlay driver, asked for: the run fails with podman's own words.
+    bad = apply(lab, tmp_path, {**airgap, "container_runtime_podman_storage_driver": "overlay"},
+                limit=node)
+    failure = bad.hosts[node].failure
+    assert failure is not None
+    assert failure.task == "container_runtime : Assert podman's storage works"
+    assert "'overlay' is not supported over overlayfs, a mount_program is required" \
+        in failure.message
+    assert "set container_runtime_podman_storage_driver" in failure.message
+
+    # auto: vfs, since fuse-overlayfs is not installed; the image comes from the control host.
+    events: list = []
+    first = apply(lab, tmp_path, airgap, events=events, limit=node)
+    assert first.ok, first.hosts[node].failure
+    storage = _debug_msgs(events, "Report podman's storage")[node]
+    assert storage.startswith("podman storage: vfs (set by rdmaprov: /var/lib/containers/storage "
+                              "is on overlayfs (/), where podman's overlay driver cannot work")
+    conf = lab.exec(node, ["cat", "/etc/containers/storage.conf"]).stdout
+    assert 'driver = "vfs"' in conf
+    seen = _debug_msgs(events, "Report what a container gets here")[node]
+    assert seen.startswith("podman container: ulimit -l 8192")
+
+    again = apply(lab, tmp_path, airgap, limit=node)
+    assert again.ok and again.hosts[node].changed == 0, again.hosts[node]
+    dry = apply(lab, tmp_path, airgap, check=True, limit=node)
+    assert dry.ok and dry.hosts[node].changed == 0, dry.hosts[node]
+
+
+def test_check_image_from_a_docker_archive_or_none(lab, tmp_path: Path) -> None:
+    node = lab.nodes[0]
+    archive = docker_archive(check_rootfs(tmp_path / "rootfs.tar"), tmp_path / "check.tar",
+                             "localhost/saved-under-another-name:1")
+    name = "localhost/rdmaprov-check-archive:latest"
+    lab.exec(node, ["podman", "rmi", "-f", name], check=False)
+    airgap = {**LAB_VARS, "container_runtime_verify_image": name,
+              "container_runtime_images": [{"name": name, "src": str(archive),
+                                            "archive": "/var/cache/rdmaprov/check.tar"}]}
+    events: list = []
+    first = apply(lab, tmp_path, airgap, events=events, limit=node)
+    assert first.ok, first.hosts[node].failure
+    assert _debug_msgs(events, "Report what a container gets here")[node].startswith(
+        "podman container: ulimit -l 8192")
+    again = apply(lab, tmp_path, airgap, limit=node)
+    assert again.ok and again.hosts[node].changed == 0, again.hosts[node]
+
+    # No image at all: no check container, and the report says what went unproven.
+    events = []
+    none = apply(lab, tmp_path, {**LAB_VARS, "container_runtime_verify_image": "",
+                                 "container_runtime_images": []}, events=events, limit=node)
+    assert none.ok and none.hosts[node].changed == 0
+    assert _debug_msgs(events, "Report that no check container ran")[node] == (
+        "podman container: not checked: container_runtime_verify_image is empty, so memlock and "
+        "/dev/infiniband inside containers are unproven on this host")

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""Read-only probe of what a host offers containers: engines, GPUs, RDMA devices, locked memory.
+"""Read-only probe of what a host offers containers: engines, GPUs, RDMA devices, locked memory,
+and the filesystem under podman's storage.
 
-Prints one JSON document. Changes nothing: the memlock test raises the limit in a forked child
-that exits at once.
+Usage: container_runtime_probe.py [STORAGE_CONF]. Prints one JSON document. Changes nothing: the
+memlock test raises the limit in a forked child that exits at once.
 """
 import glob
 import json
@@ -10,6 +11,7 @@ import os
 import resource
 import shutil
 import subprocess
+import sys
 
 INF = resource.RLIM_INFINITY
 CAP_SYS_RESOURCE = 24
@@ -76,7 +78,67 @@ def pids_controller():
     return os.path.isdir("/sys/fs/cgroup/pids")
 
 
+def mount_of(path):
+    """(mount point, filesystem type) of the filesystem that holds path (or its nearest parent
+    that exists), from /proc/self/mountinfo; the last of stacked mounts wins."""
+    path = os.path.realpath(path)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    best = ("/", "unknown")
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                fields = line.split()
+                point = fields[4].replace("\\040", " ")
+                fstype = fields[fields.index("-") + 1]
+                inside = path == point or path.startswith(point.rstrip("/") + "/")
+                if inside and len(point) >= len(best[0]):
+                    best = (point, fstype)
+    except (OSError, ValueError, IndexError):
+        pass
+    return best
+
+
+def storage_conf(path):
+    """The [storage] keys of a containers-storage storage.conf that decide the driver."""
+    out = {"path": path, "exists": os.path.isfile(path)}
+    section = ""
+    try:
+        with open(path) as f:
+            for line in f:
+                text = line.split("#", 1)[0].strip()
+                if text.startswith("["):
+                    section = text.strip("[] ")
+                elif section == "storage" and "=" in text:
+                    key, value = (x.strip() for x in text.split("=", 1))
+                    if key in ("driver", "graphroot", "runroot"):
+                        out[key] = value.strip("\"'")
+    except OSError:
+        pass
+    return out
+
+
+def storage(conf_path):
+    """Where podman keeps images, on which filesystem, and the driver that works there: podman's
+    overlay driver cannot stack on overlayfs (a container's or live image's root)."""
+    conf = storage_conf(conf_path)
+    graphroot = conf.get("graphroot") or "/var/lib/containers/storage"
+    point, fstype = mount_of(graphroot)
+    fuse = shutil.which("fuse-overlayfs") if os.path.exists("/dev/fuse") else None
+    if fstype != "overlay":
+        auto, why = "", f"{graphroot} is on {fstype} ({point})"
+    elif fuse:
+        auto, why = "fuse-overlayfs", (f"{graphroot} is on overlayfs ({point}), where podman's "
+                                       f"overlay driver cannot work; {fuse} is installed")
+    else:
+        auto, why = "vfs", (f"{graphroot} is on overlayfs ({point}), where podman's overlay "
+                            "driver cannot work, and fuse-overlayfs is not installed")
+    return {"conf": conf, "graphroot": graphroot, "mount": point, "fstype": fstype,
+            "fuse_overlayfs": fuse, "auto_driver": auto, "auto_why": why}
+
+
 def main():
+    conf_path = sys.argv[1] if len(sys.argv) > 1 else "/etc/containers/storage.conf"
     soft, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
     gpus = sorted(glob.glob("/proc/driver/nvidia/gpus/*")) or sorted(glob.glob("/dev/nvidia[0-9]*"))
     ib = sorted(glob.glob("/dev/infiniband/*"))
@@ -98,6 +160,7 @@ def main():
         },
         "pids_controller": pids_controller(),
         "systemd": os.path.isdir("/run/systemd/system"),
+        "storage": storage(conf_path),
     }
     print(json.dumps(doc))
 
