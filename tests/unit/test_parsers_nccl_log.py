@@ -164,3 +164,19 @@ def test_feed_other_routes_only_log_lines() -> None:
     assert not p.feed_other("   8    2   float   sum   -1   10.1   0.00   0.00   0\n")
     r = p.finish()
     assert r.lines == 2 and [e.kind for e in r.errors] == ["no_interface"]
+
+
+def test_libibverbs_warnings_in_a_log() -> None:
+    # Line texts from NVIDIA/nccl#1044 (a driver not installed, harmless) and
+    # k8snetworkplumbingwg/sriov-cni#348 (the image's provider does not match the kernel ABI).
+    harmless = parse_nccl_log([
+        "libibverbs: Warning: couldn't load driver 'libipathverbs-rdmav25.so': "
+        "libipathverbs-rdmav25.so: cannot open shared object file: No such file or directory\n",
+        "n1:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [RO]; OOB eth0:10.0.0.1<0>\n"])
+    f = [x for x in harmless.findings if "provider" in x.message]
+    assert [(x.severity, x.code) for x in f] == [("info", None)]
+    abi = parse_nccl_log([
+        "libibverbs: Warning: Driver bnxt_re does not support the kernel ABI of 6 (supports 1 "
+        "to 1) for device /sys/class/infiniband/bnxt_re2\n",
+        "n1:1:1 [0] NCCL INFO NET/IB : No device found.\n"])
+    assert any(x.code == "verbs_provider_abi" and x.severity == "error" for x in abi.findings)
