@@ -222,11 +222,11 @@ class NcclLogParser:
     # -- feeding ---------------------------------------------------------------------------
     def feed(self, line: str) -> None:
         self.lines += 1
-        if self._pending_last and "NCCL INFO " not in line and "NCCL WARN " not in line:
+        if self._pending_last:
             self._pending_last = False
-            self._last_error(line.strip())
-            return
-        self._pending_last = False
+            if "NCCL INFO " not in line and "NCCL WARN " not in line:
+                self._last_error(line.strip())
+                return
         i = line.rfind("NCCL INFO ")
         if i >= 0:
             self.nccl_lines += 1
