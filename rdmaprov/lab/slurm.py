@@ -85,6 +85,9 @@ def slurm_conf(lab_name: str, nodes: list[dict], cpus: int, extra: str = "") -> 
         "SwitchType=switch/none",
         "MpiDefault=none",
         "SchedulerType=sched/backfill",
+        # A job whose prolog failed (a node the pre-job check drained) starts elsewhere at once
+        # instead of waiting held for an administrator.
+        "SchedulerParameters=nohold_on_prolog_fail",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_CPU",
         # A node that was DOWN for not responding comes back by itself once slurmd answers.
