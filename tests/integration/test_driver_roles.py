@@ -101,12 +101,16 @@ def test_inbox_check_install_idempotent(lab, collections, tmp_path):
         r"TASK \[[^]]*Install packages\][^\n]*\nchanged:", out
     ), out
     assert not any(installed(lab, node, p) for p in DEBIAN_PACKAGES), "--check installed something"
+    assert "inbox: 0/7 packages installed; missing " in out and "; would install " in out
 
     rc, out, recap = run(lab, collections, book, node)
     assert rc == 0, out
     assert recap["changed"] >= 1
     assert [p for p in DEBIAN_PACKAGES if not installed(lab, node, p)] == []
     assert "inbox: 7 packages in place, rdma-core " in out
+    # The report is the state the run leaves, with what it did: not the state before it.
+    assert re.search(r"inbox: 7/7 packages installed \(rdma-core [^)]+\); installed by this "
+                     r"run: .+ \(before: 0/7\)", out), out
 
     rc, out, recap = run(lab, collections, book, node)
     assert rc == 0 and recap["changed"] == 0, out
