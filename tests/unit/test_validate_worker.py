@@ -92,8 +92,13 @@ def _torchrun(tmp_path, nproc, *args, timeout=120):
     # gloo otherwise binds to the address this host's name resolves to: a machine without an
     # /etc/hosts entry for it (a bare chroot) would wait on DNS that cannot answer.
     env["GLOO_SOCKET_IFNAME"] = "lo"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc_per_node={nproc}", "worker.py", "--backend", "gloo", *args]
+    # --standalone's rendezvous is at "localhost", and the agent advertises its own host name:
+    # both are lookups that a root without /etc/hosts (a fresh debootstrap) answers only after
+    # DNS times out. The same single-node rendezvous, named by address.
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--rdzv-backend=c10d",
+           "--rdzv-endpoint=127.0.0.1:0", f"--rdzv-id=worker-test-{os.getpid()}",
+           "--local-addr=127.0.0.1", f"--nproc_per_node={nproc}", "worker.py",
+           "--backend", "gloo", *args]
     return subprocess.run(cmd, cwd=alone, env=env, capture_output=True, text=True,
                           timeout=timeout)
 
@@ -164,7 +169,8 @@ def test_watchdog_kills_a_hung_worker_and_says_so(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, str(WORKER), "--backend", "gloo", "--rank", "0", "--world-size", "2",
          "--master-addr", "127.0.0.1", "--master-port", "29678", "--timeout", "2"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "RDMAPROV_WORKER_RC_DIR": str(tmp_path), "RANK": "0"})
     child = _child_of(proc.pid)
     os.kill(child, signal.SIGSTOP)
     t0 = time.monotonic()
@@ -177,6 +183,8 @@ def test_watchdog_kills_a_hung_worker_and_says_so(tmp_path):
     assert any(json.loads(ln)["error"] == doc["error"] for ln in err.splitlines()
                if ln.startswith("{"))
     assert _gone(child)
+    # Where the launch reads it back (torchrun would report 1 for any failure).
+    assert (tmp_path / "worker-rc.0").read_text() == "3\n"
 
 
 def test_supervisor_takes_its_worker_along_when_stopped():
