@@ -610,6 +610,10 @@ def _validate(path: Path, limit: str | None, extra_vars: list[str],
             raise UserError(f"{_shown(path)}: no hosts in the inventory")
         for host in manager.get_hosts(ignore_restrictions=True):
             bad_name = _host_name_problem(host.name)
+            if host.name in manager.groups:
+                # Ansible's "Found both group and host with same name" warning.
+                bad_name = (f"host {host.name!r} has the name of a group: --limit {host.name} "
+                            "and host_vars/group_vars would mean either; rename one of them")
             if bad_name:
                 problems.append(Problem(_shown(host.vars.get("inventory_file") or path), bad_name))
         if limit:

@@ -282,3 +282,10 @@ def test_known_connection_plugins_pass(tmp_path: Path, collection: Path, conn: s
               f"all:\n  hosts:\n    node1:\n      ansible_host: 10.0.0.1\n"
               f'      ansible_connection: "{conn}"\n')
     assert inv.load(p, collection=collection).hosts == ["node1"]
+
+
+def test_host_named_like_a_group(tmp_path: Path, collection: Path) -> None:
+    p = write(tmp_path, "inventory.ini", "[gpu]\ngpu ansible_host=10.0.0.1\n")
+    assert error(p, collection) == (
+        f"{p}: host 'gpu' has the name of a group: --limit gpu and host_vars/group_vars would "
+        "mean either; rename one of them")
