@@ -44,7 +44,19 @@ case "${1:-}" in
   demo)
     setup
     "$VENV/bin/rdmaprov" lab up --nodes "${RDMAPROV_DEMO_NODES:-3}"
-    "$VENV/bin/rdmaprov" bootstrap /var/lib/rdmaprov/lab/lab/inventory.ini
+    rc=0
+    "$VENV/bin/rdmaprov" bootstrap /var/lib/rdmaprov/lab/lab/inventory.ini || rc=$?
+    # rdmaprov lives in the venv, not on PATH: say how to reach it for the README's next steps.
+    bin=$(cd "$VENV/bin" && pwd)
+    cat >&2 <<EOT
+
+run.sh: rdmaprov is installed in $bin. To use it as the README shows:
+  export PATH="$bin:\$PATH"
+  rdmaprov lab status
+  rdmaprov status /var/lib/rdmaprov/lab/lab/inventory.ini
+  rdmaprov lab down
+EOT
+    exit "$rc"
     ;;
   test)
     setup
