@@ -159,7 +159,8 @@ def worker_env(s, label):
     """The environment of the worker: NCCL's log, the auto-detected interface, PYTHONPATH, the
     launch's own needs (USE_LIBUV=0 for a torch built without libuv), then the user's env."""
     env = {"NCCL_DEBUG": _s(s["nccl_debug"]), "NCCL_DEBUG_SUBSYS": _s(s["nccl_debug_subsys"]),
-           "PYTHONUNBUFFERED": "1", "RDMAPROV_VALIDATE_RUN": _s(label)}
+           "PYTHONUNBUFFERED": "1", "RDMAPROV_VALIDATE_RUN": _s(label),
+           "RDMAPROV_WORKER_RC_DIR": f"{s['remote_dir']}/{label}"}
     env.update({k: _s(v) for k, v in (s.get("auto_env") or {}).items()})
     if s.get("pythonpath"):
         env["PYTHONPATH"] = ":".join(s["pythonpath"])
@@ -233,10 +234,13 @@ def launch(s, label, members, host, master, port):
     env = worker_env(s, label)
     py = shlex.quote(_s(s["python"]))
     # Inside the container (or on the host): port counters, the worker, the counters again.
+    # torchrun exits 1 whatever its worker's code: a worker's own 2 or 3 (worker-rc.RANK) wins.
     inner = ["sh", "-c", 'cd "$0" && b=$1 && shift; py=' + py
              + '; "$py" "$b/nccl_validate_counters.py" >counters_before.json 2>/dev/null; "$@";'
-             + ' rc=$?; "$py" "$b/nccl_validate_counters.py" >counters_after.json 2>/dev/null;'
-             + ' exit $rc', run_dir, bin_dir] + worker_argv(s, members, host, master, port)
+             + ' rc=$?; for f in worker-rc.*; do [ -f "$f" ] || continue; c=$(cat "$f");'
+             + ' case $c in 2|3) [ $rc = 0 ] || rc=$c ;; esac; done;'
+             + ' "$py" "$b/nccl_validate_counters.py" >counters_after.json 2>/dev/null;'
+             + ' exit $rc', run_dir, bin_dir, *worker_argv(s, members, host, master, port)]
     prefix = container_prefix(s, label, env)
     return {"argv": prefix + inner, "env": env, "dir": run_dir,
             "container": f"rdmaprov-validate-{label}" if prefix else None,
@@ -249,7 +253,10 @@ def preflight_argv(s, label):
     env = worker_env(s, label)
     inner = [_s(s["python"]), f"{s['remote_dir']}/bin/worker.py", "--preflight",
              "--backend", s["backend"]]
-    return {"argv": container_prefix(s, f"{label}-preflight", env) + inner, "env": env}
+    # Bounded like any phase of the run: an image that hangs (a stuck mount, a torch import
+    # that never returns) fails its host within the rendezvous timeout.
+    bound = ["timeout", "-k", "10", str(int(s["rendezvous_timeout"]))]
+    return {"argv": bound + container_prefix(s, f"{label}-preflight", env) + inner, "env": env}
 
 
 def preflight_failure(doc, require_ib):

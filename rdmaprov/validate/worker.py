@@ -562,9 +562,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.preflight:
         print(json.dumps(preflight_document(args.backend), indent=1), flush=True)
         return 0
-    if not args.no_watchdog:
-        return _supervise(args)
-    return _worker(args)
+    code = _supervise(args) if not args.no_watchdog else _worker(args)
+    _record_exit(code)
+    return code
+
+
+def _record_exit(code: int) -> None:
+    """Leave this rank's exit code where the launch reads it (RDMAPROV_WORKER_RC_DIR): torchrun
+    reports any failed worker as its own exit 1, which would hide a 2 or a 3."""
+    where = os.environ.get("RDMAPROV_WORKER_RC_DIR")
+    if where:
+        with contextlib.suppress(OSError), open(
+                os.path.join(where, f"worker-rc.{os.environ.get('RANK', '0')}"), "w") as f:
+            f.write(f"{code}\n")
 
 
 def _worker(args: argparse.Namespace) -> int:

@@ -179,12 +179,12 @@ def test_counters_wrapper_runs_around_the_worker():
 def test_preflight_argv_uses_the_runs_container():
     s = settings(runtime="container", engine="podman", devices=["/dev/infiniband/uverbs0"])
     pf = vl.preflight_argv(s, "fabric")
-    assert pf["argv"][:2] == ["podman", "run"]
+    assert pf["argv"][:6] == ["timeout", "-k", "10", "120", "podman", "run"]
     assert "--device=/dev/infiniband/uverbs0" in pf["argv"]
     assert "--name" in pf["argv"] and "rdmaprov-validate-fabric-preflight" in pf["argv"]
     assert pf["argv"][-5:] == ["python3", "/var/tmp/rv/bin/worker.py", "--preflight",
                                "--backend", "nccl"]
-    assert vl.preflight_argv(settings(), "fabric")["argv"][0] == "python3"
+    assert vl.preflight_argv(settings(), "fabric")["argv"][4] == "python3"
 
 
 # --- the host's rdma-core ---------------------------------------------------------------------
@@ -208,7 +208,7 @@ def test_host_rdma_mounts_read_only_at_the_hosts_paths():
     assert vl.host_rdma_decision("never", False, RDMA)[0] == []
     assert vl.host_rdma_decision("always", True, RDMA)[0] == mounts
     assert vl.host_rdma_decision("auto", False, {"libs": {"libibverbs.so.1": None}})[0] == []
-    with pytest.raises(ValueError, match="this host has no libibverbs.so.1"):
+    with pytest.raises(ValueError, match=r"this host has no libibverbs\.so\.1"):
         vl.host_rdma_decision("always", True, {"libs": {}})
     with pytest.raises(ValueError, match="auto, always or never"):
         vl.host_rdma_decision("sometimes", True, RDMA)
@@ -276,3 +276,24 @@ def test_which_exit_codes_stop_the_peers(tmp_path, rc, stops):
     exits = str(tmp_path)
     vl.watch({"finished": 1, "stdout": f"noise\n{rc}\n"}, exits, "b", ["a", "b"])
     assert bool(vl.stop_reason(exits, "a", ["a", "b"])) is stops
+
+
+@pytest.mark.parametrize(("worker_rc", "rank_file", "rc"), [(1, "3", 3), (1, "2", 2), (1, "1", 1),
+                                                             (0, "3", 0), (1, None, 1)])
+def test_wrapper_keeps_the_workers_own_exit_code(tmp_path, worker_rc, rank_file, rc):
+    """torchrun exits 1 for any failed worker; the wrapper takes the worker's 2 or 3 back."""
+    import subprocess
+    import sys
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "nccl_validate_counters.py").write_text("print('{\"ports\": []}')\n")
+    run = tmp_path / "fabric"
+    run.mkdir()
+    argv = vl.launch(settings(python=sys.executable, remote_dir=str(tmp_path)), "fabric", ["a"],
+                     "a", "127.0.0.1", 1)["argv"]
+    write = f"echo {rank_file} > worker-rc.0; " if rank_file else ""
+    fake = ["sh", "-c", f"{write}exit {worker_rc}"]
+    proc = subprocess.run([*argv[:5], *fake], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == rc, proc.stderr
+    assert (run / "counters_before.json").read_text() == '{"ports": []}\n'
+    assert (run / "counters_after.json").is_file()

@@ -45,6 +45,27 @@ def netdev(dev_dir, port):
     return None
 
 
+def netdev(dev, port_dir):
+    """The network interface of an RDMA port: RoCE names it in its GID table (ndevs/0), else
+    the device's own net/ directory (IPoIB, or a RoCE device whose GID table is empty)."""
+    name = read(f"{port_dir}/gid_attrs/ndevs/0")
+    if name:
+        return name
+    try:
+        names = sorted(os.listdir(f"/sys/class/infiniband/{dev}/device/net"))
+    except OSError:
+        return None
+    return names[0] if names else None
+
+
+def rate_gbps(text):
+    """'400 Gb/sec (4X NDR)' -> 400.0; None when the kernel gives no number."""
+    try:
+        return float((text or "").split()[0])
+    except (IndexError, ValueError):
+        return None
+
+
 def ports():
     out = []
     for dev_dir in sorted(glob.glob(os.path.join(SYSFS, "class", "infiniband", "*"))):
