@@ -97,11 +97,16 @@ rdma:
   type: dict
   contains:
     kernel:
-      description: Whether this kernel can do RDMA from user space, and why (not).
+      description:
+        - Whether this kernel can do RDMA from user space, and why (not).
+        - C(modules) holds ib_core, ib_uverbs and rdma_ucm as loaded, builtin or absent with the
+          evidence (kernel_caps.module_status, the answer every rdmaprov command gives).
       type: dict
       sample:
         uverbs: false
         reason: "no /sys/class/infiniband_verbs: the kernel has no RDMA (ib_uverbs) support"
+        modules:
+          ib_uverbs: {state: absent, evidence: "not in /proc/modules, /sys/module or modules.builtin"}
     rdma_core_version:
       description: Upstream version of the installed rdma-core package, or null.
       type: str
