@@ -42,7 +42,7 @@ modules:
   description: Whether modules can be loaded, and the reason.
   returned: always
   type: dict
-  sample: {can_load: false, reason: "no /proc/modules: this kernel has no loadable-module support"}
+  sample: {can_load: false, by: kernel, reason: "no /proc/modules: this kernel has no loadable-module support"}
 gpus:
   description: NVIDIA GPUs seen through the driver.
   returned: always
