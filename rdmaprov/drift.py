@@ -114,11 +114,37 @@ def _from_label(label: str) -> tuple[str, str, str] | None:
     return name.strip(), current.strip(), wanted.strip()
 
 
+_APT_ACTIONS = (("NEW packages will be installed", "install"),
+                ("packages will be upgraded", "upgrade"),
+                ("packages will be DOWNGRADED", "downgrade"),
+                ("packages will be REMOVED", "remove"))
+
+
+def _from_apt(prepared: str) -> tuple[str, str] | None:
+    """apt's --diff text ('The following NEW packages will be installed:' and its indented
+    package lines): what it would do, counted."""
+    found: dict[str, list[str]] = {}
+    section = None
+    for line in prepared.splitlines():
+        if line.startswith(" ") and section:
+            found[section] += line.split()
+            continue
+        section = next((verb for text, verb in _APT_ACTIONS if text in line), None)
+        if section:
+            found.setdefault(section, [])
+    if not found:
+        return None
+    wanted = "; ".join(f"{verb} {len(pkgs)}: {' '.join(pkgs)}" for verb, pkgs in found.items())
+    return "apt: not as wanted", _short(wanted, 60)
+
+
 def _from_diff(diff: Any) -> tuple[str, str] | None:
     diffs = diff if isinstance(diff, list) else [diff]
     for d in diffs:
         if not isinstance(d, Mapping):
             continue
+        if isinstance(d.get("prepared"), str):
+            return _from_apt(d["prepared"])
         before, after = d.get("before"), d.get("after")
         if isinstance(before, Mapping) and isinstance(after, Mapping):  # file state etc.
             keys = [k for k in after if before.get(k) != after.get(k) and k != "path"]
@@ -131,8 +157,9 @@ def _from_diff(diff: Any) -> tuple[str, str] | None:
             b, a = before.splitlines(), after.splitlines()
             added = [x for x in a if x not in b]
             removed = [x for x in b if x not in a]
-            # A template's before_header is the file on the node; after_header a temp file.
-            where = d.get("before_header") or d.get("after_header") or "file"
+            # A template's before_header is the file on the node (absent: none); after_header
+            # is a temporary copy of the template on the control host, which says nothing.
+            where = d.get("before_header") or "file"
             current = f"{where} ({len(b)} lines)" if b else f"{where} absent"
             if len(added) + len(removed) <= 3:
                 wanted = " ".join([*(f"-{x.strip()}" for x in removed),

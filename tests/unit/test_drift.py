@@ -3,12 +3,17 @@ from runner events shaped like ansible-runner's (runner_on_ok / runner_item_on_o
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from rdmaprov import drift
 from rdmaprov.errors import UserError
 from rdmaprov.inventory import load_specs
 from rdmaprov.resources import collection_root
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "engine"
 
 
 @pytest.fixture(scope="module")
@@ -83,3 +88,19 @@ def test_drift_rows_from_loop_labels_and_diffs() -> None:
         ("node3", "net_mtu : File mode", "mode=0600", "mode=0644"),
         ("node3", "net_mtu : Restart", "differs", "would change"),
     ]
+
+
+def test_rows_from_a_real_check_diff_run_on_a_fresh_node() -> None:
+    # Recorded from `--check --diff` of rdma_ofed and rdma_modules on a fresh lab node (Debian 12,
+    # ansible-core 2.19): apt's prepared text, and templates whose files are absent.
+    events = json.loads((FIXTURES / "events-check-diff-fresh-node.json").read_text())
+    collector = drift.DriftCollector()
+    for ev in events:
+        collector(ev)
+    rows = {r.setting: r for r in collector.rows}
+    apt = rows["rdma_ofed : Install packages"]
+    assert apt.current == "apt: not as wanted"
+    assert apt.wanted.startswith("install 23: ibverbs-providers ibverbs-utils")
+    modules = rows["rdma_modules : Write the modules-load.d file"]
+    assert modules.current == "file absent" and modules.wanted == "+10 -0 lines"
+    assert not any("/tmp/" in r.current for r in collector.rows)
