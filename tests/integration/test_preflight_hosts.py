@@ -4,8 +4,11 @@ command stops at one line naming iproute2, before any role acts, instead of a te
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+
+import pytest
 
 RDMAPROV = [sys.executable, "-m", "rdmaprov"]
 
@@ -49,3 +52,18 @@ def test_host_without_iproute2_gets_one_line(lab) -> None:
             "install iproute); rdmaprov needs them to find the interface carrying the "
             "connection and keep it up")
     assert line in (p.stdout + p.stderr).splitlines(), p.stdout[-3000:] + p.stderr[-2000:]
+
+
+def test_local_connection_reports_without_ssh_connection(tmp_path) -> None:
+    """A real local-connection run (this machine, read-only: --check, preflight tags only), as on
+    the H200: no SSH_CONNECTION, no connection interface to find, and the report says so."""
+    if os.geteuid() != 0:
+        pytest.skip("site.yml becomes root; under a local connection that needs root here")
+    inv = tmp_path / "local.ini"
+    inv.write_text("[local]\nthishost ansible_connection=local "
+                   "ansible_python_interpreter=\"{{ ansible_playbook_python }}\"\n")
+    p = preflight(inv)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    lines = [ln.strip() for ln in p.stdout.splitlines()]
+    assert "connection: local (Ansible runs on this host: no network path to keep up)" in lines
+    assert any(ln.startswith("kernel modules: ") for ln in lines), p.stdout[-3000:]
