@@ -78,7 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--interface", action="append", metavar="IF",
                    help="more netdevs to check MTU (and PFC) on (comma-separated, repeatable)")
     e.add_argument("--module", action="append", metavar="MOD",
-                   help="kernel modules that must be loaded, replacing the default "
+                   help="kernel modules that must be loaded or built in, replacing the default "
                         f"{','.join(expect.DEFAULT_MODULES)} (comma-separated, repeatable)")
     e.add_argument("--expect-pfc", metavar="PRIO",
                    help="RoCE: PFC must be on this priority only, trust dscp")
@@ -117,7 +117,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="this node's Slurm name (env SLURMD_NODENAME, which slurmd sets for a "
                         "prolog or health check; default: the short host name)")
     p.add_argument("--sysroot", default=env("RDMAPROV_CHECK_SYSROOT", "/"), metavar="DIR",
-                   help="read /sys and /proc under DIR, e.g. a host's mounted in a container "
+                   help="read /sys, /proc, /dev and /lib/modules under DIR, e.g. a host's "
+                        "mounted in a container, or a fixture root for tests and diagnosis "
                         "(env RDMAPROV_CHECK_SYSROOT; default /)")
     p.set_defaults(func=run)
 
