@@ -85,13 +85,22 @@ def qos():
 
 
 def firewall():
+    # The firewall role's backends: its firewalld policy, its ufw rules, or its nftables table.
+    p = run(["firewall-cmd", "--policy=rdmaprov", "--list-rich-rules"])
+    if p is not None and p.returncode == 0:
+        return "firewalld policy rdmaprov, %d rules" % len(p.stdout.splitlines())
+    p = run(["ufw", "status"])
+    if p is not None and p.returncode == 0 and "# rdmaprov" in p.stdout:
+        state = "active" if "Status: active" in p.stdout else "inactive"
+        return "ufw %s, %d rdmaprov rules" % (state, p.stdout.count("# rdmaprov"))
     p = run(["nft", "list", "table", "inet", "rdmaprov"])
     if p is None:
         return None
     if p.returncode != 0:
         return "no rdmaprov table"
     rules = len([ln for ln in p.stdout.splitlines() if re.search(r"\b(accept|drop)\b", ln)])
-    return "rdmaprov table, %d rules" % rules
+    policy = re.search(r"hook input .*policy (accept|drop);", p.stdout)
+    return "rdmaprov table, %d rules%s" % (rules, ", policy " + policy.group(1) if policy else "")
 
 
 def runtime():
