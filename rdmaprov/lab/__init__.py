@@ -601,7 +601,11 @@ class Lab:
         self._save(state)
         self._wait_ssh(state)
         self._write_inventory(state)
-        log(f"lab {self.name!r}: {node} restarted in {time.monotonic() - started:.1f}s")
+        # Up means booted: the network stack has run its start-up jobs, as after a real reboot.
+        booted = self.exec(node, ["systemctl", "is-system-running", "--wait"], check=False,
+                           timeout=timeout * 3).stdout.strip()
+        log(f"lab {self.name!r}: {node} restarted in {time.monotonic() - started:.1f}s "
+            f"(systemd: {booted})")
 
     def status(self) -> list[dict]:
         state = self._load()

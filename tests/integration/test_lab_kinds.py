@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -79,8 +80,15 @@ def changed(out: str) -> dict[str, int]:
     return {r[0]: int(next(f for f in r if f.startswith("changed=")).split("=")[1]) for r in rows}
 
 
-def eth1(lab: Lab, node: str) -> dict:
-    return json.loads(lab.exec(node, ["ip", "-j", "-4", "addr", "show", "eth1"]).stdout)[0]
+def eth1(lab: Lab, node: str, wait: float = 0) -> dict:
+    """eth1's link and IPv4 address; with `wait`, until the node's stack has given it one."""
+    deadline = time.monotonic() + wait
+    while True:
+        link = json.loads(lab.exec(node, ["ip", "-j", "addr", "show", "eth1"]).stdout)[0]
+        link["addr_info"] = [a for a in link.get("addr_info", []) if a.get("family") == "inet"]
+        if link["addr_info"] or time.monotonic() > deadline:
+            return link
+        time.sleep(0.5)
 
 
 @pytest.mark.parametrize("kind_lab", CASES, indirect=True, ids=[f"{s}-{n}" for s, n in CASES])
@@ -112,7 +120,7 @@ def test_mtu_persists_through_the_nodes_own_stack(kind_lab):
     old_pid = lab.node_pid(node1)
     lab.restart(node1, log=lambda msg: None)
     assert lab.node_pid(node1) != old_pid
-    link = eth1(lab, node1)
+    link = eth1(lab, node1, wait=30)
     assert link["mtu"] == 9000, f"{node1}: eth1 came back at {link['mtu']} after the restart"
     fabric = {n["name"]: n["fabric_address"] for n in lab._load().nodes}  # type: ignore[union-attr]
     assert link["addr_info"][0]["local"] == fabric[node1]
