@@ -75,10 +75,12 @@ def test_down_leaves_nothing_behind(lab):
     pid = other.node_pid("node1")
     other.down(log=lambda msg: None)
     assert not Path(f"/proc/{pid}").exists()
-    assert "rdmaprov-tdown" not in subprocess.run(["ip", "netns", "list"], capture_output=True,
-                                                   text=True).stdout
-    assert "rdmaprov-tdown" not in subprocess.run(["ip", "link"], capture_output=True,
-                                                   text=True).stdout
+    # Every host-wide name of a lab (netns, bridges, veths, cgroups) carries the lab's name.
+    assert "tdown" not in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                          text=True).stdout
+    assert "tdown" not in subprocess.run(["ip", "link"], capture_output=True, text=True).stdout
+    assert "tdown" not in subprocess.run(["find", "/sys/fs/cgroup", "-maxdepth", "3", "-name",
+                                          "*tdown*"], capture_output=True, text=True).stdout
     assert str(other.dir) not in Path("/proc/self/mounts").read_text()
     # The session's lab is untouched.
     assert lab.exec(lab.nodes[0], ["true"]).returncode == 0
