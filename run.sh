@@ -10,7 +10,7 @@ cd "$(dirname "$0")"
 
 VENV=${RDMAPROV_VENV:-.venv}
 # Host packages: the lab (debootstrap, apt-ftparchive, namespaces, ssh), and venv support.
-APT_PACKAGES=(debootstrap apt-utils iproute2 openssh-client util-linux python3 python3-venv
+APT_PACKAGES=(debootstrap apt-utils iproute2 openssh-client util-linux python3 python3-venv python3-apt
               python3-pip git ca-certificates iputils-ping nftables)
 
 need_root() { [ "$(id -u)" = 0 ] || { echo "run.sh: $1 needs root (sudo ./run.sh $1)" >&2; exit 1; }; }

@@ -61,9 +61,24 @@ def test_local_connection_reports_without_ssh_connection(tmp_path) -> None:
         pytest.skip("site.yml becomes root; under a local connection that needs root here")
     inv = tmp_path / "local.ini"
     inv.write_text("[local]\nthishost ansible_connection=local "
-                   "ansible_python_interpreter=\"{{ ansible_playbook_python }}\"\n")
+                   "ansible_python_interpreter=/usr/bin/python3\n")
     p = preflight(inv)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     lines = [ln.strip() for ln in p.stdout.splitlines()]
     assert "connection: local (Ansible runs on this host: no network path to keep up)" in lines
     assert any(ln.startswith("kernel modules: ") for ln in lines), p.stdout[-3000:]
+
+
+def test_an_interpreter_without_apt_bindings_is_one_line(tmp_path) -> None:
+    """As on the H200 driven with its torch venv's Python: Ansible's apt module would fail later
+    with 'python3-apt has no installation candidate'; preflight names the interpreter instead."""
+    if os.geteuid() != 0:
+        pytest.skip("site.yml becomes root; under a local connection that needs root here")
+    inv = tmp_path / "local.ini"
+    inv.write_text("[local]\nthishost ansible_connection=local "
+                   "ansible_python_interpreter=\"{{ ansible_playbook_python }}\"\n")
+    p = preflight(inv)
+    assert p.returncode == 2, p.stdout[-3000:]
+    line = next(ln for ln in p.stdout.splitlines() if "cannot import apt" in ln)
+    assert f"({os.path.dirname(sys.executable)}/" in line  # the interpreter, named
+    assert "ansible_python_interpreter=/usr/bin/python3" in p.stdout
