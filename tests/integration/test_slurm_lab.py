@@ -1,0 +1,189 @@
+"""The pre-job check in a real Slurm cluster: `lab up --slurm` (Debian's slurmctld, slurmd and
+munge in the lab nodes), the slurm_health role installing rdmaprov and its hooks from a
+wheelhouse, and NHC's rules seen through real scontrol/sinfo:
+- a healthy prolog lets a job run on every node;
+- a node made unhealthy (eth1 at MTU 9000, the check expects 1500) is drained by its prolog with
+  rdmaprov's reason, and the job lands on another node;
+- an administrator's drain keeps its reason, healthy or not, and is never resumed;
+- a fixed node is resumed by the next health check; the reason slurmctld holds is the check's
+  line (an administrator's reason with quotes is kept as typed).
+Lab nodes have no RDMA and no GPU, so the site's expectations here are MTU and memlock only.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rdmaprov.lab import Lab
+from rdmaprov.lab import slurm as lab_slurm
+
+pytestmark = pytest.mark.lab
+ROOT = Path(__file__).resolve().parents[2]
+LAB_NAME = os.environ.get("RDMAPROV_SLURM_LAB", "vslurm")
+NODES = int(os.environ.get("RDMAPROV_SLURM_LAB_NODES", "3"))
+BIN = Path(sys.executable).parent
+EXPECT = '{"ports": 0, "modules": [], "gpus": 0, "memlock": "0", "mtu": 1500, ' \
+         '"interfaces": ["eth1"]}'
+ADMIN = 'hardware swap ticket 1234 "PSU"'
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    if os.geteuid() != 0:
+        if os.environ.get("RDMAPROV_REQUIRE_LAB") == "1":
+            pytest.fail("the lab needs root")
+        pytest.skip("the lab needs root")
+    lab = Lab(LAB_NAME)
+    lab.up(nodes=NODES, log=lambda msg: None)
+    try:
+        lab_slurm.setup(lab, log=lambda msg: None)
+        work = tmp_path_factory.mktemp("slurm")
+        # rdmaprov and its dependencies as wheels: what a site copies to air-gapped nodes.
+        wheels = work / "wheelhouse"
+        subprocess.run([str(BIN / "pip"), "wheel", "-q", "-w", str(wheels), str(ROOT)],
+                       check=True, capture_output=True, timeout=600)
+        (work / "ansible_collections/rdmaprov").mkdir(parents=True)
+        (work / "ansible_collections/rdmaprov/cluster").symlink_to(ROOT)
+        book = work / "play.yml"
+        book.write_text(
+            "- hosts: all\n  gather_facts: false\n  become: true\n  roles:\n"
+            "    - role: rdmaprov.cluster.slurm_health\n      vars:\n"
+            "        slurm_health_install: wheelhouse\n"
+            f"        slurm_health_wheelhouse: {wheels}\n"
+            "        slurm_health_hooks: [prolog, healthcheck]\n"
+            "        slurm_health_edit_slurm_conf: true\n"
+            # slurmd runs the health check at start and every interval; the tests run it
+            # themselves, as slurmd would, to know when it ran.
+            "        slurm_health_healthcheck_interval: 3600\n"
+            f"        slurm_health_expect: {EXPECT}\n")
+        env = {"lab": lab, "work": work, "book": book}
+        first = play(env)
+        assert first.returncode == 0, first.stdout[-3000:]
+        env["first"] = first
+        yield env
+    finally:
+        if os.environ.get("RDMAPROV_KEEP_LAB") != "1":
+            lab.down(log=lambda msg: None)
+
+
+def play(env: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [str(BIN / "ansible-playbook"), "-i", str(env["lab"].inventory), str(env["book"]),
+            *args]
+    run_env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(env["work"]), "ANSIBLE_NOCOLOR": "1"}
+    return subprocess.run(argv, capture_output=True, text=True, env=run_env, timeout=900,
+                          check=False)
+
+
+def changed(out: str) -> dict[str, int]:
+    rows = [line for line in out.splitlines() if " : ok=" in line]
+    return {r.split()[0]: int(r.split("changed=")[1].split()[0]) for r in rows}
+
+
+def ctl(env: dict[str, Any], *argv: str) -> str:
+    return env["lab"].exec(lab_slurm.CONTROLLER, list(argv)).stdout
+
+
+def node(env: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """{node: (compact state, reason)} as slurmctld has them."""
+    out = ctl(env, "sinfo", "-h", "-N", "-o", "%N|%t|%E")
+    return {n: (s, r) for n, s, r in (line.split("|", 2) for line in out.splitlines())}
+
+
+def healthcheck(env: dict[str, Any], name: str) -> None:
+    """The installed HealthCheckProgram, run on the node with the environment slurmd gives it."""
+    env["lab"].exec(name, ["env", f"SLURMD_NODENAME={name}",
+                           "/etc/slurm/rdmaprov-healthcheck.sh"])
+
+
+def set_mtu(env: dict[str, Any], name: str, mtu: int) -> None:
+    env["lab"].exec(name, ["ip", "link", "set", "eth1", "mtu", str(mtu)])
+
+
+def wait_job(env: dict[str, Any], job: str, timeout: float = 300) -> dict[str, str]:
+    """The job's fields once it is COMPLETED (a requeued job waits ~2 min before it may start
+    again)."""
+    deadline = time.monotonic() + timeout
+    fields: dict[str, str] = {}
+    while time.monotonic() < deadline:
+        out = ctl(env, "scontrol", "-o", "show", "job", job)
+        fields = dict(f.split("=", 1) for f in out.split() if "=" in f)
+        if fields.get("JobState") in ("COMPLETED", "FAILED", "CANCELLED"):
+            return fields
+        time.sleep(3)
+    raise AssertionError(f"job {job} not done in {timeout:.0f}s: {fields.get('JobState')} "
+                         f"{fields.get('Reason')}")
+
+
+def test_role_converges_then_changes_nothing(cluster: dict[str, Any]) -> None:
+    assert all(n > 0 for n in changed(cluster["first"].stdout).values())
+    again = play(cluster)
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert set(changed(again.stdout).values()) == {0}, again.stdout[-3000:]
+    dry = play(cluster, "--check", "--diff")
+    assert dry.returncode == 0, dry.stdout[-3000:]
+    assert set(changed(dry.stdout).values()) == {0}, dry.stdout[-3000:]
+    assert "healthy" in again.stdout
+    conf = cluster["lab"].exec("node2", ["cat", lab_slurm.SLURM_CONF]).stdout
+    assert "Prolog=/etc/slurm/rdmaprov-prolog.sh\n" in conf
+
+
+def test_a_healthy_prolog_lets_a_job_run(cluster: dict[str, Any]) -> None:
+    names = sorted(cluster["lab"].addresses)
+    out = ctl(cluster, "srun", f"-N{len(names)}", "hostname")
+    assert sorted(out.split()) == names
+    lab_slurm.wait_idle(cluster["lab"], names, timeout=30)  # none drained, none left busy
+
+
+def test_an_unhealthy_node_is_drained_and_the_job_lands_elsewhere(
+        cluster: dict[str, Any]) -> None:
+    set_mtu(cluster, "node1", 9000)  # the check expects 1500: unhealthy
+    # node1 is the scheduler's first pick among idle equals; its prolog fails.
+    job = ctl(cluster, "sbatch", "--parsable", "-N1", "--wrap", "hostname").strip()
+    done = wait_job(cluster, job)
+    assert node(cluster)["node1"] == ("drain", "rdmaprov: eth1 MTU 9000, want 1500")
+    assert done["JobState"] == "COMPLETED" and done["Restarts"] == "1", done
+    assert done["NodeList"] not in ("", "node1"), done
+
+
+def test_an_admin_drain_keeps_its_reason_and_is_not_resumed(cluster: dict[str, Any]) -> None:
+    ctl(cluster, "scontrol", "update", "nodename=node2", "state=drain", f"reason={ADMIN}")
+    healthcheck(cluster, "node2")  # healthy: but not rdmaprov's drain
+    assert node(cluster)["node2"] == ("drain", ADMIN)
+    set_mtu(cluster, "node2", 9000)
+    try:
+        healthcheck(cluster, "node2")  # unhealthy: the admin's reason stays
+        assert node(cluster)["node2"] == ("drain", ADMIN)
+    finally:
+        set_mtu(cluster, "node2", 1500)
+        ctl(cluster, "scontrol", "update", "nodename=node2", "state=resume")
+
+
+def test_a_fixed_node_is_resumed_by_the_next_check(cluster: dict[str, Any]) -> None:
+    set_mtu(cluster, "node1", 9000)
+    healthcheck(cluster, "node1")
+    assert node(cluster)["node1"] == ("drain", "rdmaprov: eth1 MTU 9000, want 1500")
+    set_mtu(cluster, "node1", 1500)
+    healthcheck(cluster, "node1")
+    assert node(cluster)["node1"] == ("idle", "none")
+
+
+def test_the_check_reason_reaches_slurm_as_printed(cluster: dict[str, Any]) -> None:
+    lab = cluster["lab"]
+    drain = ["env", "SLURMD_NODENAME=node3", "/opt/rdmaprov/bin/rdmaprov", "check", "--nhc",
+             "--drain"]
+    p = lab.exec("node3", [*drain, "--interface", 'eth"9'], check=False)
+    try:
+        assert p.returncode == 2, p.stderr
+        reason = node(cluster)["node3"][1]
+        assert reason == f"rdmaprov: {p.stdout.strip()}" and "eth" in reason, reason
+    finally:
+        lab.exec("node3", drain, check=False)
+    assert node(cluster)["node3"] == ("idle", "none")
