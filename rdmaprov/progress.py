@@ -187,8 +187,8 @@ def print_drift(rows: list[DriftRow], hosts: list[str], stream: TextIO, *, check
     table = Table(title=title, title_justify="left")
     for col in ("host", "setting", *(("current", "wanted") if check else ("before", "after"))):
         table.add_column(col)
-    for r in rows:
-        table.add_row(r.host, r.setting, r.current, r.wanted)
+    for r in rows:  # Text: loop labels like "[/etc/x]" are data, not rich markup
+        table.add_row(*(Text(v) for v in (r.host, r.setting, r.current, r.wanted)))
     in_line = [h for h in hosts if not any(r.host == h for r in rows)]
     if rows:
         console.print(table)

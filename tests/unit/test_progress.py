@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from rdmaprov.engine import Failure, HostResult, RunResult
-from rdmaprov.progress import Progress, ProgressState, print_json, print_summary
+from rdmaprov.progress import Progress, ProgressState, print_drift, print_json, print_summary
 
 
 def ev(kind: str, host: str | None = None, task: str = "Gather RDMA facts",
@@ -111,3 +111,15 @@ def test_role_reports_are_collected_per_host_and_printed():
     print_reports(state.reports, out)
     text = out.getvalue()
     assert text.index("node1") < text.index("GPUs: none visible") < text.index("node2")
+
+
+def test_drift_table_prints_bracketed_loop_labels_as_text() -> None:
+    from rdmaprov.drift import DriftRow
+
+    out = io.StringIO()
+    rows = [DriftRow("node1", "container_runtime : Directories [/etc/systemd/system.conf.d]",
+                     "state=absent", "state=directory")]
+    print_drift(rows, ["node1", "node2"], out, check=True)
+    text = out.getvalue()
+    assert "Drift (current -> wanted)" in text
+    assert "[/etc/systemd/system.conf.d]" in text and "in line: node2" in text
