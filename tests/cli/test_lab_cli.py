@@ -39,6 +39,7 @@ def test_lab_up_without_root_says_so(tmp_path):
     (["--name", "ok", "--nodes", "0"], "--nodes 0"),
     (["--name", "ok", "--subnet", "10.1.2.3/24"], "--subnet"),
     (["--name", "ok", "--fabric-mtu", "70000"], "--fabric-mtu 70000"),
+    (["--name", "ok", "--suite", "../trixie"], "--suite '../trixie'"),
 ])
 def test_lab_up_rejects_bad_options(tmp_path, argv, expected):
     if os.geteuid() != 0:
@@ -51,3 +52,12 @@ def test_lab_up_rejects_bad_options(tmp_path, argv, expected):
     assert not (tmp_path / "cache").exists(), "a base image build started"
     names = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     assert not re.search(r": rl(-|[0-9a-f]{3})ok-?[mf][:@]", names), "a bridge was made"
+
+
+def test_lab_restart_of_an_unknown_node_says_so(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("as non-root the privilege check answers first")
+    proc = subprocess.run([*RDMAPROV, "lab", "restart", "--name", "ok", "node1"],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "RDMAPROV_LAB_DIR": str(tmp_path / "state")})
+    assert one_line_error(proc) == "rdmaprov: error: lab 'ok' has no node 'node1'"
