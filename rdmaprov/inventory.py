@@ -170,11 +170,17 @@ def check_value(name: str, label: str, value: Any, spec: Mapping[str, Any]) -> l
     if type_name == "dict" and spec.get("options"):
         problems += _check_suboptions(label, value, spec["options"])
     rng = _range_for(name)
-    if rng and type_name in ("int", "list") and not problems:
+    if rng and type_name in ("int", "list", "raw") and not problems:
         low, high, what = rng
         for item in items:
             if isinstance(item, int) and not isinstance(item, bool) and not low <= item <= high:
                 problems.append(f"{label}: {item} is not a valid {what} ({low}..{high})")
+            elif isinstance(item, str) and type_name == "raw" and what == "TCP/UDP port":
+                # A raw port option also takes a "LOW-HIGH" range (firewall_allow[].port).
+                m = re.fullmatch(r"(\d+)(?:[-:](\d+))?", item.strip())
+                if not m or not low <= int(m[1]) <= int(m[2] or m[1]) <= high:
+                    problems.append(f"{label}: {item!r} is not a {what} or LOW-HIGH range "
+                                    f"({low}..{high})")
     return problems
 
 

@@ -192,6 +192,7 @@ def test_ufw_rules_as_ufw_prints_them():
     assert ("ufw allow from 10.198.246.8/29 to any port 32768:60999 proto tcp "
             "comment 'rdmaprov'") in added
     assert "ufw allow 9100/tcp comment 'rdmaprov'" in added
+    assert "ufw allow from 10.199.246.1 to any port 22 proto tcp comment 'rdmaprov'" in added
     assert rules[0]["args"] == ["allow", "proto", "tcp", "from", "10.198.246.8/29", "to", "any",
                                 "port", "22", "comment", "rdmaprov"]
 
@@ -208,3 +209,32 @@ def test_live_hash_and_summary():
     summary = fw.nft_table_summary(json.dumps(listing))
     assert summary["rules"] == 2 and summary["chains"][0]["policy"] == "drop"
     assert fw.nft_table_summary("") is None
+
+
+@pytest.mark.parametrize(("value", "problem"), [
+    ({"firewall_policy": "open"}, "firewall_policy: 'open' is not one of scoped, deny"),
+    ({"firewall_allow": [{"port": 70000}]},
+     "firewall_allow[0].port: 70000 is not a valid TCP/UDP port (1..65535)"),
+    ({"firewall_allow": [{"port": "61100-61001"}]},
+     "firewall_allow[0].port: '61100-61001' is not a TCP/UDP port or LOW-HIGH range (1..65535)"),
+    ({"firewall_allow": [{"port": 9100, "proto": "icmp"}]},
+     "firewall_allow[0].proto: 'icmp' is not one of tcp, udp"),
+    ({"firewall_allow": [{"prot": "tcp", "port": 1}]},
+     "firewall_allow[0]: unknown key 'prot' (did you mean proto?)"),
+    ({"firewall_slurm": "yes"}, "firewall_slurm: 'yes' is not one of auto, never"),
+])
+def test_bad_settings_stop_before_any_host(value, problem):
+    """The role's argument specs, through the check every command runs before SSH."""
+    from rdmaprov import inventory
+
+    specs = inventory.load_specs(ROOT)
+    assert inventory.check_variables(value, specs) == [problem]
+
+
+def test_good_settings_pass_the_same_check():
+    from rdmaprov import inventory
+
+    good = {"firewall_policy": "deny", "firewall_waive": ["68/udp", "rpc.statd"],
+            "firewall_allow": [{"port": 9100, "sources": ["10.0.0.0/24"]},
+                               {"port": "60001-63000", "proto": "udp"}]}
+    assert inventory.check_variables(good, inventory.load_specs(ROOT)) == []
