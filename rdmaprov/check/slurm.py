@@ -38,8 +38,11 @@ class Action:
 
 def reason_text(reason: str) -> str:
     """`rdmaprov: <reason>` as one printable line of at most MAX_REASON characters. It goes to
-    scontrol as one argv word (never through a shell), so quotes need no escaping."""
+    scontrol as one argv word (never through a shell), but scontrol still eats a double quote
+    at the end of a value (seen with Slurm 22.05: `reason=... "PSU"` is stored `... "PSU`), so
+    double quotes become single ones."""
     flat = " ".join("".join(c if c.isprintable() else " " for c in reason).split())
+    flat = flat.replace('"', "'")
     text = f"{LEADER} {flat}"
     return text if len(text) <= MAX_REASON else text[:MAX_REASON - 3] + "..."
 

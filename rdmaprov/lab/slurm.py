@@ -153,8 +153,10 @@ def setup(lab: Lab, log: Callable[[str], object] = print, timeout: float = 120) 
                         f"{SLURM_CONF}"], input=conf)
         lab.exec(name, ["sh", "-c", f"cat > {CGROUP_CONF}"], input=cgroup_conf)
         lab.exec(name, ["systemctl", "restart", "munge"])
+    # A fresh cluster each time: no drain, job or node state recovered from an earlier run.
+    lab.exec(CONTROLLER, ["systemctl", "stop", "slurmctld"])
+    lab.exec(CONTROLLER, ["sh", "-c", "rm -rf /var/lib/slurm/slurmctld/*"])
     lab.exec(CONTROLLER, ["systemctl", "enable", "--now", "slurmctld"])
-    lab.exec(CONTROLLER, ["systemctl", "restart", "slurmctld"])
     for n in nodes:
         lab.exec(n["name"], ["systemctl", "enable", "slurmd"])
         lab.exec(n["name"], ["systemctl", "restart", "slurmd"])

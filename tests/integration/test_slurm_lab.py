@@ -32,7 +32,8 @@ NODES = int(os.environ.get("RDMAPROV_SLURM_LAB_NODES", "3"))
 BIN = Path(sys.executable).parent
 EXPECT = '{"ports": 0, "modules": [], "gpus": 0, "memlock": "0", "mtu": 1500, ' \
          '"interfaces": ["eth1"]}'
-ADMIN = 'hardware swap ticket 1234 "PSU"'
+# scontrol keeps quotes inside a reason (one at its very end it drops).
+ADMIN = 'hardware swap "PSU" ticket 1234'
 
 
 @pytest.fixture(scope="module")
@@ -92,9 +93,15 @@ def ctl(env: dict[str, Any], *argv: str) -> str:
 
 
 def node(env: dict[str, Any]) -> dict[str, tuple[str, str]]:
-    """{node: (compact state, reason)} as slurmctld has them."""
-    out = ctl(env, "sinfo", "-h", "-N", "-o", "%N|%t|%E")
-    return {n: (s, r) for n, s, r in (line.split("|", 2) for line in out.splitlines())}
+    """{node: (compact state, reason)} as slurmctld has them, once no node is marked '*' (not
+    responding): slurmctld pings a node it just resumed and says so for a moment."""
+    deadline = time.monotonic() + 15
+    while True:
+        out = ctl(env, "sinfo", "-h", "-N", "-o", "%N|%t|%E")
+        rows = {n: (s, r) for n, s, r in (line.split("|", 2) for line in out.splitlines())}
+        if time.monotonic() > deadline or not any(s.endswith("*") for s, _ in rows.values()):
+            return rows
+        time.sleep(0.5)
 
 
 def healthcheck(env: dict[str, Any], name: str) -> None:

@@ -44,7 +44,7 @@ def test_decide(state: str, reason: str | None, problem: str | None, kind: str) 
 
 
 def test_reason_is_one_printable_line_of_bounded_length() -> None:
-    assert reason_text('port "mlx5_0"\nsays\tno') == f'{LEADER} port "mlx5_0" says no'
+    assert reason_text('port "mlx5_0"\nsays\tno') == f"{LEADER} port 'mlx5_0' says no"
     long = reason_text("x" * 1000)
     assert len(long) == MAX_REASON and long.endswith("...")
     assert reason_text("\x1b[31mred\x1b[0m").isprintable()
