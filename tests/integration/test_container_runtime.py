@@ -73,6 +73,10 @@ def test_apply_reapply_check(lab, tmp_path: Path) -> None:
     for msg in seen.values():
         assert msg.startswith("podman container: ulimit -l 8192")
         assert "not applicable on this host: no /dev/infiniband" in msg
+    # The lab's ext4 directory under /var/lib/containers: podman's own driver, left alone.
+    for msg in _debug_msgs(events, "Report podman's storage").values():
+        assert msg == ("podman storage: overlay (podman's own choice: /var/lib/containers/storage "
+                       "is on ext4 (/var/lib/containers))")
 
     again = apply(lab, tmp_path, LAB_VARS)
     assert again.ok and all(r.changed == 0 for r in again.hosts.values())
