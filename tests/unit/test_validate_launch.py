@@ -297,3 +297,42 @@ def test_wrapper_keeps_the_workers_own_exit_code(tmp_path, worker_rc, rank_file,
     assert proc.returncode == rc, proc.stderr
     assert (run / "counters_before.json").read_text() == '{"ports": []}\n'
     assert (run / "counters_after.json").is_file()
+
+
+# --- the port counters file (roles/nccl_validate/files/nccl_validate_counters.py) ---------------
+
+def _counters():
+    import importlib.util
+    from pathlib import Path
+
+    path = (Path(__file__).resolve().parents[2] / "roles/nccl_validate/files"
+            / "nccl_validate_counters.py")
+    spec = importlib.util.spec_from_file_location("nccl_validate_counters", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize(("text", "gbps"), [("400 Gb/sec (4X NDR)", 400.0),
+                                            ("200 Gb/sec (4X HDR)", 200.0),
+                                            ("25 Gb/sec (1X EDR)", 25.0),
+                                            ("10 Gb/sec (4X SDR)", 10.0), ("", None), (None, None),
+                                            ("unknown", None)])
+def test_counters_rate_gbps(text, gbps):
+    assert _counters().rate_gbps(text) == gbps
+
+
+def test_counters_netdev(tmp_path):
+    c = _counters()
+    # RoCE: the GID table names the netdev; IB (IPoIB) or an empty table: the device's net/ dir.
+    roce = tmp_path / "mlx5_0" / "ports" / "1"
+    (roce / "gid_attrs" / "ndevs").mkdir(parents=True)
+    (roce / "gid_attrs" / "ndevs" / "0").write_text("ens1f0np0\n")
+    assert c.netdev("mlx5_0", str(roce), str(tmp_path)) == "ens1f0np0"
+    ib = tmp_path / "mlx5_1" / "ports" / "1"
+    ib.mkdir(parents=True)
+    (tmp_path / "mlx5_1" / "device" / "net" / "ibp65s0").mkdir(parents=True)
+    assert c.netdev("mlx5_1", str(ib), str(tmp_path)) == "ibp65s0"
+    bare = tmp_path / "mlx5_2" / "ports" / "1"
+    bare.mkdir(parents=True)
+    assert c.netdev("mlx5_2", str(bare), str(tmp_path)) is None

@@ -45,14 +45,14 @@ def netdev(dev_dir, port):
     return None
 
 
-def netdev(dev, port_dir):
+def netdev(dev, port_dir, root="/sys/class/infiniband"):
     """The network interface of an RDMA port: RoCE names it in its GID table (ndevs/0), else
     the device's own net/ directory (IPoIB, or a RoCE device whose GID table is empty)."""
     name = read(f"{port_dir}/gid_attrs/ndevs/0")
     if name:
         return name
     try:
-        names = sorted(os.listdir(f"/sys/class/infiniband/{dev}/device/net"))
+        names = sorted(os.listdir(f"{root}/{dev}/device/net"))
     except OSError:
         return None
     return names[0] if names else None
