@@ -95,9 +95,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"default {DEFAULT_PAIR_FRACTION})")
     j.add_argument("--compare-socket", action="store_true",
                    default=env("RDMAPROV_VALIDATE_COMPARE_SOCKET") == "1",
-                   help="run the sweep (up to 1 GiB) a second time with NCCL_IB_DISABLE=1 and "
-                        "print RDMA vs TCP side by side: busbw, the time of a 1 GiB all_reduce, "
-                        "CPU cores busy (env RDMAPROV_VALIDATE_COMPARE_SOCKET=1)")
+                   help="run the sweep a second time with NCCL_IB_DISABLE=1 and print RDMA vs "
+                        "TCP side by side: busbw, the time of a 1 GiB all_reduce (scaled from the "
+                        "largest size when the sweep stops below 1 GiB, as gloo's does), CPU cores "
+                        "busy (env RDMAPROV_VALIDATE_COMPARE_SOCKET=1)")
     o = parser.add_argument_group("output")
     o.add_argument("--junit", type=Path, metavar="FILE", default=env("RDMAPROV_VALIDATE_JUNIT"),
                    help="also write a JUnit XML report (env RDMAPROV_VALIDATE_JUNIT)")

@@ -302,9 +302,11 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
     for h, why in (failures or {}).items():
         rows.setdefault(h, HostResult(h)).fail(why, error=True)
     if fabric is None:
+        why = (f"not launched: {len(failures)} of {len(rows)} hosts failed before the run "
+               "(each host's line says why)" if failures
+               else f"no fabric run in {results} (no fabric/run.json)")
         return Report(None, None, None, V.Bar(None, "no fabric run"), [], list(rows.values()),
-                      error=f"no fabric run in {results} (no fabric/run.json)",
-                      source=str(results))
+                      error=why, source=str(results))
     for h in fabric.hosts:
         row = rows.setdefault(h, HostResult(h))
         if fabric.files[h].outcome and h not in (failures or {}):

@@ -109,9 +109,8 @@ def _extra_vars(args: argparse.Namespace, results: Path) -> dict[str, Any]:
             ev[var] = getattr(args, flag)
     if args.timeout:
         ev["nccl_validate_timeout"] = int(args.timeout)
-    max_bytes = args.max_bytes or ("1G" if getattr(args, "compare_socket", False) else None)
-    if max_bytes:
-        ev["nccl_validate_worker_args"] = ["--max-bytes", str(max_bytes)]
+    if args.max_bytes:
+        ev["nccl_validate_worker_args"] = ["--max-bytes", str(args.max_bytes)]
     return ev
 
 
