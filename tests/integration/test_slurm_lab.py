@@ -194,3 +194,27 @@ def test_the_check_reason_reaches_slurm_as_printed(cluster: dict[str, Any]) -> N
     finally:
         lab.exec("node3", drain, check=False)
     assert node(cluster)["node3"] == ("idle", "none")
+
+
+def test_slurmd_runs_the_health_check_itself(cluster: dict[str, Any]) -> None:
+    """No test hand this time: slurmd's own HealthCheckProgram runs drain and resume."""
+    lab = cluster["lab"]
+    names = sorted(lab.addresses)
+    for name in names:
+        lab.exec(name, ["sed", "-i", "s/^HealthCheckInterval=.*/HealthCheckInterval=5/",
+                        lab_slurm.SLURM_CONF])
+    ctl(cluster, "scontrol", "reconfigure")
+
+    def wait_for(want: tuple[str, str]) -> tuple[str, str]:
+        deadline = time.monotonic() + 60
+        while (got := node(cluster)["node3"]) != want and time.monotonic() < deadline:
+            time.sleep(1)
+        return got
+
+    set_mtu(cluster, "node3", 9000)
+    try:
+        assert wait_for(("drain", "rdmaprov: eth1 MTU 9000, want 1500")) == (
+            "drain", "rdmaprov: eth1 MTU 9000, want 1500")
+    finally:
+        set_mtu(cluster, "node3", 1500)
+    assert wait_for(("idle", "none")) == ("idle", "none")
