@@ -62,6 +62,12 @@ _GID_INDEX = re.compile(r"GID index (\d+)")
 _LOCAL_GID = re.compile(r"local ?GID:? ?([0-9a-fA-F:.x]+)", re.I)
 _OLD_WARN = re.compile(r"\.(?:cu|cc|c|h):\d+ WARN (.*)$")
 _OLD_INFO = re.compile(r":\d+ \[\d+\] INFO (.*)$")  # NCCL 2.2: "host:pid:tid [0] INFO msg"
+# First words of frequent INFO lines that carry nothing this parser reads (none of them holds
+# "nranks", a network, an HCA, a plugin or an error): skipped before the chain of tests.
+_INFO_SKIP = frozenset({
+    "Setting", "Trees", "Connected", "threadThresholds", "NVLS", "cudaDriverVersion", "Comm",
+    "Allocated", "Tree", "Assigned", "Initialized", "MNNVL", "DMA-BUF", "TUNER/Plugin",
+    "PROFILER/Plugin", "ENV/Plugin", "Enabled", "Connecting"})
 # host:pid:tid [dev] in front of a WARN; pastes replace the pid with placeholders ("XXXXXX").
 _ERR_HEAD = re.compile(r"([\w.-]+):\w+(?::\w+)? \[\d+\]")
 _RANK_TAG = re.compile(r"\[[Rr]ank ?(\d+)\]")
@@ -222,11 +228,6 @@ class NcclLogParser:
     # -- feeding ---------------------------------------------------------------------------
     def feed(self, line: str) -> None:
         self.lines += 1
-        if self._pending_last:
-            self._pending_last = False
-            if "NCCL INFO " not in line and "NCCL WARN " not in line:
-                self._last_error(line.strip())
-                return
         i = line.rfind("NCCL INFO ")
         if i >= 0:
             self.nccl_lines += 1
@@ -238,9 +239,16 @@ class NcclLogParser:
             return
         i = line.rfind("NCCL WARN ")
         if i >= 0:
+            self._pending_last = False
             self.nccl_lines += 1
             self._host(line, i)
             self._warn(line[i + 10:].rstrip(), line)
+            return
+        # PyTorch prints NCCL's own message on the line after "Last error:" (never an INFO
+        # line, so the INFO path above does not look at this state).
+        if self._pending_last:
+            self._pending_last = False
+            self._last_error(line.strip())
             return
         m = _OLD_WARN.search(line)
         if m:  # NCCL 2.2 printed "file.cu:61 WARN msg" without the word NCCL
@@ -278,13 +286,17 @@ class NcclLogParser:
         k = head.rfind(":", 0, head.rfind(":")) if head.count(":") >= 2 else -1
         if k > 0:
             host = head[:k]
-            s = max(host.rfind(" "), host.rfind(">"), host.rfind("]"), host.rfind("|"))
-            h = host[s + 1:].lstrip(":")
+            s = max(host.rfind(" "), host.rfind(">"), host.rfind("]"))
+            h = host[s + 1:]
+            if h[:1] == ":":  # "[trainer3]:host:pid:tid"
+                h = h.lstrip(":")
             if h:
                 self.hosts.add(h)
 
     def _info(self, msg: str) -> None:
         w = _first_word(msg)
+        if w in _INFO_SKIP:
+            return
         if w in ("Channel", "Ring"):
             j = msg.find("via NET/")
             if j >= 0:
