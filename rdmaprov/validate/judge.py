@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rdmaprov.parsers.nccl_log import parse_nccl_log
+from rdmaprov.validate import rounds as R
 from rdmaprov.validate import verdict as V
 from rdmaprov.validate.report import CompareRow, HostResult, Pair, Pairwise, Report
 
@@ -191,52 +192,62 @@ def _transport_line(run: Run) -> str:
 def blame_pairs(pairs: Mapping[tuple[str, str], float | None], bar: float | None,
                 fraction: float = DEFAULT_PAIR_FRACTION,
                 ) -> tuple[float, str, dict[str, str], list[str]]:
-    """Which hosts make the fabric slow, from each pair's peak busbw.
+    """Which hosts make the fabric slow, from each pair's peak busbw: the slow rule and the blame
+    rule of rdmaprov/validate/rounds.py (the worker plans its rounds with the same two).
 
-    A pair is slow when it has no figure, is below ``bar`` (GB/s, from the line rate or
-    --min-busbw), or is below ``fraction`` x the best pair (the relative rule: not the median,
-    since with 3 hosts one slow host makes 2 of the 3 pairs slow). A host is blamed when every
-    pair it is in is slow (with 3+ hosts; a host whose slow pairs are all with a blamed host
-    is cleared). Returns (effective bar, where it came from, {host: why}, slow pairs no single
-    host explains).
+    Returns (effective bar, where it came from, {host: why}, slow pairs no host explains: bad
+    links between good hosts, and hosts left inconclusive).
     """
-    measured = {p: bw for p, bw in pairs.items() if bw is not None}
-    if not measured:  # no pair finished: nothing to compare, and no host stands out
-        return bar or 0.0, "no pair gave a figure", {}, [
-            f"{'+'.join(p)} no result" for p in sorted(pairs)]
-    best = max(measured.values())
-    relative = fraction * best
-    eff = max(bar or 0.0, relative)
-    source = (f"{fraction:g} x the best pair {V.gbps(best)} GB/s" if relative >= (bar or 0.0)
-              else f"the fabric's bar {V.gbps(bar or 0.0)} GB/s")
-    slow = {p for p, bw in pairs.items() if bw is None or bw < eff}
+    slow, eff, source = R.slow_pairs(pairs, bar, fraction)
     hosts = sorted({h for p in pairs for h in p})
-    blamed: dict[str, str] = {}
-    for h in hosts:
-        mine = {p: pairs[p] for p in pairs if h in p}
-        if len(hosts) >= 3 and mine and all(p in slow for p in mine):
-            figures = ", ".join(f"{'+'.join(p)} {_fmt(bw)}" for p, bw in sorted(mine.items()))
-            blamed[h] = f"slow in every pair it is in ({figures}; bar {V.gbps(eff)} GB/s)"
-    unexplained = [f"{'+'.join(p)} {_fmt(pairs[p])}" for p in sorted(slow)
-                   if not any(h in blamed for h in p)]
-    if len(hosts) == 2 and slow:
-        unexplained = [f"{'+'.join(p)} {_fmt(pairs[p])} (2 hosts: cannot tell which is slow)"
-                       for p in sorted(slow)]
+    if not any(bw is not None for bw in pairs.values()):
+        return eff, source, {}, [f"{'+'.join(p)} no result" for p in sorted(pairs)]
+    if len(hosts) == 2:
+        return eff, source, {}, [f"{'+'.join(p)} {_fmt(pairs[p])} (2 hosts: cannot tell which "
+                                 "is slow)" for p in sorted(pairs) if slow[p]]
+    b = R.blame(hosts, slow)
+    blamed = {}
+    for h, mine in b.blamed.items():
+        figures = ", ".join(f"{'+'.join(p)} {_fmt(_figure(pairs, p))}" for p in mine)
+        blamed[h] = f"slow with every partner ({figures}; bar {V.gbps(eff)} GB/s)"
+    unexplained = [f"{'+'.join(p)} {_fmt(_figure(pairs, p))}" for p in b.bad_links]
+    unexplained += [f"{h}: inconclusive: {why}" for h, why in sorted(b.inconclusive.items())]
     return eff, source, blamed, unexplained
+
+
+def _figure(pairs: Mapping[tuple[str, str], float | None], p: tuple[str, str]) -> float | None:
+    return pairs[p] if p in pairs else pairs.get((p[1], p[0]))
 
 
 def _fmt(bw: float | None) -> str:
     return "no result" if bw is None else f"{V.gbps(bw)} GB/s"
 
 
+def _in_process_pairs(fabric: Run | None) -> list[Pair]:
+    """The pair rounds the workers ran in the fabric run's processes (the document's ``pairs``:
+    round, step, worker hostnames, peak busbw or the error), with inventory names."""
+    out = []
+    for p in ((fabric.doc or {}).get("pairs") or []) if fabric else []:
+        names = [fabric.name_of.get(str(h), str(h)) for h in p.get("hosts") or []]
+        if len(names) != 2:
+            continue
+        bw = p.get("busbw_GBps")
+        rnd = p.get("round")
+        out.append(Pair((names[0], names[1]), float(bw) if isinstance(bw, int | float) else None,
+                        error=p.get("error") or (None if bw is not None else "no result"),
+                        round=rnd if isinstance(rnd, int) else None,
+                        results=p.get("results")))
+    return out
+
+
 def judge_pairs(results: Path, bar: float | None, fraction: float,
-                rows: dict[str, HostResult]) -> Pairwise | None:
+                rows: dict[str, HostResult], fabric: Run | None = None) -> Pairwise | None:
     runs = [r for r in (load_run(d) for d in sorted(results.glob("pair-*"))) if r]
     runs = [r for r in runs if len(r.hosts) == 2]
-    if not runs:
+    pairs: list[Pair] = _in_process_pairs(fabric)
+    if not runs and not pairs:
         return None
-    figures: dict[tuple[str, str], float | None] = {}
-    pairs: list[Pair] = []
+    figures: dict[tuple[str, str], float | None] = {p.hosts: p.busbw_GBps for p in pairs}
     for r in runs:
         key = (r.hosts[0], r.hosts[1])
         bw = V.peak_busbw(r.doc) if r.ok and r.doc else None
@@ -348,7 +359,7 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
             row.line_rate_GBps = V.line_rate_GBps(f.facts, f.report)
             row.ports = V.ports_text(f.facts, f.report)
 
-    pairwise = judge_pairs(results, bar.GBps, pair_fraction, rows)
+    pairwise = judge_pairs(results, bar.GBps, pair_fraction, rows, fabric)
     compare = None
     socket = load_run(results / "socket")
     if socket is not None:

@@ -49,6 +49,28 @@ def _steps(pairs: Sequence[Pair]) -> Round:
     return [step for _, step in steps]
 
 
+def slow_pairs(figures: Mapping[Pair, float | None], bar: float | None, fraction: float,
+               ) -> tuple[dict[Pair, bool], float, str]:
+    """Which pairs are slow: no figure, below ``bar`` (GB/s: the fabric's, from the line rate or
+    --min-busbw), or below ``fraction`` x the best pair (the relative rule). Returns (slow per
+    pair, the effective bar, where it came from)."""
+    measured = [bw for bw in figures.values() if bw is not None]
+    best = max(measured, default=0.0)
+    relative = fraction * best
+    eff = max(bar or 0.0, relative)
+    if not measured:
+        source = "no pair gave a figure"
+    elif relative >= (bar or 0.0):
+        source = f"{fraction:g} x the best pair {_gbps(best)} GB/s"
+    else:
+        source = f"the fabric's bar {_gbps(bar or 0.0)} GB/s"
+    return {p: bw is None or bw < eff for p, bw in figures.items()}, eff, source
+
+
+def _gbps(value: float) -> str:
+    return f"{value:.1f}" if value >= 1 else f"{value:.3g}"
+
+
 def ring_rounds(hosts: Sequence[str]) -> list[Round]:
     """Rounds 1 and 2: the ring's even edges, then its odd edges."""
     hosts = list(dict.fromkeys(hosts))

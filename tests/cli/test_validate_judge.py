@@ -323,3 +323,21 @@ def test_judge_refuses_what_is_not_a_results_dir(tmp_path: Path, capsys) -> None
     inv.write_text("[all]\nn1\n")
     assert main(["validate", str(inv), "--judge", str(tmp_path)]) == 1
     assert main(["validate"]) == 1
+
+
+def test_in_process_pair_rounds_from_the_fabric_document(tmp_path: Path, capsys) -> None:
+    """The workers ran rounds 1 and 2 in the fabric run's processes (doc["pairs"], worker
+    hostnames): the judge names the host with the same rule."""
+    hosts = ["n1", "n2", "n3", "n4"]
+    doc = worker_doc(hosts, 9.0)
+    figures = {("n1", "n2"): 23.4, ("n3", "n4"): 9.2, ("n2", "n3"): 23.1, ("n4", "n1"): 9.0}
+    doc["pairs"] = [{"round": 1 if (a, b) in (("n1", "n2"), ("n3", "n4")) else 2, "step": 1,
+                     "hosts": [a, b], "busbw_GBps": bw, "error": None}
+                    for (a, b), bw in figures.items()]
+    make_run(tmp_path, "fabric", {h: (HDR, IB_LOG) for h in hosts}, doc)
+    doc_out = json_report(tmp_path, capsys=capsys)
+    assert list(doc_out["pairwise"]["blamed"]) == ["n4"]
+    assert sorted(p["round"] for p in doc_out["pairwise"]["pairs"]) == [1, 1, 2, 2]
+    by = {h["host"]: h for h in doc_out["hosts"]}
+    assert not by["n4"]["passed"] and all(by[h]["passed"] for h in ("n1", "n2", "n3"))
+    assert "n3+n4 9.2 GB/s" in by["n4"]["reasons"][-1]
