@@ -558,7 +558,11 @@ def one_line(exc: BaseException) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _build_parser().parse_args(argv)
+    try:
+        args = _build_parser().parse_args(argv)
+    except SystemExit as exc:  # bad arguments: this host cannot start (argparse exits 2)
+        _record_exit(exc.code if isinstance(exc.code, int) else RC_CANNOT_START)
+        raise
     if args.preflight:
         print(json.dumps(preflight_document(args.backend), indent=1), flush=True)
         return 0
