@@ -226,8 +226,10 @@ def _fmt(bw: float | None) -> str:
 def _in_process_pairs(fabric: Run | None) -> list[Pair]:
     """The pair rounds the workers ran in the fabric run's processes (the document's ``pairs``:
     round, step, worker hostnames, peak busbw or the error), with inventory names."""
-    out = []
-    for p in ((fabric.doc or {}).get("pairs") or []) if fabric else []:
+    out: list[Pair] = []
+    if fabric is None:
+        return out
+    for p in (fabric.doc or {}).get("pairs") or []:
         names = [fabric.name_of.get(str(h), str(h)) for h in p.get("hosts") or []]
         if len(names) != 2:
             continue
