@@ -1,8 +1,15 @@
 """All-reduce bandwidth worker: runs under torchrun on every host, prints one JSON document.
 
 Runs as ``python -m rdmaprov.validate.worker`` or as a plain file mounted into a container
-(``python /rdmaprov/worker.py``): it imports nothing from rdmaprov, only the standard library
-and torch, because the validation image has torch but not rdmaprov.
+(``python /rdmaprov/worker.py``): it imports nothing from rdmaprov, only the standard library,
+torch, and rounds.py (the pair planner, standard library only) copied beside it, because the
+validation image has torch but not rdmaprov.
+
+After the fabric sweep, with ``--pairs``, the same processes run the pair rounds that name a
+slow host (rounds.py: neighbours on a ring, then the shifted pairs, a confirm round only when
+those leave a host in doubt) on torch.distributed subgroups, every pair of a step at once; every
+rank gathers each step's figures and plans the next round with the same rule, so no coordinator
+message and no second launch is needed.
 
 Rank 0 prints the document on stdout; every other rank prints nothing there, so the launcher
 reads exactly one document. A rank that fails writes one JSON line on stderr and exits 1.
@@ -112,6 +119,16 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rank", type=int)
     p.add_argument("--world-size", type=int)
     p.add_argument("--local-rank", type=int)
+    p.add_argument("--pairs", choices=("never", "auto", "slow", "always"), default="never",
+                   help="pair rounds after the fabric sweep: auto when the fabric is below the "
+                   "bar or no bar is known, slow only when below it (3+ hosts)")
+    p.add_argument("--pair-fraction", type=float, default=0.4,
+                   help="a pair is slow below this fraction of the best pair")
+    p.add_argument("--bw-fraction", type=float, default=0.8,
+                   help="the bar: this fraction of the slowest host's line rate (nccl)")
+    p.add_argument("--min-busbw", type=float, default=None, help="an explicit bar in GB/s")
+    p.add_argument("--pair-sizes", type=int, default=2,
+                   help="the pair sweep: the sweep's largest N sizes")
     p.add_argument("--preflight", action="store_true",
                    help="print what this host/image offers (RDMA userspace, HCAs, torch, libuv) "
                         "as one JSON document and exit; nothing is timed")
@@ -300,10 +317,16 @@ class _Ctx:
     """What one rank knows about itself once the process group is up."""
 
     def __init__(self, torch: Any, dist: Any, backend: str, rank: int, world: int,
-                 local_rank: int) -> None:
+                 local_rank: int, group: Any = None) -> None:
         self.torch, self.dist, self.backend = torch, dist, backend
         self.rank, self.world, self.local_rank = rank, world, local_rank
+        self.group = group  # None: the whole job; else a subgroup (a pair of hosts)
         self.device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
+
+    def sub(self, group: Any) -> _Ctx:
+        """This rank inside ``group``: its rank and size there."""
+        return _Ctx(self.torch, self.dist, self.backend, self.dist.get_rank(group),
+                    self.dist.get_world_size(group), self.local_rank, group)
 
     def sync(self) -> None:
         if self.backend == "nccl":
@@ -411,29 +434,29 @@ def _time_size(ctx: _Ctx, nbytes: int, dtype: Any, elem: int, warmup: int, iters
     correct = True
     if check:
         # One checked reduction: each rank holds rank+1, so every element must be n(n+1)/2.
-        dist.all_reduce(buf)
+        dist.all_reduce(buf, group=ctx.group)
         expected = ctx.world * (ctx.world + 1) / 2
         correct = bool(torch.all(buf == expected).item())
     # Zeros for the timed loop so that repeated in-place sums never overflow to inf.
     buf.zero_()
     for _ in range(warmup):
-        dist.all_reduce(buf)
+        dist.all_reduce(buf, group=ctx.group)
     ctx.sync()
-    dist.barrier()
+    dist.barrier(group=ctx.group)
     cpu_before = _cpu_jiffies() if cpu is not None else None
     if ctx.backend == "nccl":
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         start.record()
         for _ in range(iters):
-            dist.all_reduce(buf)
+            dist.all_reduce(buf, group=ctx.group)
         end.record()
         end.synchronize()
         seconds = start.elapsed_time(end) / 1e3 / iters
     else:
         t0 = time.perf_counter()
         for _ in range(iters):
-            dist.all_reduce(buf)
+            dist.all_reduce(buf, group=ctx.group)
         seconds = (time.perf_counter() - t0) / iters
     if cpu is not None:
         after = _cpu_jiffies()
@@ -460,8 +483,8 @@ def sweep(ctx: _Ctx, sizes: list[int], dtype_name: str, warmup: int,
         stats = torch.tensor([seconds, seconds, 0.0 if correct else 1.0],
                              dtype=torch.float64, device=ctx.device)
         mx = stats.clone()
-        dist.all_reduce(mx, op=dist.ReduceOp.MAX)
-        dist.all_reduce(stats, op=dist.ReduceOp.SUM)
+        dist.all_reduce(mx, op=dist.ReduceOp.MAX, group=ctx.group)
+        dist.all_reduce(stats, op=dist.ReduceOp.SUM, group=ctx.group)
         t_max, t_avg = mx[0].item(), stats[1].item() / ctx.world
         algbw, busbw = rates(nbytes, t_max, ctx.world)
         rows.append({
@@ -476,6 +499,97 @@ def sweep(ctx: _Ctx, sizes: list[int], dtype_name: str, warmup: int,
             "correct": mx[2].item() == 0.0,
         })
     return rows
+
+
+# --- pair rounds in the same processes ----------------------------------------------------------
+
+def _rounds() -> Any:
+    """rounds.py: from the package when run as a module, else the copy beside this file."""
+    try:
+        from rdmaprov.validate import rounds  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import rounds  # type: ignore[import-not-found,no-redef,unused-ignore]
+    return rounds
+
+
+def line_rate_bar(ranks: list[dict[str, Any]], backend: str, bw_fraction: float,
+                  min_busbw: float | None) -> float | None:
+    """The bar the workers plan with: --min-busbw, or bw_fraction x the slowest host's ACTIVE
+    ports (nccl only; the control host's judge narrows to the HCAs NCCL named)."""
+    if min_busbw:
+        return min_busbw
+    if backend != "nccl":
+        return None
+    rates: dict[str, float] = {}
+    for r in ranks:
+        ports = (r.get("preflight") or {}).get("ports") or []
+        rates[r["hostname"]] = sum(float(p.get("rate_gbps") or 0) for p in ports
+                                   if p.get("state") == "ACTIVE") / 8
+    return bw_fraction * min(rates.values()) if rates and all(rates.values()) else None
+
+
+def want_pairs(mode: str, nhosts: int, peak: float | None, bar: float | None) -> tuple[bool, str]:
+    if nhosts < 3:
+        return False, f"{nhosts} hosts: a pair is the whole fabric"
+    slow = bar is not None and (peak is None or peak < bar)
+    if mode == "always":
+        return True, "asked for (always)"
+    if mode == "auto" and (bar is None or slow):
+        return True, "no bar known" if bar is None else "the fabric is below the bar"
+    if mode == "slow" and slow:
+        return True, "the fabric is below the bar"
+    return False, f"not needed ({mode}: the fabric is at or above the bar)" if mode != "never" \
+        else "not asked for"
+
+
+def pair_rounds(ctx: _Ctx, args: argparse.Namespace, ranks: list[dict[str, Any]],
+                sizes: list[int], warmup: int, iters: int, bar: float | None,
+                ) -> list[dict[str, Any]]:
+    """Rounds 1-2 on the ring, then confirm rounds while they settle something (at most 4)."""
+    R = _rounds()
+    hosts: list[str] = []
+    host_ranks: dict[str, list[int]] = {}
+    for r in sorted(ranks, key=lambda r: r["rank"]):
+        if r["hostname"] not in host_ranks:
+            hosts.append(r["hostname"])
+        host_ranks.setdefault(r["hostname"], []).append(int(r["rank"]))
+    me = socket.gethostname()
+    out: list[dict[str, Any]] = []
+    figures: dict[tuple[str, str], float | None] = {}
+    plan = R.ring_rounds(hosts)
+    number = 0
+    while plan and number < 4:
+        number += 1
+        for step_no, step in enumerate(plan.pop(0), 1):
+            progress(f"pair round {number} step {step_no}: {len(step)} pairs")
+            groups = [host_ranks[a] + host_ranks[b] for a, b in step]
+            mine, _ = ctx.dist.new_subgroups_by_enumeration(
+                groups, timeout=_dt.timedelta(seconds=args.timeout))
+            entry: dict[str, Any] = {}
+            pair = next((p for p in step if me in p), None)
+            if mine is not None and pair is not None:
+                sub = ctx.sub(mine)
+                try:
+                    rows = sweep(sub, sizes, args.dtype, warmup, iters)
+                    ok = all(r["correct"] for r in rows)
+                    bw = max(r["busbw_GBps"] for r in rows) if ok else None
+                    err = None if ok else "all_reduce returned a wrong sum"
+                except Exception as exc:  # a pair that fails is a figure, not the end of the run
+                    rows, bw, err = [], None, one_line(exc)
+                if sub.rank == 0 or err:
+                    entry = {"round": number, "step": step_no, "hosts": list(pair),
+                             "busbw_GBps": bw, "error": err, "results": rows}
+                ctx.dist.destroy_process_group(mine)
+            for e in _gather_json(ctx, entry):
+                if e and (tuple(e["hosts"]) not in figures or e.get("error")):
+                    figures[tuple(e["hosts"])] = e["busbw_GBps"]
+                    out = [o for o in out if o["hosts"] != e["hosts"]] + [e]
+        if not plan:
+            slow, _, _ = R.slow_pairs(figures, bar, args.pair_fraction)
+            if not R.blame(hosts, slow).settled:
+                plan = [R.confirm_round(hosts, slow)] if R.confirm_round(hosts, slow) else []
+    return sorted(out, key=lambda e: (e["round"], e["step"], e["hosts"]))
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -500,6 +614,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         progress("exchange of CPU figures")
         cpus = _gather_json(ctx, {"hostname": socket.gethostname(),
                                   "local_rank": ctx.local_rank, "cpu": cpu})
+        bar = line_rate_bar(ranks, ctx.backend, args.bw_fraction, args.min_busbw)
+        peak = max((r["busbw_GBps"] for r in rows), default=None)
+        nhosts = len({r["hostname"] for r in ranks})
+        run_pairs, why = want_pairs(args.pairs, nhosts, peak, bar)
+        pairs: list[dict[str, Any]] = []
+        if run_pairs:
+            pair_sizes = sizes[-max(1, args.pair_sizes):]
+            pairs = pair_rounds(ctx, args, ranks, pair_sizes, warmup, iters, bar)
         progress("barrier")
         ctx.dist.barrier()
     finally:
@@ -524,6 +646,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # Per host: cores busy (every process, from /proc/stat) during the largest size's timed
         # loop: what a TCP transport costs in CPU next to RDMA.
         "cpu": {c["hostname"]: c["cpu"] for c in sorted(cpus, key=lambda c: -c["local_rank"])},
+        # Pair rounds run in these processes (round, step, hosts, peak busbw or the error).
+        "pair_plan": {"mode": args.pairs, "ran": run_pairs, "why": why, "bar_GBps": bar},
+        "pairs": pairs,
         "notes": (["1 rank: all_reduce moves no data between ranks, so algbw here is not a "
                    "link figure and busbw is 0 by its formula"] if ctx.world == 1 else []),
         "env": _env_snapshot(),

@@ -317,3 +317,35 @@ def test_preflight_no_devices(tmp_path, monkeypatch):
     monkeypatch.setattr(w, "_can_load", lambda names: names[0])
     out = w.preflight(str(tmp_path / "none"), str(tmp_path / "none"))
     assert f"no RDMA device in {tmp_path / 'none'}" in out["problems"]
+
+
+def test_pair_rounds_run_in_the_same_processes(tmp_path):
+    """4 ranks posing as 4 hosts (each process's host name patched to h<rank>): after the fabric
+    sweep the same processes run rounds 1 and 2 of the ring (h0-h1, h2-h3; then h1-h2, h3-h0) on
+    subgroups, with rounds.py copied beside worker.py as on a host."""
+    alone = tmp_path / "img"
+    alone.mkdir()
+    shutil.copy(WORKER, alone / "worker.py")
+    shutil.copy(WORKER.parent / "rounds.py", alone / "rounds.py")
+    (alone / "as_host.py").write_text(
+        "import os, runpy, socket, sys\n"
+        "socket.gethostname = lambda: 'h' + os.environ['RANK']\n"
+        "sys.argv = ['worker.py'] + sys.argv[1:]\n"
+        "runpy.run_path('worker.py', run_name='__main__')\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "MASTER_"))}
+    env.update(PYTHONPATH="", GLOO_SOCKET_IFNAME="lo")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--rdzv-backend=c10d",
+           "--rdzv-endpoint=127.0.0.1:0", f"--rdzv-id=pairs-test-{os.getpid()}",
+           "--local-addr=127.0.0.1", "--nproc_per_node=4", "as_host.py", "--backend", "gloo",
+           "--no-watchdog", "--min-bytes", "64K", "--max-bytes", "1M", "--factor", "4",
+           "--iters", "3", "--warmup", "1", "--pairs", "always", "--pair-sizes", "1"]
+    proc = subprocess.run(cmd, cwd=alone, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["hosts"] == ["h0", "h1", "h2", "h3"]
+    assert doc["pair_plan"]["ran"] and doc["pair_plan"]["why"] == "asked for (always)"
+    got = [(p["round"], sorted(p["hosts"])) for p in doc["pairs"]]
+    assert got == [(1, ["h0", "h1"]), (1, ["h2", "h3"]), (2, ["h1", "h2"]), (2, ["h0", "h3"])]
+    for p in doc["pairs"]:
+        assert p["error"] is None and p["busbw_GBps"] > 0
+        assert [r["bytes"] for r in p["results"]] == [1 << 20] and p["results"][0]["correct"]
