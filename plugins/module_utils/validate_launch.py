@@ -220,8 +220,21 @@ def worker_argv(s, members, host, master, port):
     else:
         raise ValueError("nccl_validate_launcher must be torchrun or direct, not "
                          f"{s['launcher']!r}")
-    return argv + ["--backend", s["backend"], "--timeout", str(timeout)] + [
+    return argv + ["--backend", s["backend"], "--timeout", str(timeout)] + pair_args(s) + [
         _s(a) for a in s.get("worker_args") or []]
+
+
+def pair_args(s):
+    """The worker's pair rounds after the fabric sweep (rdmaprov/validate/rounds.py): none
+    unless nccl_validate_pairs asks for them."""
+    mode = _s(s.get("pairs") or "never")
+    if mode == "never":
+        return []
+    args = ["--pairs", mode, "--pair-fraction", _s(s.get("pair_fraction", 0.4)),
+            "--bw-fraction", _s(s.get("bw_fraction", 0.8))]
+    if float(s.get("min_busbw") or 0) > 0:
+        args += ["--min-busbw", _s(s["min_busbw"])]
+    return args
 
 
 def launch(s, label, members, host, master, port):

@@ -85,9 +85,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "fraction of the line rate (env RDMAPROV_VALIDATE_MIN_BUSBW)")
     j.add_argument("--pairwise", choices=PAIRWISE,
                    default=env("RDMAPROV_VALIDATE_PAIRWISE", "auto"),
-                   help="pairwise rounds (3+ hosts): auto when the fabric is too slow or no "
-                        "threshold is known; slow only when it is too slow (env "
-                        "RDMAPROV_VALIDATE_PAIRWISE; default auto)")
+                   help="pair rounds in the same run, to name a slow host (3+ hosts; ring "
+                        "neighbours, then shifted pairs, a confirm round only when needed): auto "
+                        "when the fabric is below the bar or no bar is known; slow only when it "
+                        "is below the bar (env RDMAPROV_VALIDATE_PAIRWISE; default auto)")
     j.add_argument("--pair-fraction", type=float,
                    default=env("RDMAPROV_VALIDATE_PAIR_FRACTION", str(DEFAULT_PAIR_FRACTION)),
                    help="the relative rule: a pair is slow below this fraction of the best "

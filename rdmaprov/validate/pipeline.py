@@ -137,7 +137,13 @@ def _failed_before_run(result: RunResult, run_dirs: list[Path]) -> dict[str, str
 def _live(args: argparse.Namespace, inv: Any, pol: V.Policy, results: Path,
           human: TextIO) -> Report:
     hosts = list(inv.selected)
-    fabric = _play(args, inv, {"nccl_validate_mode": "fabric"}, human)
+    # The pair rounds run in the fabric run's own processes (the worker plans them with
+    # rdmaprov/validate/rounds.py), so one launch names a slow host at any fleet size.
+    pairs = {"nccl_validate_pairs": args.pairwise,
+             "nccl_validate_pair_fraction": float(args.pair_fraction),
+             "nccl_validate_bw_fraction": pol.bw_fraction,
+             "nccl_validate_min_busbw": pol.min_busbw_GBps or 0.0}
+    fabric = _play(args, inv, {"nccl_validate_mode": "fabric", **pairs}, human)
     if fabric.error and not fabric.hosts:
         raise UserError(fabric.error)
     failures = _failed_before_run(fabric, [results / "fabric"])
@@ -148,14 +154,5 @@ def _live(args: argparse.Namespace, inv: Any, pol: V.Policy, results: Path,
     if getattr(args, "compare_socket", False) and ran and report.error is None:
         _play(args, inv, {"nccl_validate_mode": "fabric", "nccl_validate_run_label": "socket",
                           "nccl_validate_env_override": {"NCCL_IB_DISABLE": "1"}}, human, ran)
-    slow = any(c.name == "bandwidth" and c.status == V.FAIL for c in report.checks)
-    all_ran = report.error is None and not failures
-    want_pairs = len(hosts) >= 3 and (
-        args.pairwise == "always"
-        or (args.pairwise == "auto" and all_ran and (slow or report.bar.GBps is None))
-        or (args.pairwise == "slow" and all_ran and slow))
-    if want_pairs:
-        pairs = _play(args, inv, {"nccl_validate_mode": "pairwise"}, human)
-        for h, why in _failed_before_run(pairs, list(results.glob("pair-*"))).items():
-            failures.setdefault(h, f"pairwise: {why}")
-    return J.judge(results, pol, float(args.pair_fraction), hosts, failures)
+        report = J.judge(results, pol, float(args.pair_fraction), hosts, failures)
+    return report

@@ -336,3 +336,14 @@ def test_counters_netdev(tmp_path):
     bare = tmp_path / "mlx5_2" / "ports" / "1"
     bare.mkdir(parents=True)
     assert c.netdev("mlx5_2", str(bare), str(tmp_path)) is None
+
+
+def test_pair_rounds_ride_in_the_fabric_run():
+    """Pair rounds are worker arguments of the one fabric launch, not playbook passes."""
+    from ansible_collections.rdmaprov.cluster.plugins.module_utils import validate_launch as vl
+
+    assert vl.pair_args({"pairs": "never"}) == []
+    assert vl.pair_args({"pairs": "auto", "pair_fraction": 0.5, "bw_fraction": 0.7,
+                         "min_busbw": 0}) == ["--pairs", "auto", "--pair-fraction", "0.5",
+                                              "--bw-fraction", "0.7"]
+    assert vl.pair_args({"pairs": "always", "min_busbw": 20.0})[-2:] == ["--min-busbw", "20.0"]
