@@ -5,6 +5,8 @@ containers."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -45,9 +47,17 @@ def test_host_runtime_green(lab, tmp_path: Path) -> None:
     assert report["world_size"] == len(lab.nodes)
     assert report["busbw_GBps"] > 0.05
     assert {h["host"] for h in report["hosts"] if h["passed"]} == set(lab.nodes)
-    # No threshold known: pairwise rounds ran and blamed nobody.
+    # No bar known: the pair rounds ran (in the same processes) and blamed nobody.
     assert report["pairwise"] and not report["pairwise"]["blamed"]
+    assert all(p["busbw_GBps"] for p in report["pairwise"]["pairs"])
     assert (tmp_path / "results/fabric/node1/worker.log").is_file()
+    # The results-dir contract's additions: the image preflight per host, the CPU figure.
+    pf = json.loads((tmp_path / "results/fabric/node1/preflight.json").read_text())
+    assert pf["schema"] == "rdmaprov.validate.preflight/1" and pf["torch"]["error"] is None
+    doc = json.loads((tmp_path / "results/fabric/node1/result.json").read_text())
+    assert set(doc["cpu"]) == set(doc["hosts"])
+    counters = json.loads((tmp_path / "results/fabric/node1/counters_before.json").read_text())
+    assert counters == {"ports": []}  # the lab has no RDMA device
 
 
 def test_throttled_node_is_named(lab, tmp_path: Path) -> None:
@@ -62,8 +72,11 @@ def test_throttled_node_is_named(lab, tmp_path: Path) -> None:
     assert code == 2
     failed = {h["host"]: h["reasons"] for h in report["hosts"] if not h["passed"]}
     assert list(failed) == [slow], report
-    assert "slow in every pair" in failed[slow][0]
+    assert "slow with every partner" in failed[slow][0]
     assert list(report["pairwise"]["blamed"]) == [slow]
+    # Rounds 1 and 2 of the ring ran in the fabric run's own processes: no pair-* runs.
+    assert {p["round"] for p in report["pairwise"]["pairs"]} == {1, 2}
+    assert not list((tmp_path / "results").glob("pair-*"))
 
 
 def test_unreachable_rendezvous_is_one_line_per_host(lab, tmp_path: Path) -> None:
@@ -120,3 +133,121 @@ def test_bad_image_is_one_line_per_host(podman_nodes, tmp_path: Path) -> None:
     assert code == 2
     for h in report["hosts"]:
         assert h["reasons"][0].startswith("image localhost/no-such-image:1: not on this host")
+
+
+# Inside a node: the worker processes deepest in the tree (not torchrun's agent, whose argv
+# names worker.py too, nor the watchdog that supervises the worker, nor the image preflight).
+_WORKERS = r"""
+for d in /proc/[0-9]*; do
+  cmd=$(tr '\0' ' ' <$d/cmdline 2>/dev/null)
+  case "$cmd" in *torch.distributed.run*|*--preflight*) continue ;; *bin/worker.py*) ;;
+    *) continue ;; esac
+  deep=1
+  for k in $(cat $d/task/*/children 2>/dev/null); do
+    grep -q bin/worker.py /proc/$k/cmdline 2>/dev/null && deep=0
+  done
+  [ $deep = 1 ] && echo ${d#/proc/}
+done
+"""
+
+
+def test_hung_peer_fails_fast_and_is_named(lab, tmp_path: Path) -> None:
+    """A worker frozen mid-run (SIGSTOP: sockets open, nothing answers, as a hung collective)
+    ends by its own watchdog within the rendezvous timeout; every host gets one line."""
+    slow = lab.nodes[-1]
+    frozen: list[str] = []
+    done = threading.Event()
+
+    def freeze() -> None:
+        while not done.is_set():
+            pids = lab.exec(slow, ["sh", "-c", _WORKERS], check=False).stdout.split()
+            if pids:
+                time.sleep(2)
+                # Again: a process just started may not have forked its worker yet.
+                pids = lab.exec(slow, ["sh", "-c", _WORKERS], check=False).stdout.split()
+                lab.exec(slow, ["kill", "-STOP", *pids], check=False)
+                frozen.extend(pids)
+                return
+            time.sleep(0.3)
+
+    thread = threading.Thread(target=freeze, daemon=True)
+    # The launch's outer limit is far away: what ends the run is the worker's own watchdog
+    # (the wall time of this case is measured in bench/validate_failfast.py, not here).
+    variables = {**HOST_RUNTIME, "nccl_validate_rendezvous_timeout": 60,
+                 "nccl_validate_timeout": 900,
+                 "nccl_validate_worker_args": ["--max-bytes", "64M", "--iters", "20"]}
+    thread.start()
+    try:
+        code, report = _validate(lab, tmp_path, variables, "--pairwise", "never")
+    finally:
+        done.set()
+        if frozen:
+            lab.exec(slow, ["kill", "-KILL", *frozen], check=False)
+    assert frozen, "the worker was never seen running"
+    assert code == 2
+    rcs = {h: (tmp_path / f"results/fabric/{h}/rc").read_text().strip() for h in lab.nodes}
+    assert rcs[slow] == "3", rcs  # the watchdog's exit code, through torchrun's own 1
+    assert not {"124", "137"} & set(rcs.values()), rcs  # nobody waited for the outer limit
+    reasons = {h["host"]: h["reasons"] for h in report["hosts"]}
+    assert all(len(r) == 1 for r in reasons.values()), reasons
+    assert "watchdog: no progress" in reasons[slow][0]
+
+
+def test_node_without_torch_fails_fast(lab, tmp_path: Path) -> None:
+    """One node whose python cannot import torch: its image preflight fails with one line and
+    the others are not launched, within seconds rather than a rendezvous timeout."""
+    bad = lab.nodes[-1]
+    # -e would outrank the bad node's host_vars, so the torch path is left out of it.
+    inventory = _with_host_vars(lab, tmp_path, bad, "nccl_validate_pythonpath: [/nonexistent]\n")
+    variables = {k: v for k, v in HOST_RUNTIME.items() if k != "nccl_validate_pythonpath"}
+    code, report = _validate(inventory, tmp_path, variables)
+    assert code == 2
+    assert not (tmp_path / "results/fabric/node1/rc").exists()  # nothing was launched
+    reasons = {h["host"]: h["reasons"] for h in report["hosts"]}
+    assert all(len(r) == 1 for r in reasons.values()), reasons
+    assert reasons[bad][0] == ("torch is not importable: ModuleNotFoundError: "
+                               "No module named 'torch'")
+    for host in lab.nodes[:-1]:
+        assert reasons[host][0] == f"not launched: {bad} failed the preflight"
+
+
+def test_worker_that_cannot_start_stops_its_peers(lab, tmp_path: Path) -> None:
+    """One node's worker exits 2 at once (bad arguments pass the preflight): its peers, waiting
+    in the rendezvous, are stopped at once instead of waiting out the rendezvous timeout."""
+    bad = lab.nodes[-1]
+    inventory = _with_host_vars(lab, tmp_path, bad,
+                                "nccl_validate_worker_args: [--dtype, float7]\n")
+    variables = {k: v for k, v in HOST_RUNTIME.items() if k != "nccl_validate_worker_args"}
+    variables.update({"nccl_validate_launcher": "direct", "nccl_validate_timeout": 900,
+                      "nccl_validate_rendezvous_timeout": 300})
+    code, report = _validate(inventory, tmp_path, variables, "--pairwise", "never")
+    assert code == 2
+    rcs = {h: (tmp_path / f"results/fabric/{h}/rc").read_text().strip() for h in lab.nodes}
+    assert rcs[bad] == "2", rcs
+    reasons = {h["host"]: h["reasons"] for h in report["hosts"]}
+    assert all(len(r) == 1 for r in reasons.values()), reasons
+    for host in lab.nodes[:-1]:
+        assert f"stopped: {bad} could not run (its worker exited 2)" in reasons[host][0]
+        assert rcs[host] not in ("0", "124", "137"), rcs
+
+
+def _with_host_vars(lab, tmp_path: Path, host: str, text: str) -> _Inventory:
+    """The lab's inventory and group_vars, plus a host_vars file for one node."""
+    inv_dir = tmp_path / "inv"
+    inv_dir.mkdir()
+    inventory = inv_dir / "inventory.ini"
+    inventory.write_text(lab.inventory.read_text())
+    (inv_dir / "group_vars").mkdir()
+    for f in (lab.inventory.parent / "group_vars").iterdir():
+        (inv_dir / "group_vars" / f.name).write_text(f.read_text())
+    (inv_dir / "host_vars").mkdir()
+    (inv_dir / "host_vars" / f"{host}.yml").write_text(text)
+    return _Inventory(lab, inventory)
+
+
+class _Inventory:
+    """The lab with another inventory file (its own host_vars beside it)."""
+
+    def __init__(self, lab, inventory: Path) -> None:
+        self.inventory = inventory
+        self.nodes = lab.nodes
