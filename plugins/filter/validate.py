@@ -55,7 +55,6 @@ def rendezvous_of(members, master_addr, fabric_master, hostvars):
 class FilterModule:
     def filters(self):
         return {
-            "nccl_validate_pair_rounds": _wrap(vl.pair_rounds),
             "nccl_validate_fabric_members": _wrap(vl.fabric_members),
             "nccl_validate_own_address": _wrap(own_address),
             "nccl_validate_rendezvous_of": _wrap(rendezvous_of),
@@ -66,5 +65,4 @@ class FilterModule:
             "nccl_validate_require_ib": _wrap(vl.require_ib),
             "nccl_validate_wait_over": _wrap(vl.watch),
             "nccl_validate_stop_reason": _wrap(vl.stop_reason),
-            "nccl_validate_failed_hosts": _wrap(vl.failed_hosts),
         }

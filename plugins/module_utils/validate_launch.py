@@ -27,24 +27,6 @@ OWN_FAILURES = (RC_CANNOT_START, RC_WATCHDOG, 125, 126, 127)
 
 # --- who runs with whom -----------------------------------------------------------------------
 
-def pair_rounds(hosts):
-    """Every pair of hosts exactly once, in rounds of disjoint pairs (the circle method): n-1
-    rounds for an even n, n rounds for an odd n (one host sits out each round). Each round's
-    pairs run at once, every pair on the one rendezvous port (their masters differ)."""
-    order = list(dict.fromkeys(hosts))
-    if len(order) % 2:
-        order.append(None)
-    n = len(order)
-    rounds = []
-    for _ in range(n - 1):
-        pairs = [[order[i], order[n - 1 - i]] for i in range(n // 2)
-                 if order[i] is not None and order[n - 1 - i] is not None]
-        if pairs:
-            rounds.append(pairs)
-        order = [order[0], order[-1], *order[1:-1]]
-    return rounds
-
-
 def fabric_members(hosts, master):
     """The fabric run's hosts, rendezvous host first (it holds rank 0)."""
     hosts = list(dict.fromkeys(hosts))
@@ -349,19 +331,3 @@ def stop_reason(exits_dir, host, members):
     return ""
 
 
-def failed_hosts(results_dir, labels):
-    """Hosts whose part of an earlier run (``labels``) failed on its own (OWN_FAILURES): later
-    pair rounds skip the pairs they are in instead of waiting a timeout on them again."""
-    out = {}
-    for label in labels:
-        exits = os.path.join(results_dir, label, ".exits")
-        if not os.path.isdir(exits):
-            continue
-        for host in sorted(os.listdir(exits)):
-            if host.endswith(".tmp"):
-                continue
-            with open(os.path.join(exits, host)) as fh:
-                text = fh.read().strip()
-            if text.lstrip("-").isdigit() and int(text) in OWN_FAILURES:
-                out.setdefault(host, f"{label} rc {text}")
-    return out

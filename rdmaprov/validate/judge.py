@@ -10,8 +10,9 @@ A run of roles/nccl_validate leaves, on the control host::
                                             counters, read just before the run, where NCCL ran
     DIR/<label>/<host>/preflight.json       the worker's pre-flight in the image (when present)
 
-with labels ``fabric`` (every host), ``socket`` (the same with NCCL_IB_DISABLE=1, for
-``--compare-socket``) and ``pair-A-B`` (pairwise rounds). ``rdmaprov validate`` judges the
+with labels ``fabric`` (every host; its document also carries the pair rounds the workers ran
+in the same processes) and ``socket`` (the same with NCCL_IB_DISABLE=1, for
+``--compare-socket``). ``rdmaprov validate`` judges the
 directory its run just wrote; ``rdmaprov validate --judge DIR`` judges one copied from a cluster,
 with any policy flags, running nothing.
 """
@@ -242,25 +243,12 @@ def _in_process_pairs(fabric: Run | None) -> list[Pair]:
     return out
 
 
-def judge_pairs(results: Path, bar: float | None, fraction: float,
-                rows: dict[str, HostResult], fabric: Run | None = None) -> Pairwise | None:
-    runs = [r for r in (load_run(d) for d in sorted(results.glob("pair-*"))) if r]
-    runs = [r for r in runs if len(r.hosts) == 2]
-    pairs: list[Pair] = _in_process_pairs(fabric)
-    if not runs and not pairs:
+def judge_pairs(bar: float | None, fraction: float, rows: dict[str, HostResult],
+                fabric: Run | None) -> Pairwise | None:
+    pairs = _in_process_pairs(fabric)
+    if not pairs:
         return None
     figures: dict[tuple[str, str], float | None] = {p.hosts: p.busbw_GBps for p in pairs}
-    for r in runs:
-        key = (r.hosts[0], r.hosts[1])
-        bw = V.peak_busbw(r.doc) if r.ok and r.doc else None
-        why = None
-        if bw is None:
-            causes = [f"{h}: {r.files[h].outcome}" for h in r.hosts if r.files[h].outcome]
-            why = "; ".join(causes) or f"no result ({(r.doc or {}).get('error') or 'no document'})"
-        figures[key] = bw
-        rnd = r.meta.get("round")
-        pairs.append(Pair(key, bw, error=why, round=int(rnd) if isinstance(rnd, int) else None,
-                          results=(r.doc or {}).get("results") if r.ok else None))
     eff, source, blamed, unexplained = blame_pairs(figures, bar, fraction)
     for p in pairs:
         p.slow = p.busbw_GBps is None or p.busbw_GBps < eff
@@ -361,7 +349,7 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
             row.line_rate_GBps = V.line_rate_GBps(f.facts, f.report)
             row.ports = V.ports_text(f.facts, f.report)
 
-    pairwise = judge_pairs(results, bar.GBps, pair_fraction, rows, fabric)
+    pairwise = judge_pairs(bar.GBps, pair_fraction, rows, fabric)
     compare = None
     socket = load_run(results / "socket")
     if socket is not None:

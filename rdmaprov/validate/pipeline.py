@@ -143,7 +143,7 @@ def _live(args: argparse.Namespace, inv: Any, pol: V.Policy, results: Path,
              "nccl_validate_pair_fraction": float(args.pair_fraction),
              "nccl_validate_bw_fraction": pol.bw_fraction,
              "nccl_validate_min_busbw": pol.min_busbw_GBps or 0.0}
-    fabric = _play(args, inv, {"nccl_validate_mode": "fabric", **pairs}, human)
+    fabric = _play(args, inv, pairs, human)
     if fabric.error and not fabric.hosts:
         raise UserError(fabric.error)
     failures = _failed_before_run(fabric, [results / "fabric"])
@@ -152,7 +152,7 @@ def _live(args: argparse.Namespace, inv: Any, pol: V.Policy, results: Path,
         return report
     ran = [h for h in hosts if h not in failures]
     if getattr(args, "compare_socket", False) and ran and report.error is None:
-        _play(args, inv, {"nccl_validate_mode": "fabric", "nccl_validate_run_label": "socket",
+        _play(args, inv, {"nccl_validate_run_label": "socket",
                           "nccl_validate_env_override": {"NCCL_IB_DISABLE": "1"}}, human, ran)
         report = J.judge(results, pol, float(args.pair_fraction), hosts, failures)
     return report

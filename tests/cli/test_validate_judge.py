@@ -273,12 +273,19 @@ def test_control_characters_never_reach_the_terminal(tmp_path: Path, capsys) -> 
     assert "\x1b" not in (tmp_path / "r.html").read_text()
 
 
+def with_pairs(doc: dict, figures: dict[tuple[str, str], float | None]) -> dict:
+    """The pair rounds as the workers record them in the fabric document."""
+    doc["pairs"] = [{"round": i // 2 + 1, "step": 1, "hosts": list(p), "busbw_GBps": bw,
+                     "error": None if bw is not None else "DistBackendError: timeout"}
+                    for i, (p, bw) in enumerate(figures.items())]
+    return doc
+
+
 def test_pairs_name_the_slow_host(tmp_path: Path, capsys) -> None:
     hosts = ["n1", "n2", "n3"]
-    make_run(tmp_path, "fabric", {h: (HDR, IB_LOG) for h in hosts}, worker_doc(hosts, 9.0))
-    for a, b, bw in (("n1", "n2", 23.5), ("n1", "n3", 9.0), ("n2", "n3", 9.1)):
-        make_run(tmp_path, f"pair-{a}-{b}", {a: (HDR, IB_LOG), b: (HDR, IB_LOG)},
-                 worker_doc([a, b], bw))
+    doc = with_pairs(worker_doc(hosts, 9.0), {("n1", "n2"): 23.5, ("n3", "n1"): 9.0,
+                                              ("n2", "n3"): 9.1})
+    make_run(tmp_path, "fabric", {h: (HDR, IB_LOG) for h in hosts}, doc)
     doc = json_report(tmp_path, capsys=capsys)
     assert list(doc["pairwise"]["blamed"]) == ["n3"]
     assert doc["pairwise"]["bar_GBps"] == pytest.approx(20.0)
@@ -289,10 +296,9 @@ def test_pairs_name_the_slow_host(tmp_path: Path, capsys) -> None:
 def test_relative_rule_names_a_pair_above_the_bar(tmp_path: Path, capsys) -> None:
     """A bar can be too low to catch a host (a low --bw-fraction): the best pair still shows."""
     hosts = ["n1", "n2", "n3"]
-    make_run(tmp_path, "fabric", {h: (HDR, IB_LOG) for h in hosts}, worker_doc(hosts, 9.0))
-    for a, b, bw in (("n1", "n2", 23.5), ("n1", "n3", 6.0), ("n2", "n3", 6.1)):
-        make_run(tmp_path, f"pair-{a}-{b}", {a: (HDR, IB_LOG), b: (HDR, IB_LOG)},
-                 worker_doc([a, b], bw))
+    doc = with_pairs(worker_doc(hosts, 9.0), {("n1", "n2"): 23.5, ("n3", "n1"): 6.0,
+                                              ("n2", "n3"): 6.1})
+    make_run(tmp_path, "fabric", {h: (HDR, IB_LOG) for h in hosts}, doc)
     doc = json_report(tmp_path, "--bw-fraction", "0.2", "--pair-fraction", "0.5",
                       capsys=capsys)
     assert list(doc["pairwise"]["blamed"]) == ["n3"]
@@ -341,3 +347,14 @@ def test_in_process_pair_rounds_from_the_fabric_document(tmp_path: Path, capsys)
     by = {h["host"]: h for h in doc_out["hosts"]}
     assert not by["n4"]["passed"] and all(by[h]["passed"] for h in ("n1", "n2", "n3"))
     assert "n3+n4 9.2 GB/s" in by["n4"]["reasons"][-1]
+
+
+def test_a_pair_without_a_figure_keeps_its_error(tmp_path: Path, capsys) -> None:
+    hosts = ["n1", "n2", "n3", "n4"]
+    doc = with_pairs(worker_doc(hosts, 9.0), {("n1", "n2"): 23.5, ("n3", "n4"): None,
+                                              ("n2", "n3"): 23.1, ("n4", "n1"): 23.2})
+    make_run(tmp_path, "fabric", {h: (HDR, IB_LOG) for h in hosts}, doc)
+    rc, out = judge(tmp_path, capsys=capsys)
+    assert rc == 2  # n3+n4 failed between two good hosts: a link, not a host
+    assert "n3+n4" in out and "DistBackendError: timeout" in out
+    assert "slow pair, no single host to blame: n3+n4 no result" in out

@@ -4,7 +4,6 @@ container, the image preflight's verdict, and the early stop of a run."""
 
 from __future__ import annotations
 
-import itertools
 import shlex
 
 import pytest
@@ -29,29 +28,6 @@ def worker_part(argv):
     """The argv after the counters wrapper (sh -c SCRIPT DIR BIN ...)."""
     i = argv.index("sh")
     return argv[i + 5:]
-
-
-# --- rounds ------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("n", range(2, 10))
-def test_rounds_every_pair_once_disjoint_per_round(n):
-    hosts = [f"h{i}" for i in range(n)]
-    rounds = vl.pair_rounds(hosts)
-    assert len(rounds) == (n - 1 if n % 2 == 0 else n)
-    seen = [frozenset(p) for r in rounds for p in r]
-    assert sorted(map(sorted, seen)) == sorted(map(sorted, map(frozenset,
-                                                                itertools.combinations(hosts, 2))))
-    for r in rounds:
-        members = [h for p in r for h in p]
-        assert len(members) == len(set(members)), r  # disjoint: a round runs at once
-        assert len(r) == n // 2
-
-
-def test_rounds_keep_the_roles_scheme():
-    # The circle method with the first host fixed, as the role ran it in Jinja.
-    assert vl.pair_rounds(["a", "b", "c", "d"]) == [
-        [["a", "d"], ["b", "c"]], [["a", "c"], ["d", "b"]], [["a", "b"], ["c", "d"]]]
-    assert vl.pair_rounds(["a"]) == []
 
 
 def test_fabric_members_put_the_rendezvous_host_first():
@@ -267,7 +243,6 @@ def test_a_peer_that_could_not_run_stops_the_others(tmp_path):
     assert vl.watch(running, exits, "a", members) is True
     assert vl.stop_reason(exits, "a", members) == "stopped: c could not run (its worker exited 2)"
     assert vl.stop_reason(exits, "c", members) == ""  # one's own exit is not a reason
-    assert vl.failed_hosts(str(tmp_path), ["fabric", "pair-x-y"]) == {"c": "fabric rc 2"}
 
 
 @pytest.mark.parametrize(("rc", "stops"), [(0, False), (1, False), (2, True), (3, True),
