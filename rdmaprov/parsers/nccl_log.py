@@ -818,10 +818,12 @@ def _explain_error(e: NcclError, env: dict[str, str], consequence: bool = False)
             "addressless interface, typically a container without networking): run with "
             "--network=host, set NCCL_SOCKET_IFNAME to an interface with an IPv4 address, "
             "and NCCL_SOCKET_FAMILY=AF_INET if the hosts mix IPv4 and IPv6.")
+    comm_id = env.get("NCCL_COMM_ID")
     if e.kind == "subnet":
         return Finding(
             "error", "no local interface is in the subnet of the rendezvous address"
-            + (f" {e.peer}" if e.peer else "") + times,
+            + (f" {e.peer}" if e.peer else "")
+            + (f" (NCCL_COMM_ID={comm_id})" if comm_id else "") + times,
             "The address in NCCL_COMM_ID (or MASTER_ADDR) is not reachable from any "
             "interface of this process: inside a bridged container it sees only the bridge "
             "subnet. Use host networking, or an address of the rank-0 host that this host "
@@ -829,7 +831,7 @@ def _explain_error(e: NcclError, env: dict[str, str], consequence: bool = False)
     if e.kind == "bind_address":
         return Finding(
             "error", "NCCL could not bind its bootstrap socket: Cannot assign requested "
-            "address" + times,
+            "address" + (f" (NCCL_COMM_ID={comm_id})" if comm_id else "") + times,
             "The rendezvous address (NCCL_COMM_ID or MASTER_ADDR) is not an address of the "
             "host or container that binds it: set it to the rank-0 host's own address as "
             "that process sees it (with --network=host inside containers).")
