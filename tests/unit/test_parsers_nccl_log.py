@@ -180,3 +180,25 @@ def test_libibverbs_warnings_in_a_log() -> None:
         "to 1) for device /sys/class/infiniband/bnxt_re2\n",
         "n1:1:1 [0] NCCL INFO NET/IB : No device found.\n"])
     assert any(x.code == "verbs_provider_abi" and x.severity == "error" for x in abi.findings)
+
+
+def test_nccl_2_30_env_warning_is_reported_in_nccls_words() -> None:
+    # The INFO text NCCL 2.30 prints (src/param/c_api.cc) for a deprecated parameter.
+    r = parse_nccl_log([
+        "n1:1:1 [0] NCCL INFO NCCL version 2.30.7+cuda13.0\n",
+        "n1:1:1 [0] NCCL INFO Warning: ENV NCCL_CHECK_POINTERS is deprecated. It may be removed "
+        "or become unused in future versions.\n",
+        "n1:1:1 [0] NCCL INFO NCCL_CHECK_POINTERS set by environment to 1.\n"])
+    says = [f for f in r.findings if f.code == "env_nccl_says"]
+    assert [f.message for f in says] == ["NCCL says NCCL_CHECK_POINTERS is deprecated"]
+    assert "NCCL_CHECK_MODE=DEBUG_LOCAL" in (says[0].hint or "")
+    # Said once, by NCCL: the lint does not repeat it.
+    assert not any(f.code == "env_deprecated" for f in r.findings)
+
+
+def test_link_local_bootstrap_address() -> None:
+    # uccl-project/uccl#1034: bootstrap picked a 169.254.3.1 link-local NIC on GH200.
+    r = parse_nccl_log(["gh1:5:5 [0] NCCL INFO Bootstrap: Using enP5p1s0:169.254.3.1<0>\n",
+                        "gh1:5:5 [0] NCCL INFO Bootstrap: Using enP5p1s0:169.254.3.1<0>\n"])
+    assert r.oob_interface == "enP5p1s0"
+    assert [f.code for f in r.findings if f.code] == ["link_local_address"]
