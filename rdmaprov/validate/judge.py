@@ -286,6 +286,8 @@ def compare_row(label: str, run: Run | None) -> CompareRow:
         t = float(big["time_us"]) * (1 << 30) / size
     note = "" if size in (None, 1 << 30) else (
         f"largest size {size} bytes; its time scaled to 1 GiB")
+    if int(run.doc.get("world_size") or 1) < 2:
+        note = "1 rank: no data crossed a link, so these figures say nothing of a transport"
     return CompareRow(label, _transport_line(run), V.peak_busbw(run.doc), t, size,
                       _cpu_busy(run.doc), note)
 

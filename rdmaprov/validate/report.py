@@ -11,26 +11,20 @@ JSON schema ``rdmaprov.validate.report/2`` (docs/validate.md lists every field).
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from rdmaprov.errors import UserError
+from rdmaprov.textsafe import safe_text
 from rdmaprov.validate.verdict import FAIL, PASS, SKIP, Bar, Check, gbps
 
 SCHEMA = "rdmaprov.validate.report/2"
 
-# ESC-introduced sequences (CSI ... final byte, OSC ... BEL/ST, two-byte escapes), then any C0/C1
-# control character but tab and newline (XML 1.0 forbids them; terminals act on them).
-_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
 def clean(text: str) -> str:
     """Text from a host, safe to print, to put in XML, to show in HTML (before escaping)."""
-    return _CONTROLS.sub("", _ESCAPES.sub("", text))
+    return safe_text(text)
 
 
 def _cleaned(value: Any) -> Any:
