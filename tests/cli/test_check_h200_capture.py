@@ -1,0 +1,23 @@
+"""`rdmaprov check --sysroot` on a root captured from the real H200 (tests/fixtures/sysfs/
+SOURCES.md): the same module verdict the live machine gave (bench/RESULTS.md, "The H200 as a
+host"): built in, not "not loaded"."""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+from rdmaprov.cli import main
+
+CAPTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs" / "h200-captured.tar.gz"
+
+
+def test_h200_capture_gives_the_live_verdict(tmp_path: Path, capsys) -> None:
+    with tarfile.open(CAPTURE) as tar:
+        tar.extractall(tmp_path, filter="data")
+    rc = main(["check", "--sysroot", str(tmp_path)])
+    lines = {ln.split()[0]: ln for ln in capsys.readouterr().out.splitlines() if ln.strip()}
+    assert rc == 2  # no HCA on that machine: truly unhealthy for an RDMA job
+    assert lines["modules"].split(None, 2)[1:] == ["PASS", "built in: ib_core, ib_uverbs, rdma_ucm"]
+    assert "1 visible (NVIDIA H200)" in lines["gpus"]
+    assert "ib_uverbs is built into the kernel but /sys/class/infiniband is empty" in lines["ports"]
