@@ -731,6 +731,9 @@ def _rank_of(args: argparse.Namespace) -> int:
     return args.rank if args.rank is not None else int(os.environ.get("RANK", "0"))
 
 
+IMPORT_FLOOR_S = 120.0
+
+
 def watchdog_limit(timeout: float) -> float:
     """Seconds one phase may take before the watchdog kills the worker: --timeout, which torch
     also gets (its own error, more telling, comes first when torch can raise one), plus a grace."""
@@ -748,6 +751,10 @@ def _supervise(args: argparse.Namespace) -> int:
 
     global _PROGRESS_FD
     limit = watchdog_limit(args.timeout)
+    # Starting (Python, then torch: tens of seconds on a loaded host or a network filesystem)
+    # is no collective: it gets at least IMPORT_FLOOR_S, so a short --timeout still reaches
+    # torch's own rendezvous error.
+    start_limit = max(limit, watchdog_limit(IMPORT_FLOOR_S))
     read_fd, write_fd = os.pipe()
     parent = os.getppid()
     pid = os.fork()
@@ -783,7 +790,8 @@ def _supervise(args: argparse.Namespace) -> int:
         signal.signal(sig, on_signal)
 
     phase, printed, buf = "start", False, b""
-    deadline = time.monotonic() + limit
+    current = start_limit
+    deadline = time.monotonic() + current
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
@@ -806,12 +814,13 @@ def _supervise(args: argparse.Namespace) -> int:
             if lines:
                 phase = lines[-1].decode(errors="replace")
                 printed = printed or phase == "document printed"
-                deadline = time.monotonic() + limit
+                current = start_limit if phase == "import torch" else limit
+                deadline = time.monotonic() + current
     kill(signal.SIGKILL)
     os.waitpid(pid, 0)
     rank = _rank_of(args)
     err = {"schema": SCHEMA, "ok": False, "rank": rank, "hostname": socket.gethostname(),
-           "error": f"watchdog: no progress for {limit:.0f} s in {phase}; killed the worker "
+           "error": f"watchdog: no progress for {current:.0f} s in {phase}; killed the worker "
                     "(a peer gone, or a collective hung)", "phase": phase}
     print(json.dumps(err), file=sys.stderr, flush=True)
     if printed:  # the document is out and whole: only the teardown hung

@@ -153,6 +153,19 @@ def _child_of(pid: int, timeout: float = 20.0) -> int:
     raise AssertionError("the supervisor started no worker")
 
 
+def _wait_listening(port: int, timeout: float = 120.0) -> None:
+    import socket
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"nothing listens on {port}")
+
+
 def _gone(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
@@ -168,18 +181,20 @@ def test_watchdog_kills_a_hung_worker_and_says_so(tmp_path):
     # frozen with SIGSTOP, so no Python-level timeout inside it can fire.
     proc = subprocess.Popen(
         [sys.executable, str(WORKER), "--backend", "gloo", "--rank", "0", "--world-size", "2",
-         "--master-addr", "127.0.0.1", "--master-port", "29678", "--timeout", "2"],
+         "--master-addr", "127.0.0.1", "--master-port", "29678", "--timeout", "5"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "RDMAPROV_WORKER_RC_DIR": str(tmp_path), "RANK": "0"})
     child = _child_of(proc.pid)
+    # Freeze it in the rendezvous (rank 0's store is listening), past the import's longer limit.
+    _wait_listening(29678)
     os.kill(child, signal.SIGSTOP)
     t0 = time.monotonic()
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == w.RC_WATCHDOG
-    assert time.monotonic() - t0 < w.watchdog_limit(2) + 3
+    assert time.monotonic() - t0 < w.watchdog_limit(5) + 3
     doc = json.loads(out)
     assert doc["ok"] is False
-    assert doc["error"].startswith(f"watchdog: no progress for {w.watchdog_limit(2):.0f} s in ")
+    assert doc["error"].startswith(f"watchdog: no progress for {w.watchdog_limit(5):.0f} s in ")
     assert any(json.loads(ln)["error"] == doc["error"] for ln in err.splitlines()
                if ln.startswith("{"))
     assert _gone(child)
