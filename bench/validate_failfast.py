@@ -55,14 +55,14 @@ def main() -> int:
     for kv in args.e:
         k, _, v = kv.partition("=")
         variables[k] = json.loads(v) if v[:1] in "[{0123456789" else v
-    tmp = Path(tempfile.mkdtemp(prefix="failfast-"))
-    (tmp / "vars.json").write_text(json.dumps(variables))
     env = dict(os.environ)
     if args.tree:
         env["PYTHONPATH"] = str(args.tree.resolve())
         # The role finds the worker through Ansible's Python, which does not see PYTHONPATH.
         variables["nccl_validate_worker_src"] = str(
             args.tree.resolve() / "rdmaprov" / "validate" / "worker.py")
+    tmp = Path(tempfile.mkdtemp(prefix="failfast-"))
+    (tmp / "vars.json").write_text(json.dumps(variables))
     cmd = [sys.executable, "-m", "rdmaprov", "validate", str(lab.inventory), "-e",
            f"@{tmp / 'vars.json'}", "--json", "--pairwise", "never", "--results",
            str(tmp / "results")]
