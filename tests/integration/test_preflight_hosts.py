@@ -54,15 +54,20 @@ def test_host_without_iproute2_gets_one_line(lab) -> None:
     assert line in (p.stdout + p.stderr).splitlines(), p.stdout[-3000:] + p.stderr[-2000:]
 
 
-def test_local_connection_reports_without_ssh_connection(tmp_path) -> None:
-    """A real local-connection run (this machine, read-only: --check, preflight tags only), as on
-    the H200: no SSH_CONNECTION, no connection interface to find, and the report says so."""
+def preflight_here(tmp_path, interpreter: str) -> subprocess.CompletedProcess[str]:
+    """A real local-connection run on this machine (read-only: --check, preflight tags only)."""
     if os.geteuid() != 0:
         pytest.skip("site.yml becomes root; under a local connection that needs root here")
     inv = tmp_path / "local.ini"
-    inv.write_text("[local]\nthishost ansible_connection=local "
-                   "ansible_python_interpreter=/usr/bin/python3\n")
-    p = preflight(inv)
+    inv.write_text(f"[local]\nthishost ansible_connection=local "
+                   f"ansible_python_interpreter={interpreter}\n")
+    return preflight(inv)
+
+
+def test_local_connection_reports_without_ssh_connection(tmp_path) -> None:
+    """As on the H200: no SSH_CONNECTION, no connection interface to find, and the report says
+    so."""
+    p = preflight_here(tmp_path, "/usr/bin/python3")
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     lines = [ln.strip() for ln in p.stdout.splitlines()]
     assert "connection: local (Ansible runs on this host: no network path to keep up)" in lines
@@ -72,12 +77,7 @@ def test_local_connection_reports_without_ssh_connection(tmp_path) -> None:
 def test_an_interpreter_without_apt_bindings_is_one_line(tmp_path) -> None:
     """As on the H200 driven with its torch venv's Python: Ansible's apt module would fail later
     with 'python3-apt has no installation candidate'; preflight names the interpreter instead."""
-    if os.geteuid() != 0:
-        pytest.skip("site.yml becomes root; under a local connection that needs root here")
-    inv = tmp_path / "local.ini"
-    inv.write_text("[local]\nthishost ansible_connection=local "
-                   "ansible_python_interpreter=\"{{ ansible_playbook_python }}\"\n")
-    p = preflight(inv)
+    p = preflight_here(tmp_path, '"{{ ansible_playbook_python }}"')
     assert p.returncode == 2, p.stdout[-3000:]
     line = next(ln for ln in p.stdout.splitlines() if "cannot import apt" in ln)
     assert f"({os.path.dirname(sys.executable)}/" in line  # the interpreter, named
