@@ -158,7 +158,9 @@ def ufw_added_line(grant):
     """A grant as `ufw show added` prints it back (ufw 0.36)."""
     port = grant["port"].replace("-", ":")
     if grant["source"]:
-        return (f"ufw allow from {grant['source']} to any port {port} proto {grant['proto']} "
+        net = ipaddress.ip_network(grant["source"])
+        source = net.network_address if net.prefixlen == net.max_prefixlen else net
+        return (f"ufw allow from {source} to any port {port} proto {grant['proto']} "
                 "comment 'rdmaprov'")
     return f"ufw allow {port}/{grant['proto']} comment 'rdmaprov'"
 
