@@ -358,3 +358,42 @@ def test_a_pair_without_a_figure_keeps_its_error(tmp_path: Path, capsys) -> None
     assert rc == 2  # n3+n4 failed between two good hosts: a link, not a host
     assert "n3+n4" in out and "DistBackendError: timeout" in out
     assert "slow pair, no single host to blame: n3+n4 no result" in out
+
+
+# What the Jenkins xunit plugin's JUnit schema (junit-10.xsd) allows, element by element:
+# attributes (required ones first) and children. GitLab reads the same shape.
+JUNIT_RULES = {
+    "testsuites": ((), {"name", "time", "tests", "failures", "errors"}, {"testsuite"}),
+    "testsuite": (("name", "tests", "failures", "errors"),
+                  {"group", "time", "skipped", "timestamp", "hostname", "id", "package", "file",
+                   "log", "url"}, {"testsuite", "properties", "testcase", "system-out",
+                                   "system-err"}),
+    "testcase": (("name",), {"time", "classname", "group"},
+                 {"skipped", "error", "failure", "system-out", "system-err"}),
+    "failure": ((), {"type", "message"}, set()),
+    "error": ((), {"type", "message"}, set()),
+    "skipped": ((), {"type", "message"}, set()),
+    "system-out": ((), set(), set()),
+}
+
+
+def test_junit_follows_the_jenkins_xunit_schema(tmp_path: Path, capsys) -> None:
+    import re
+
+    hosts = ["n1", "n2", "n3", "n4"]
+    doc = with_pairs(worker_doc(hosts, 9.0), {("n1", "n2"): 23.5, ("n3", "n4"): None,
+                                              ("n2", "n3"): 23.1, ("n4", "n1"): 9.0})
+    make_run(tmp_path, "fabric", {h: (HDR, IB_LOG) for h in hosts}, doc, rcs={"n2": "124"})
+    main(["validate", "--judge", str(tmp_path), "--junit", str(tmp_path / "j.xml")])
+    capsys.readouterr()
+    root = ET.parse(tmp_path / "j.xml").getroot()
+    seen = set()
+    for el in root.iter():
+        required, optional, children = JUNIT_RULES[el.tag]
+        seen.add(el.tag)
+        assert set(required) <= set(el.attrib), (el.tag, el.attrib)
+        assert set(el.attrib) <= set(required) | optional, (el.tag, el.attrib)
+        assert {c.tag for c in el} <= children, (el.tag, [c.tag for c in el])
+        if "time" in el.attrib:
+            assert re.fullmatch(r"(([0-9]{0,3},)*[0-9]{3}|[0-9]{0,3})*(\.[0-9]*)?", el.get("time"))
+    assert {"testsuites", "testsuite", "testcase", "failure", "error"} <= seen
