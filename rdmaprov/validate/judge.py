@@ -75,34 +75,35 @@ def port_facts(ports: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def worker_outcome(rc: str | None, log: str | None) -> str | None:
-    """Why a host's part of a run failed, in one line; None when it succeeded."""
+    """Why a host's part of a run failed, in one line; None when it succeeded. The worker's and
+    the launch's own one-line JSON errors come first: a ``watchdog:`` line (the worker hung and
+    was killed) or a ``stopped:`` line (a peer could not run), then the last error line."""
     rc = (rc or "").strip()
     if rc == "0":
         return None
     lines = [ln.strip() for ln in (log or "").splitlines() if ln.strip()]
-    watchdog = next((ln for ln in reversed(lines) if "watchdog" in ln.lower()), None)
-    error = None
-    for ln in reversed(lines):
+    errors = []
+    for ln in lines:
         if ln.startswith("{") and '"error"' in ln:
             try:
-                error = json.loads(ln).get("error")
-            except ValueError:
+                err = json.loads(ln).get("error")
+            except (ValueError, AttributeError):
                 continue
-            if error:
-                break
+            if err:
+                errors.append(str(err))
+    why = next((e for e in errors if e.startswith(("watchdog:", "stopped:"))), None)
     if not rc:
         return "no exit status: the run did not finish on this host (connection lost?)"
     if rc in KILLED:
         return ("worker hung: killed at the run's timeout (a peer never joined, or NCCL/gloo "
-                "hung)" + (f": {watchdog}" if watchdog else "")
-                + ("" if lines else "; its log is empty"))
-    if watchdog:
-        return f"worker hung and was ended by its watchdog (rc {rc}): {watchdog}"
+                "hung)" + (f": {why}" if why else "") + ("" if lines else "; its log is empty"))
+    if why:
+        return f"{why} (rc {rc})"
     # The last line that is not NCCL's or torch's own chatter.
     chatter = ("NCCL INFO", "NCCL WARN", "[rank", "[W", "[I", "[E", "W0", "I0", "E0")
     last = next((ln for ln in reversed(lines)
                  if not any(c in ln[:40] for c in chatter) and not ln.startswith("{")), None)
-    return f"worker failed (rc {rc}): {error or last or 'no message'}"
+    return f"worker failed (rc {rc}): {errors[-1] if errors else last or 'no message'}"
 
 
 @dataclass

@@ -504,12 +504,13 @@ def sweep(ctx: _Ctx, sizes: list[int], dtype_name: str, warmup: int,
 # --- pair rounds in the same processes ----------------------------------------------------------
 
 def _rounds() -> Any:
-    """rounds.py: from the package when run as a module, else the copy beside this file."""
-    try:
-        from rdmaprov.validate import rounds  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        import rounds  # type: ignore[import-not-found,no-redef,unused-ignore]
+    """rounds.py from beside this file: the package's own copy when run as a module, the copy
+    the launch puts next to worker.py on a host."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import rounds  # type: ignore[import-not-found,unused-ignore]
+
     return rounds
 
 

@@ -397,3 +397,22 @@ def test_junit_follows_the_jenkins_xunit_schema(tmp_path: Path, capsys) -> None:
         if "time" in el.attrib:
             assert re.fullmatch(r"(([0-9]{0,3},)*[0-9]{3}|[0-9]{0,3})*(\.[0-9]*)?", el.get("time"))
     assert {"testsuites", "testsuite", "testcase", "failure", "error"} <= seen
+
+
+def test_the_watchdog_and_stop_lines_come_first(tmp_path: Path, capsys) -> None:
+    """The worker's own watchdog line and the launch's stop line name the cause; a signal the
+    stop caused later in the log does not."""
+    hosts = ["n1", "n2", "n3"]
+    dog = {"ok": False, "error": "watchdog: no progress for 132 s in all_reduce of 1048576 "
+           "bytes; killed the worker (a peer gone, or a collective hung)", "rank": 1}
+    stop = {"ok": False, "error": "stopped: n2 could not run (its worker exited 3)"}
+    sig = {"ok": False, "error": "SignalException: Process 77 got signal: 15"}
+    make_run(tmp_path, "fabric", {h: (HDR, None) for h in hosts}, None,
+             rcs={"n1": "1", "n2": "3", "n3": "143"},
+             logs={"n1": json.dumps(stop) + "\n" + json.dumps(sig) + "\n",
+                   "n2": json.dumps(dog) + "\n", "n3": json.dumps(sig) + "\n"})
+    doc = json_report(tmp_path, capsys=capsys)
+    why = {h["host"]: h["reasons"][0] for h in doc["hosts"]}
+    assert why["n1"] == "stopped: n2 could not run (its worker exited 3) (rc 1)"
+    assert why["n2"].startswith("watchdog: no progress for 132 s") and why["n2"].endswith("(rc 3)")
+    assert why["n3"] == "worker failed (rc 143): SignalException: Process 77 got signal: 15"

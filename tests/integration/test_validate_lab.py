@@ -41,7 +41,9 @@ def _validate(lab, tmp: Path, variables: dict, *extra: str) -> tuple[int, dict]:
 
 
 def test_host_runtime_green(lab, tmp_path: Path) -> None:
-    code, report = _validate(lab, tmp_path, HOST_RUNTIME)
+    # gloo pairs on 2 shared cores spread to ~0.2 of the best under load (a throttled node sits
+    # near 0.01): the relative rule at 0.1 here, 0.4 by default.
+    code, report = _validate(lab, tmp_path, HOST_RUNTIME, "--pair-fraction", "0.1")
     assert code == 0, report
     assert report["passed"] and report["backend"] == "gloo"
     assert report["world_size"] == len(lab.nodes)

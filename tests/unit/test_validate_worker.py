@@ -57,13 +57,20 @@ def test_one_line_takes_nccls_last_error():
 
 
 def test_worker_imports_nothing_from_rdmaprov():
-    # It is mounted alone into the validation image, where rdmaprov is not installed.
+    # It is copied into the validation image with rounds.py beside it (the pair planner,
+    # standard library only), where rdmaprov is not installed.
     tree = ast.parse(WORKER.read_text())
     names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
              for a in n.names}
     names |= {n.module.split(".")[0] for n in ast.walk(tree)
               if isinstance(n, ast.ImportFrom) and n.module}
-    assert names <= set(sys.stdlib_module_names) | {"torch", "__future__"}, names
+    assert names <= set(sys.stdlib_module_names) | {"torch", "__future__", "rounds"}, names
+    rounds = ast.parse((WORKER.parent / "rounds.py").read_text())
+    used = {a.name.split(".")[0] for n in ast.walk(rounds) if isinstance(n, ast.Import)
+            for a in n.names}
+    used |= {n.module.split(".")[0] for n in ast.walk(rounds)
+             if isinstance(n, ast.ImportFrom) and n.module}
+    assert used <= set(sys.stdlib_module_names) | {"__future__"}, used
 
 
 def test_stdout_holds_only_the_document():
