@@ -126,7 +126,7 @@ def test_inbox_version_pin_is_enforced(lab, collections, tmp_path):
     # The pinned version does not exist in the repository: apt says so, nothing pretends
     # (Ansible's apt module words it "no available installation candidate for rdma-core=0.0-0",
     # or lists the other versions).
-    assert rc != 0 and "rdma-core=0.0-0" in out.replace(" (", "=").replace(")", ""), out
+    assert rc != 0 and "0.0-0" in out, out
     assert "no available installation candidate" in out or "other versions" in out, out
 
 
