@@ -1,7 +1,7 @@
 """Pair rounds in the fabric run's own processes: what naming a slow host costs on top of the
 fabric run, on real lab nodes with one node's fabric port throttled (tc tbf).
 
-    python bench/pair_rounds.py --lab NAME [--slow node8] [--reps 1] [--rate 200mbit]
+    python bench/pair_rounds.py --lab NAME [--slow node3,node4] [--reps 1] [--rate 200mbit]
 
 Against a running lab (`rdmaprov lab up --name NAME --nodes N`), interleaved in one run: the
 fabric run alone (`--pairwise never`) and the same with the rounds (`--pairwise always`), each
@@ -40,15 +40,17 @@ def validate(inventory: Path, pairwise: str, tmp: Path) -> tuple[float, int, dic
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--lab", required=True)
-    ap.add_argument("--slow", help="node whose eth1 is throttled (default: the last)")
+    ap.add_argument("--slow", help="nodes whose eth1 is throttled, comma-separated "
+                    "(default: the last)")
     ap.add_argument("--rate", default="200mbit")
     ap.add_argument("--reps", type=int, default=1)
     args = ap.parse_args()
     lab = Lab(args.lab)
     nodes = list(lab.addresses)
-    slow = args.slow or nodes[-1]
-    lab.exec(slow, ["tc", "qdisc", "add", "dev", "eth1", "root", "tbf", "rate", args.rate,
-                    "burst", "16kb", "latency", "400ms"])
+    slow = (args.slow or nodes[-1]).split(",")
+    for node in slow:
+        lab.exec(node, ["tc", "qdisc", "add", "dev", "eth1", "root", "tbf", "rate", args.rate,
+                        "burst", "16kb", "latency", "400ms"])
     rows = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -63,7 +65,8 @@ def main() -> int:
                                  "unexplained": pw.get("unexplained") or []})
                     print(json.dumps(rows[-1]), flush=True)
     finally:
-        lab.exec(slow, ["tc", "qdisc", "del", "dev", "eth1", "root"], check=False)
+        for node in slow:
+            lab.exec(node, ["tc", "qdisc", "del", "dev", "eth1", "root"], check=False)
     never = [r["wall_s"] for r in rows if r["mode"] == "never"]
     always = [r["wall_s"] for r in rows if r["mode"] == "always"]
     print(json.dumps({"nodes": len(nodes), "slow": slow, "rate": args.rate,
