@@ -56,6 +56,15 @@ def test_two_labs_of_one_name_from_two_roots_do_not_collide(roots):
     assert lab(roots[1], "status").returncode == 0, "taking one down hurt the other"
 
 
+def running(pid: int) -> bool:
+    """Alive, not a zombie waiting for a parent that is gone to be reaped by init."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 def test_up_cleans_a_node_whose_lab_state_was_lost(roots):
     d = roots[0]
     up = lab(d, "up", "--nodes", "1")
@@ -67,7 +76,7 @@ def test_up_cleans_a_node_whose_lab_state_was_lost(roots):
     again = lab(d, "up", "--nodes", "1")
     assert again.returncode == 0, again.stderr[-2000:]
     assert "Traceback" not in again.stderr
-    assert not Path(f"/proc/{orphan}").exists(), "the orphaned node still runs"
+    assert not running(orphan), "the orphaned node still runs"
     status = lab(d, "status", "--json")
     assert status.returncode == 0 and json.loads(status.stdout)[0]["ssh"]
     # The orphan's bridges went with `down` (the new state knows them by name).
