@@ -6,7 +6,8 @@ Pure functions over three inputs, all already parsed:
   NcclLogReport): ``network``, ``fallback_to_socket``, ``fallback_cause``, ``hcas``, ``gdr``
   ("enabled" / "disabled" / "unknown"), ``gdr_reason``; read by attribute or by key, so the
   report or its ``to_dict()`` both work,
-- per host, the ``rdma`` facts of the rdma_facts module (docs/CONTRACTS.md): ports and rates.
+- per host, its ports in the ``rdma`` facts shape (devices with ports, rates): the judge builds
+  them from the run's own counters_before.json (rdmaprov/validate/judge.py, port_facts).
 
 Bandwidth threshold. busbw must reach ``bw_fraction`` (default 0.8) of the line rate of the
 ports NCCL can use, unless an explicit ``min_busbw_GBps`` is given. Why 0.8: a healthy HDR
