@@ -18,6 +18,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from rdmaprov.console import table_console
 from rdmaprov.drift import DriftRow
 from rdmaprov.engine import RunResult, task_label
 
@@ -182,7 +183,7 @@ def print_reports(reports: Mapping[str, list[tuple[str, list[str]]]], stream: Te
 def print_drift(rows: list[DriftRow], hosts: list[str], stream: TextIO, *, check: bool) -> None:
     """What --diff shows (bootstrap and reconfigure alike): per host and setting, the value on
     the host and the wanted one (--check: nothing was changed), then the hosts in line."""
-    console = Console(file=stream, highlight=False, width=None if stream.isatty() else 250)
+    console = table_console(stream)
     title = "Drift (current -> wanted)" if check else "Changed (before -> after)"
     table = Table(title=title, title_justify="left")
     for col in ("host", "setting", *(("current", "wanted") if check else ("before", "after"))):

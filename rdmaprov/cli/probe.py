@@ -21,6 +21,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from rdmaprov.console import table_console
 from rdmaprov.errors import UserError
 from rdmaprov.probe import fabric
 from rdmaprov.probe._collection import module_utils
@@ -188,8 +189,7 @@ PORT_COLUMNS = ("device", "port", "state", "physical", "rate", "link", "mtu", "l
 
 
 def _console() -> Console:
-    # Not a terminal (a pipe, a log): one line per row, however wide.
-    return Console(file=sys.stdout, highlight=False, width=None if sys.stdout.isatty() else 250)
+    return table_console(sys.stdout)
 
 
 def _table(columns, rows) -> Table:

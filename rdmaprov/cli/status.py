@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from rdmaprov import inventory as inventory_mod
 from rdmaprov import progress
 from rdmaprov.cli import options
+from rdmaprov.console import table_console
 from rdmaprov.engine import RunnerSession
 from rdmaprov.probe._collection import module_utils
 from rdmaprov.resources import playbook as find_playbook
@@ -131,9 +131,7 @@ def run(args: argparse.Namespace) -> int:
         doc["nodes"] = states
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
         return code
-    # Not a terminal (a pipe, a log): one line per host, however wide.
-    console = Console(file=sys.stdout, highlight=False,
-                      width=None if sys.stdout.isatty() else 250)
+    console = table_console(sys.stdout)
     table = Table(box=None, pad_edge=False)
     table.add_column("host")
     for c in COLUMNS:
