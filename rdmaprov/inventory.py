@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import fnmatch
 import ipaddress
-import json
 import os
 import re
 import shlex
@@ -29,24 +27,12 @@ from typing import Any
 import yaml
 
 from rdmaprov.errors import UserError
+from rdmaprov.values import RANGES, check_value  # noqa: F401  (shared with check)
+from rdmaprov.values import did_you_mean as _did_you_mean
+from rdmaprov.values import templated as _templated
 
 GENERIC_PREFIX = "rdmaprov_"
 
-# Ranges of the known numeric settings, matched (fnmatch) against a variable's or a nested
-# option's name. For list variables the range applies to each element.
-RANGES: tuple[tuple[tuple[str, ...], int, int, str], ...] = (
-    (("mtu", "*_mtu", "net_mtu_default"), 68, 9216, "MTU"),
-    (("*pfc_priority", "*pfc_priorities", "*_pfc_prio"), 0, 7, "PFC priority"),
-    (("port", "*_port", "*_ports", "ansible_port"), 1, 65535, "TCP/UDP port"),
-    (("dscp", "*_dscp"), 0, 63, "DSCP value"),
-    (("tos", "*_tos"), 0, 255, "ToS value"),
-)
-
-_TYPE_WORDS = {
-    "int": "an integer", "float": "a number", "bool": "a boolean (true/false)",
-    "list": "a list", "dict": "a mapping", "str": "a string", "path": "a path",
-    "bytes": "a byte size", "bits": "a bit size", "json": "JSON", "jsonarg": "JSON",
-}
 _HOSTNAME = re.compile(r"^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?$")
 _YAML_EXTS = (".yml", ".yaml", ".json")
 
@@ -100,107 +86,6 @@ def load_specs(collection: Path) -> Specs:
 
 
 # -- values ---------------------------------------------------------------------------------
-
-
-def _templated(value: Any) -> bool:
-    """Jinja is resolved on the hosts at run time; Ansible's own argument checks see it there."""
-    if type(value).__name__ in ("EncryptedString", "AnsibleVaultEncryptedUnicode"):
-        return True
-    return isinstance(value, str) and ("{{" in value or "{%" in value)
-
-
-def _convert(value: Any, type_name: str) -> Any:
-    """Ansible's own conversion for an argument-spec type; raises TypeError/ValueError."""
-    from ansible.module_utils.common import validation as v
-
-    checkers: dict[str, Callable[..., Any]] = {
-        "int": v.check_type_int, "float": v.check_type_float, "bool": v.check_type_bool,
-        "list": v.check_type_list, "dict": v.check_type_dict, "path": v.check_type_path,
-        "bytes": v.check_type_bytes, "bits": v.check_type_bits, "json": v.check_type_jsonarg,
-        "jsonarg": v.check_type_jsonarg, "raw": v.check_type_raw,
-    }
-    if type_name == "str":
-        if isinstance(value, (dict, list)):
-            raise TypeError("not a string")
-        return str(value)
-    if type_name == "int" and isinstance(value, bool):
-        raise TypeError("bool is not an int")  # true/false would pass as 1/0
-    if type_name == "int" and isinstance(value, float):
-        raise TypeError("float is not an int")  # 9000.5 would be truncated silently
-    checker = checkers.get(type_name)
-    return value if checker is None else checker(value)
-
-
-def _range_for(name: str) -> tuple[int, int, str] | None:
-    for patterns, low, high, what in RANGES:
-        if any(fnmatch.fnmatchcase(name, p) for p in patterns):
-            return low, high, what
-    return None
-
-
-def _show(value: Any) -> str:
-    text = repr(value) if isinstance(value, str) else json.dumps(value, default=str)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def check_value(name: str, label: str, value: Any, spec: Mapping[str, Any]) -> list[str]:
-    """Problems with one value against its option spec; ``label`` is how to name it."""
-    if value is None or _templated(value):
-        return []
-    type_name = str(spec.get("type", "str"))
-    try:
-        value = _convert(value, type_name)
-    except (TypeError, ValueError):
-        return [f"{label}: {_show(value)} is not {_TYPE_WORDS.get(type_name, type_name)}"]
-    problems: list[str] = []
-    choices = spec.get("choices")
-    items = value if type_name == "list" else [value]
-    if choices:
-        for item in items:
-            if not _templated(item) and item not in choices:
-                problems.append(f"{label}: {_show(item)} is not one of "
-                                f"{', '.join(str(c) for c in choices)}")
-    elements = spec.get("elements")
-    if type_name == "list" and elements:
-        for i, item in enumerate(value):
-            problems += check_value(name, f"{label}[{i}]", item,
-                                    {**spec, "type": elements, "elements": None,
-                                     "choices": None})
-        return problems
-    if type_name == "dict" and spec.get("options"):
-        problems += _check_suboptions(label, value, spec["options"])
-    rng = _range_for(name)
-    if rng and type_name in ("int", "list", "raw") and not problems:
-        low, high, what = rng
-        for item in items:
-            if isinstance(item, int) and not isinstance(item, bool) and not low <= item <= high:
-                problems.append(f"{label}: {item} is not a valid {what} ({low}..{high})")
-            elif isinstance(item, str) and type_name == "raw" and what == "TCP/UDP port":
-                # A raw port option also takes a "LOW-HIGH" range (firewall_allow[].port).
-                m = re.fullmatch(r"(\d+)(?:[-:](\d+))?", item.strip())
-                if not m or not low <= int(m[1]) <= int(m[2] or m[1]) <= high:
-                    problems.append(f"{label}: {item!r} is not a {what} or LOW-HIGH range "
-                                    f"({low}..{high})")
-    return problems
-
-
-def _check_suboptions(label: str, value: Mapping[str, Any],
-                      options: Mapping[str, Any]) -> list[str]:
-    problems: list[str] = []
-    for key, sub in value.items():
-        if key not in options:
-            problems.append(f"{label}: unknown key {key!r}" + _did_you_mean(str(key), options))
-            continue
-        problems += check_value(str(key), f"{label}.{key}", sub, options[key] or {})
-    for key, opt in options.items():
-        if (opt or {}).get("required") and key not in value:
-            problems.append(f"{label}: required key {key!r} is missing")
-    return problems
-
-
-def _did_you_mean(name: str, known: Any) -> str:
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def check_variables(variables: Mapping[str, Any], specs: Specs) -> list[str]:

@@ -13,11 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from rdmaprov.errors import UserError
-from rdmaprov.inventory import check_value
 from rdmaprov.probe._collection import module_utils
+from rdmaprov.values import check_value, convert
 
 DEFAULT_CONFIG = Path("/etc/rdmaprov/check.yml")
 # The verbs stack every RDMA job needs (kernel_caps.VERBS_STACK); the HCA driver is a site choice.
@@ -45,7 +43,8 @@ class Expectations:
         return dataclasses.asdict(self)
 
 
-# name → (argument-spec type, elements, choices): the same checker the inventory uses.
+# name → (argument-spec type, elements, choices): the value rule the inventory uses too
+# (rdmaprov/values.py, which imports no Ansible: a prolog runs this before every job).
 SPEC: dict[str, dict[str, Any]] = {
     "ports": {"type": "int"},
     "rate": {"type": "int"},
@@ -77,26 +76,19 @@ def _convert(name: str, value: Any, label: str) -> Any:
         raise UserError(problems[0])
     if value is None:
         return None
-    from ansible.module_utils.common import validation as v
-
-    if spec["type"] == "int":
-        value = v.check_type_int(value)
-        if value < 0:
-            raise UserError(f"{label}: {value} must not be negative")
-    elif spec["type"] == "float":
-        value = v.check_type_float(value)
-    elif spec["type"] == "bool":
-        value = v.check_type_bool(value)
-    elif spec["type"] == "list":
-        value = [str(x) for x in v.check_type_list(value)]
-    else:
-        value = str(value)
+    value = convert(value, spec["type"])
+    if spec["type"] == "int" and value < 0:
+        raise UserError(f"{label}: {value} must not be negative")
+    if spec["type"] == "list":
+        value = [str(x) for x in value]
     if name == "memlock" and value != "unlimited" and not value.isdigit():
         raise UserError(f"{label}: {value!r} is not 'unlimited' or a size in KiB")
     return value
 
 
 def load_file(path: Path) -> dict[str, Any]:
+    import yaml  # only when there is a file: a check given flags alone does without
+
     try:
         data = yaml.safe_load(path.read_text())
     except FileNotFoundError:

@@ -15,7 +15,6 @@ from typing import Any
 
 from rdmaprov.check.expect import Expectations
 from rdmaprov.check.judge import Item
-from rdmaprov.parsers.nccl_log import parse_nccl_log
 
 TIMEOUT_S = 180
 
@@ -36,6 +35,9 @@ def run(gpus: int, python: str | None = None, max_bytes: str = "256M",
     except OSError as exc:
         return {"ok": False, "error": f"cannot start {argv[0]}: {exc.strerror}", "doc": None,
                 "nccl": None}
+    # Imported here: the parser's patterns cost a check without --nccl its start-up time.
+    from rdmaprov.parsers.nccl_log import parse_nccl_log
+
     report = parse_nccl_log(p.stderr.splitlines()).to_dict()
     doc = None
     try:

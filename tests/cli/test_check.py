@@ -218,3 +218,37 @@ def test_nhc_plugin_calls_die_with_the_reason(tmp_path: Path) -> None:
                         "check_rdmaprov --expct-gpus 2"], env=env, capture_output=True,
                        text=True, timeout=60, check=False)
     assert p.stdout.startswith("DIE 1 rdmaprov: config error: rdmaprov"), p.stdout
+
+
+# What a prolog's `rdmaprov check` may import to start: no Ansible, no ansible-runner, no rich,
+# no other command's modules (issue 16: the check stays well under a second on a node).
+_IMPORTS = """
+import io, json, sys, contextlib
+from rdmaprov.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    rc = main(sys.argv[1:])
+print(json.dumps({"rc": rc, "modules": sorted(sys.modules)}))
+"""
+HEAVY = ("ansible", "ansible_runner", "rich", "jinja2")
+
+
+def test_check_start_imports_no_ansible_and_no_other_command(tmp_path: Path) -> None:
+    cfg = tmp_path / "check.yml"
+    # Every expectation type through the value rule (int, float, bool, list, str, choices).
+    cfg.write_text("ports: 2\nrate: 400\nmtu: 4092\ninterfaces: [ib0]\nmodules: [ib_core]\n"
+                   "link_layer: InfiniBand\npeermem: false\nnccl_min_busbw: 1.5\n"
+                   "memlock: '1'\ngpus: 2\n")
+    p = subprocess.run([sys.executable, "-c", _IMPORTS, "check", "--config", str(cfg),
+                        "--sysroot", str(fake_node(tmp_path)), "--nhc"],
+                       capture_output=True, text=True, timeout=60, check=False)
+    doc = json.loads(p.stdout.splitlines()[-1])
+    assert doc["rc"] == 0, p.stdout + p.stderr
+    mods = doc["modules"]
+    assert sorted({m.split(".")[0] for m in mods} & set(HEAVY)) == []
+    ours = [m for m in mods if m.startswith("rdmaprov.")]
+    assert [m for m in ours if m.startswith("rdmaprov.cli.")] == ["rdmaprov.cli.check"]
+    for other in ("rdmaprov.inventory", "rdmaprov.engine", "rdmaprov.validate",
+                  "rdmaprov.parsers", "rdmaprov.lab", "rdmaprov.progress"):
+        assert not [m for m in ours if m == other or m.startswith(other + ".")], ours
+    # The check did parse its file with the shared rule (and so did import it).
+    assert "rdmaprov.values" in mods and "yaml" in mods
