@@ -1,45 +1,76 @@
 """Wall time of `rdmaprov check` (no --nccl) on a lab node, as a Slurm prolog runs it.
 
-Runs the node's installed rdmaprov (the slurm_health role's venv, /opt/rdmaprov) `--runs` times
-inside the node, each a fresh process timed from inside the node (no nsenter or SSH in the
-figure), and reports the median and spread, plus whether the start-up imported Ansible.
+Runs rdmaprov `--runs` times inside the node, each a fresh process timed from inside the node
+(no nsenter or SSH in the figure), and reports the median and spread, the CPU time, and whether
+the start-up imported Ansible. The node's installed rdmaprov (the slurm_health role's venv,
+/opt/rdmaprov) runs `check --nhc` as the prolog calls it. With `--before REF`, the same venv's
+python also runs `-m rdmaprov check --nhc` from two source trees copied into the node, REF's and
+`--after` (default HEAD), interleaved run by run, and the ratio of their medians is printed.
 
-    sudo .venv/bin/python bench/check_time.py --lab vslurm [--node node1] [--runs 20]
+    sudo .venv/bin/python bench/check_time.py --lab NAME [--node node1] [--runs 20]
+                                              [--before REF [--after REF]]
 
-The lab must have rdmaprov installed on the node: `rdmaprov lab up --name vslurm --slurm`, then
+The lab must have rdmaprov installed on the node: `rdmaprov lab up --name NAME --slurm`, then
 the slurm_health role (tests/integration/test_slurm_lab.py with RDMAPROV_KEEP_LAB=1 does both).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import statistics
+import subprocess
+from pathlib import Path
 
 from rdmaprov.lab import Lab
 
+ROOT = Path(__file__).resolve().parents[1]
+TREES = "/var/tmp/rdmaprov-bench"
+
+# Inside the node: variants [name, argv, PYTHONPATH or ""], run interleaved.
 PROBE = r"""
-import json, resource, subprocess, sys, time
-cmd, runs = sys.argv[1], int(sys.argv[2])
-argv = [cmd, "check", "--nhc"]
-times, cpu, codes = [], [], set()
+import json, os, resource, subprocess, sys, time
+variants, runs = json.loads(sys.argv[1]), int(sys.argv[2])
 def used():
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
+out = {name: {"times": [], "cpu": [], "codes": set()} for name, _, _ in variants}
+def env_of(path):
+    env = dict(os.environ)
+    if path:
+        env["PYTHONPATH"] = path
+    return env
 for _ in range(runs):
-    c0, t0 = used(), time.perf_counter()
-    p = subprocess.run(argv, capture_output=True, text=True)
-    times.append(time.perf_counter() - t0)
-    cpu.append(used() - c0)
-    codes.add(p.returncode)
-imp = subprocess.run([sys.argv[3], "-X", "importtime", "-m", "rdmaprov", "check", "--nhc"],
-                     capture_output=True, text=True).stderr
-mods = [ln.split("|")[-1].strip() for ln in imp.splitlines() if ln.startswith("import time:")]
-print(json.dumps({"times": times, "cpu": cpu, "codes": sorted(codes),
-                  "ansible": sorted({m for m in mods if m.split(".")[0] == "ansible"})[:5],
-                  "modules": len(mods)}))
+    for name, argv, path in variants:
+        c0, t0 = used(), time.perf_counter()
+        p = subprocess.run(argv, capture_output=True, text=True, env=env_of(path))
+        out[name]["times"].append(time.perf_counter() - t0)
+        out[name]["cpu"].append(used() - c0)
+        out[name]["codes"].add(p.returncode)
+for name, argv, path in variants:
+    py = [sys.argv[3], "-X", "importtime"] + (argv[1:] if argv[1] == "-m" else
+                                              ["-m", "rdmaprov"] + argv[1:])
+    imp = subprocess.run(py, capture_output=True, text=True, env=env_of(path)).stderr
+    mods = [ln.split("|")[-1].strip() for ln in imp.splitlines() if ln.startswith("import time:")]
+    out[name]["codes"] = sorted(out[name]["codes"])
+    out[name]["ansible"] = sorted({m for m in mods if m.split(".")[0] == "ansible"})[:5]
+    out[name]["modules"] = len(mods)
+print(json.dumps(out))
 """
+
+
+def _copy_tree(lab: Lab, node: str, ref: str, dest: str) -> str:
+    """REF's rdmaprov package and collection (what `check` reads) into the node; its commit."""
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", ref],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    tar = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar.gz", commit,
+                          "rdmaprov", "plugins", "galaxy.yml"],
+                         capture_output=True, check=True).stdout
+    lab.exec(node, ["sh", "-c", f"rm -rf {dest} && mkdir -p {dest} && base64 -d | "
+                    f"tar -xz -C {dest}"], input=base64.b64encode(tar).decode())
+    return commit
 
 
 def main() -> int:
@@ -48,18 +79,39 @@ def main() -> int:
     ap.add_argument("--node", default="node1")
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--venv", default="/opt/rdmaprov")
+    ap.add_argument("--before", metavar="REF", help="also time this commit's check")
+    ap.add_argument("--after", metavar="REF", default="HEAD",
+                    help="the commit --before is compared with (default HEAD)")
     args = ap.parse_args()
     lab = Lab(args.lab)
-    out = lab.exec(args.node, ["python3", "-c", PROBE, f"{args.venv}/bin/rdmaprov",
-                               str(args.runs), f"{args.venv}/bin/python"], timeout=600).stdout
+    py = f"{args.venv}/bin/python"
+    variants = [["installed", [f"{args.venv}/bin/rdmaprov", "check", "--nhc"], ""]]
+    labels = {"installed": f"{args.venv}/bin/rdmaprov check --nhc"}
+    if args.before:
+        for name, ref in (("before", args.before), ("after", args.after)):
+            commit = _copy_tree(lab, args.node, ref, f"{TREES}/{name}")
+            variants.append([name, [py, "-m", "rdmaprov", "check", "--nhc"],
+                             f"{TREES}/{name}"])
+            labels[name] = f"python -m rdmaprov check --nhc at {commit}"
+    out = lab.exec(args.node, ["python3", "-c", PROBE, json.dumps(variants), str(args.runs),
+                               py], timeout=900).stdout
     doc = json.loads(out)
-    times, cpu = sorted(doc["times"]), doc["cpu"]
-    print(f"rdmaprov check --nhc on {args.lab}/{args.node}: {len(times)} runs, wall median "
-          f"{statistics.median(times):.3f} s (min {times[0]:.3f}, max {times[-1]:.3f}), CPU "
-          f"(user+sys) median {statistics.median(cpu):.3f} s; load average "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; exit codes "
-          f"{doc['codes']}; {doc['modules']} modules imported, Ansible ones: "
-          f"{', '.join(doc['ansible']) or 'none'}")
+    med = {}
+    for name, _, _ in variants:
+        d = doc[name]
+        times, cpu = sorted(d["times"]), d["cpu"]
+        med[name] = statistics.median(times)
+        print(f"{labels[name]} on {args.lab}/{args.node}: {len(times)} runs, wall median "
+              f"{med[name]:.3f} s (min {times[0]:.3f}, max {times[-1]:.3f}), CPU (user+sys) "
+              f"median {statistics.median(cpu):.3f} s; exit codes {d['codes']}; "
+              f"{d['modules']} modules imported, Ansible ones: "
+              f"{', '.join(d['ansible']) or 'none'}")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    if args.before:
+        cpu_b = statistics.median(doc["before"]["cpu"])
+        cpu_a = statistics.median(doc["after"]["cpu"])
+        print(f"before/after: wall {med['before'] / med['after']:.2f}x, CPU "
+              f"{cpu_b / cpu_a:.2f}x (medians, runs interleaved)")
     return 0
 
 
