@@ -100,6 +100,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "TCP side by side: busbw, the time of a 1 GiB all_reduce (scaled from the "
                         "largest size when the sweep stops below 1 GiB, as gloo's does), CPU cores "
                         "busy (env RDMAPROV_VALIDATE_COMPARE_SOCKET=1)")
+    s = parser.add_argument_group(
+        "Slurm (the worker as a job step on allocated nodes, no inventory; docs/validate.md)")
+    s.add_argument("--launcher", choices=("ansible", "slurm"),
+                   default=env("RDMAPROV_VALIDATE_LAUNCHER", "ansible"),
+                   help="ansible: the inventory's hosts over SSH (default); slurm: salloc the "
+                        "nodes, srun the worker on them (env RDMAPROV_VALIDATE_LAUNCHER)")
+    s.add_argument("-p", "--partition", metavar="P",
+                   help="--launcher slurm: the partition to validate")
+    s.add_argument("-N", "--nodes", type=int, metavar="N",
+                   help="--launcher slurm: how many nodes (default: the partition's idle ones)")
+    s.add_argument("--drain", action="store_true",
+                   help="--launcher slurm: drain the hosts the verdict blames with 'rdmaprov: "
+                        "validate: <reason>' (a node drained for another reason keeps it)")
+    s.add_argument("--srun-arg", action="append", metavar="ARG",
+                   help="--launcher slurm: one more srun argument (repeatable), e.g. "
+                        "--srun-arg=--container-image=IMAGE with Pyxis")
     o = parser.add_argument_group("output")
     o.add_argument("--junit", type=Path, metavar="FILE", default=env("RDMAPROV_VALIDATE_JUNIT"),
                    help="also write a JUnit XML report (env RDMAPROV_VALIDATE_JUNIT)")
@@ -122,7 +138,12 @@ def run(args: argparse.Namespace) -> int:
 
         print(plan(args.plan).describe())
         return 0
-    if args.judge is not None:
+    from rdmaprov.validate import slurm
+
+    slurm.check_flags(args)
+    if args.launcher == "slurm":
+        report = slurm.execute(args, pipeline.check_flags(args), human)
+    elif args.judge is not None:
         if args.inventory is not None:
             raise UserError("--judge DIR judges a results directory: give no inventory with it")
         report = pipeline.judge_dir(args)
