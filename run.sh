@@ -4,7 +4,8 @@
 #   ./run.sh demo     install, bring up a 3-node lab, bootstrap it with rdmaprov
 #   ./run.sh test     install, run the whole test suite (unit + lab integration)
 #   ./run.sh setup    install only: system packages and the .venv
-#   ./run.sh lint     ansible-lint, yamllint, ruff, mypy
+#   ./run.sh lint     ansible-lint (production profile, repository root), yamllint, ruff, mypy, changelog
+#   ./run.sh sanity   ansible-test sanity over the built collection, as Galaxy/Automation Hub run it
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -39,6 +40,43 @@ with_worker() {
   "$VENV/bin/python" -c 'import torch' 2>/dev/null || "$VENV/bin/pip" install -q "torch==2.13.0"
 }
 
+# ansible-test sanity on the collection tarball, installed under ansible_collections/ the way a
+# user (and Galaxy's or Automation Hub's import) gets it. Extra arguments go to ansible-test
+# (e.g. --test validate-modules). Its sanity venvs are cached in ~/.ansible/test/venv.
+sanity() {
+  local work py pipver cache coll bin
+  work=$(mktemp -d /tmp/rdmaprov-sanity.XXXXXX)
+  "$VENV/bin/ansible-galaxy" collection build --output-path "$work" . >/dev/null
+  ANSIBLE_COLLECTIONS_PATH="$work" "$VENV/bin/ansible-galaxy" collection install --force --no-deps \
+    -p "$work" "$work"/rdmaprov-cluster-*.tar.gz >/dev/null 2>&1
+  coll="$work/ansible_collections/rdmaprov/cluster"
+  [ -f "$coll/MANIFEST.json" ] || { echo "run.sh: the collection did not install into $work" >&2; exit 1; }
+  py=$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  # ansible-test starts each of its venvs with a get-pip script it downloads from Ansible's CI
+  # file host, which a machine that reaches only package indexes cannot; this stand-in does the
+  # same with the interpreter's own ensurepip, then installs the pip version asked for.
+  pipver=$("$VENV/bin/python" -c 'from types import SimpleNamespace as N
+from ansible_test._internal.python_requirements import get_venv_packages as g
+print(g(N(version="'"$py"'"))["pip"])')
+  cache="$HOME/.ansible/test/cache/get_pip_${pipver//./_}.py"
+  if [ ! -f "$cache" ]; then
+    mkdir -p "$(dirname "$cache")"
+    cat >"$cache" <<'EOF'
+"""Stand-in for get-pip.py (written by rdmaprov's run.sh): ensurepip, then pip install."""
+import subprocess
+import sys
+
+args = [a for a in sys.argv[1:] if a not in ("--no-setuptools", "--no-wheel")]
+subprocess.run([sys.executable, "-m", "ensurepip", "--default-pip"], check=True,
+               stdout=subprocess.DEVNULL)
+sys.exit(subprocess.run([sys.executable, "-m", "pip", "install", "--upgrade", *args]).returncode)
+EOF
+  fi
+  bin=$(cd "$VENV/bin" && pwd)
+  (cd "$coll" && "$bin/ansible-test" sanity --color no --python "$py" "$@")
+  rm -rf "$work"
+}
+
 case "${1:-}" in
   setup) setup ;;
   demo)
@@ -70,5 +108,6 @@ EOT
     "$VENV/bin/ruff" check rdmaprov tests bench
     "$VENV/bin/mypy"
     ;;
-  *) sed -n 2,8p "$0"; exit 2 ;;
+  sanity) shift; sanity "$@" ;;
+  *) sed -n 2,9p "$0"; exit 2 ;;
 esac

@@ -12,7 +12,7 @@ description:
   - Returns one item per role - C(role) (its name, which is also its variables' prefix) and
     C(options) (the C(main) entry point's options).
 version_added: "0.1.0"
-author: rdmaprov developers
+author: rdmaprov developers (!UNKNOWN)
 options: {}
 """
 

@@ -16,14 +16,20 @@ description:
   - For one network interface, the devices and drivers below it (through bonds and VLANs), and
     whether an RDMA driver restart would take it down.
 version_added: "0.1.0"
-author: rdmaprov developers
+author: rdmaprov developers (!UNKNOWN)
 options:
   interface:
     description: Network interface to trace to its drivers (e.g. the one carrying the Ansible connection).
     type: str
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
 """
 
 EXAMPLES = r"""

@@ -20,7 +20,7 @@ description:
     C(disagrees about version of symbol) after an OFED change).
   - Options come from /etc/modprobe.d; this module does not pass any.
 version_added: "0.1.0"
-author: rdmaprov developers
+author: rdmaprov developers (!UNKNOWN)
 options:
   names:
     description: Modules to load, in order (dependencies first, although modprobe resolves them).
@@ -31,9 +31,15 @@ options:
     description: Load missing modules. With C(false) only report their state.
     type: bool
     default: true
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
 """
 
 EXAMPLES = r"""

@@ -18,7 +18,7 @@ description:
     host on (SSH_CONNECTION), and for each I(targets) address whether this host has a route to
     it (a UDP connect, which sends nothing) and from which source address.
 version_added: "0.1.0"
-author: rdmaprov developers
+author: rdmaprov developers (!UNKNOWN)
 options:
   engine:
     description: auto (podman, else docker) or the engine to look for.
@@ -33,9 +33,15 @@ options:
   local_address:
     description: An address of this host (its ansible_host); the interface holding it is returned.
     type: str
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
 """
 
 EXAMPLES = r"""

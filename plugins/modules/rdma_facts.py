@@ -19,7 +19,7 @@ description:
     (C(hw_counters)) read from sysfs, the bond a port's netdev belongs to, and each GID's netdev.
   - Read-only; runs only C(ofed_info -s) and a package query (dpkg-query or rpm).
 version_added: "0.1.0"
-author: rdmaprov developers
+author: rdmaprov developers (!UNKNOWN)
 options:
   sysfs_root:
     description:
@@ -52,11 +52,16 @@ options:
       - NCCL_* variables to check against this host (for example a container image's
         environment); the findings are returned as C(nccl.lint).
     type: dict
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.facts
 attributes:
   check_mode:
     support: full
   diff_mode:
     support: none
+  platform:
+    platforms: posix
   facts:
     support: full
 notes:
