@@ -149,6 +149,15 @@ def settings(args: argparse.Namespace, pol: V.Policy) -> tuple[dict[str, Any], d
     return s, v
 
 
+def spec_of(s: dict[str, Any], v: dict[str, Any], results: Path,
+            srun_args: list[str]) -> dict[str, Any]:
+    """What the process inside the allocation needs (it gets it as a JSON file)."""
+    return {"settings": s, "results": str(results), "timeout": int(v["timeout"]),
+            "master_addr": v["master_addr"] or "", "master_port": int(v["master_port"]),
+            "srun_args": srun_args, "launcher": v["launcher"], "backend": v["backend"],
+            "image": None}
+
+
 def _slurm(argv: list[str], timeout: float = 30) -> str:
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False,
@@ -185,11 +194,8 @@ def execute(args: argparse.Namespace, pol: V.Policy, human: TextIO) -> Report:
             for old in results.iterdir():  # runs of an earlier call would be judged again
                 if old.is_dir() and (old / "run.json").is_file():
                     shutil.rmtree(old)
-        timeout = int(v["timeout"])
-        spec = {"settings": s, "results": str(results), "timeout": timeout,
-                "master_addr": v["master_addr"] or "", "master_port": int(v["master_port"]),
-                "srun_args": list(args.srun_arg or []), "launcher": v["launcher"],
-                "backend": v["backend"], "image": None}
+        spec = spec_of(s, v, results, list(args.srun_arg or []))
+        timeout = spec["timeout"]
         (work / "spec.json").write_text(json.dumps(spec))
         minutes = math.ceil((timeout + SLACK_S) / 60) + 1
         argv = ["salloc", f"--partition={args.partition}", f"--nodes={nodes}",
@@ -343,10 +349,9 @@ def _extract(raw: bytes, run_dir: Path) -> list[str]:
     return sorted(hosts)
 
 
-def inside(spec_path: Path) -> int:
-    spec = json.loads(spec_path.read_text())
-    members = _members()
-    plan = plans(spec, members, _node_addrs(members))
+def record(spec: dict[str, Any], plan: dict[str, Any], members: list[str],
+           job: str | None) -> Path:
+    """A fresh ``<results>/fabric`` with its run.json (the role's keys, and the Slurm job)."""
     run_dir = Path(spec["results"]) / LABEL
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
@@ -355,7 +360,15 @@ def inside(spec_path: Path) -> int:
         "master_addr": plan["master_addr"], "master_port": plan["master_port"],
         "runtime": "host", "image": spec["image"], "launcher": spec["launcher"],
         "backend": spec["backend"], "nproc_per_node": spec["settings"]["nproc"],
-        "slurm_job": os.environ.get("SLURM_JOB_ID")}, indent=2) + "\n")
+        "slurm_job": job}, indent=2) + "\n")
+    return run_dir
+
+
+def inside(spec_path: Path) -> int:
+    spec = json.loads(spec_path.read_text())
+    members = _members()
+    plan = plans(spec, members, _node_addrs(members))
+    run_dir = record(spec, plan, members, os.environ.get("SLURM_JOB_ID"))
     print(f"slurm: job {os.environ.get('SLURM_JOB_ID')} on {', '.join(members)}: the worker "
           f"on every node at once (srun), rendezvous {plan['master_addr']}:{plan['master_port']}",
           file=sys.stderr, flush=True)
