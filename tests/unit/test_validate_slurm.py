@@ -1,0 +1,114 @@
+"""`rdmaprov validate --launcher slurm` without a cluster: each node's launch comes from
+validate_launch.launch() (the role's function), the node side (slurm_task.py) runs a real plan
+on this host and its srun --label output becomes the role's results directory, which the judge
+reads as it reads the role's."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rdmaprov.cli import build_parser
+from rdmaprov.errors import UserError
+from rdmaprov.validate import judge as J
+from rdmaprov.validate import pipeline
+from rdmaprov.validate import slurm as S
+
+VARS = ('{"nccl_validate_backend": "gloo", "nccl_validate_master_port": 29611, '
+        '"nccl_validate_worker_args": ["--max-bytes", "1M", "--iters", "2"]}')
+
+
+def spec(tmp: Path, *extra: str) -> dict[str, Any]:
+    args = build_parser("validate").parse_args(
+        ["validate", "--launcher", "slurm", "-p", "gpu", "-e", VARS, *extra])
+    s, v = S.settings(args, pipeline.check_flags(args))
+    return S.spec_of(s, v, tmp / "results", [])
+
+
+def test_each_node_gets_the_roles_launch(tmp_path: Path) -> None:
+    sp = spec(tmp_path)
+    s = sp["settings"]
+    assert (s["runtime"], s["backend"], s["nproc"], s["python"]) == ("host", "gloo", 1, "python3")
+    nodes = ["gpu7", "gpu8", "gpu9"]
+    plan = S.plans(sp, nodes, {"gpu7": "10.3.0.7", "gpu8": "10.3.0.8", "gpu9": "gpu9"})
+    assert (plan["master"], plan["master_addr"], plan["master_port"]) == ("gpu7", "10.3.0.7",
+                                                                          29611)
+    for rank, node in enumerate(nodes):
+        argv = plan["hosts"][node]["argv"]
+        assert f"--node-rank={rank}" in argv and "--nnodes=3" in argv
+        assert "--master-addr=10.3.0.7" in argv
+        assert "/var/tmp/rdmaprov-validate/bin/worker.py" in argv
+        assert argv[argv.index("--max-bytes") + 1] == "1M"
+        assert plan["hosts"][node]["env"]["RDMAPROV_VALIDATE_RUN"] == "fabric"
+    # The pair rounds ride in the same processes, as with the role.
+    assert argv[argv.index("--pairs") + 1] == "auto"
+
+
+def test_rendezvous_needs_an_address(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"NodeAddr of gpu7 is 'gpu7', not an IP address.*"
+                       r"nccl_validate_master_addr"):
+        S.plans(spec(tmp_path), ["gpu7", "gpu8"], {"gpu7": "gpu7", "gpu8": "gpu8"})
+    sp = spec(tmp_path, "-e", "nccl_validate_master_addr=10.9.9.9")
+    assert S.plans(sp, ["gpu7", "gpu8"], {"gpu7": "gpu7"})["master_addr"] == "10.9.9.9"
+
+
+@pytest.mark.parametrize("extra, message", [
+    (("-e", "nccl_validate_runtime=container"), "nccl_validate_runtime container: with "
+     "--launcher slurm the worker runs as the job step"),
+    (("-e", "nccl_validate_backend=nccl"), "set nccl_validate_nproc_per_node"),
+    (("-e", "net_mtu_default=9000"), "-e net_mtu_default: --launcher slurm takes only "
+     "nccl_validate_*"),
+    (("-e", "nccl_validate_timeout=soon"), "nccl_validate_timeout: 'soon' is not an integer"),
+])
+def test_bad_settings_are_one_line(tmp_path: Path, extra: tuple[str, ...], message: str) -> None:
+    with pytest.raises(UserError, match=re.escape(message)):
+        spec(tmp_path, *extra)
+
+
+def test_node_side_to_results_dir_to_verdict(tmp_path: Path) -> None:
+    """One node, this host: the plan launch() builds (direct launcher, this python), brought
+    by the bundle, run by slurm_task.py as srun would (SLURMD_NODENAME), its stdout in srun
+    --label's format unpacked into the results directory, judged."""
+    sp = spec(tmp_path, "-e", f"nccl_validate_remote_dir={tmp_path / 'node'}",
+              "-e", f"nccl_validate_python={sys.executable}", "-e",
+              "nccl_validate_launcher=direct", "--pairwise", "never")
+    plan = S.plans(sp, ["n1"], {"n1": "10.3.0.1"})
+    assert plan["master_addr"] == "127.0.0.1"  # one host: as the role does
+    bin_dir = tmp_path / "node" / "bin"
+    bin_dir.mkdir(parents=True)
+    with tarfile.open(fileobj=__import__("io").BytesIO(S.bundle(plan))) as tar:
+        assert sorted(tar.getnames()) == ["nccl_validate_counters.py", "plans.json",
+                                          "rounds.py", "slurm_task.py", "worker.py"]
+        tar.extractall(bin_dir)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    p = subprocess.run([sys.executable, str(bin_dir / "slurm_task.py"), str(bin_dir)],
+                       env={**env, "SLURMD_NODENAME": "n1"}, capture_output=True, text=True,
+                       timeout=300, check=False)
+    assert p.returncode == 0, p.stderr
+    run_dir = S.record(sp, plan, ["n1"], "42")
+    labelled = "".join(f"0: {line}\n" for line in p.stdout.splitlines())
+    assert S.unpack(labelled + "0: not base64 at all\n", run_dir) == []  # garbled: no files
+    assert S.unpack(labelled, run_dir) == ["n1"]
+    files = sorted(f.name for f in (run_dir / "n1").iterdir())
+    assert files == sorted(["argv.txt", "counters_after.json", "counters_before.json", "rc",
+                            "result.json", "worker.log"])
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert (meta["hosts"], meta["master"], meta["slurm_job"]) == (["n1"], "n1", "42")
+    report = J.judge(tmp_path / "results", pipeline.policy(build_parser("validate").parse_args(
+        ["validate", "--launcher", "slurm", "-p", "gpu"])))
+    rc = (run_dir / "n1" / "rc").read_text().strip()
+    if importlib.util.find_spec("torch") is not None:
+        assert rc == "0", (run_dir / "n1" / "worker.log").read_text()[-2000:]
+        assert report.passed and report.world_size == 1 and report.backend == "gloo"
+    else:  # the worker says so, and the verdict names the host
+        assert rc == "2"
+        assert not report.hosts[0].passed and "torch" in report.hosts[0].reasons[0]
