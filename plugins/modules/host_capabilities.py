@@ -54,6 +54,11 @@ gpus:
   returned: always
   type: dict
   sample: {count: 8, models: ["NVIDIA H200"], devices: [nvidia0], driver_version: "570.86.15", source: procfs}
+python:
+  description: The Python this module ran in (the one Ansible uses on the host) and whether it can import apt (python3-apt), which Ansible's apt module needs.
+  returned: always
+  type: dict
+  sample: {executable: /usr/bin/python3, apt: true}
 interface:
   description: The interface asked about, the devices below it and their drivers.
   returned: when interface is given
@@ -61,11 +66,23 @@ interface:
   sample: {name: bond0, exists: true, rdma_backed: true, devices: [{name: bond0, driver: null, rdma: false, virtual: true}]}
 """
 
+import importlib
 import os
+import sys
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import kernel_caps
+
+
+def _imports(name: str) -> bool:
+    """Whether this Python can import NAME (found is not enough: python3-apt built for another
+    Python version is found and fails to load)."""
+    try:
+        importlib.import_module(name)
+    except Exception:  # any failure to load is the answer
+        return False
+    return True
 
 
 def main() -> None:
@@ -79,6 +96,7 @@ def main() -> None:
         "kernel_release": release,
         "modules": kernel_caps.module_loading("/", release),
         "gpus": kernel_caps.gpus("/"),
+        "python": {"executable": sys.executable, "apt": _imports("apt")},
     }
     if module.params["interface"]:
         result["interface"] = kernel_caps.netdev_drivers(module.params["interface"], "/")

@@ -1,0 +1,82 @@
+# -*- coding: utf-8 -*-
+# Copyright: rdmaprov developers
+# Apache-2.0
+"""Read-only probe of the firewall role (module firewall_probe): raw texts of the firewall tools,
+the live rules, the listening sockets and Slurm's config; parsing and decisions are made on the
+control host (plugins/module_utils/netcfg_firewall.py)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+SLURM_CONFS = ("/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf", "/usr/local/etc/slurm.conf")
+
+
+def run(argv):
+    if not shutil.which(argv[0]):
+        return {"rc": None, "stdout": "", "stderr": f"{argv[0]}: not installed"}
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False,
+                          env={**os.environ, "LC_ALL": "C"})
+    return {"rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
+
+
+def read(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def socket_owners():
+    """Socket inode → name of a process holding it (what `ss -p` shows)."""
+    owners = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        name = None
+        for fd in fds:
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                if name is None:
+                    name = (read(f"/proc/{pid}/comm") or "?").strip()
+                owners.setdefault(link[8:-1], name)
+    return owners
+
+
+def probe(table, policy):
+    parts = os.environ.get("SSH_CONNECTION", "").split()
+    port_range = (read("/proc/sys/net/ipv4/ip_local_port_range") or "32768 60999").strip()
+    ufw = run(["ufw", "status"])
+    slurm_conf_path = next((p for p in SLURM_CONFS if os.path.isfile(p)), None)
+    firewalld_active = run(["systemctl", "is-active", "firewalld"])["stdout"].strip() == "active"
+    out = {
+        "control_ip": parts[0] if len(parts) == 4 else None,
+        "firewalld_active": firewalld_active,
+        "ufw_active": ufw["rc"] == 0 and "Status: active" in ufw["stdout"],
+        "ufw_present": bool(shutil.which("ufw")),
+        "nft_present": bool(shutil.which("nft")),
+        "systemd_run": bool(shutil.which("systemd-run")),
+        "local_port_range": port_range,
+        # Text, not -j: nft 1.0.6's JSON leaves out the table comment that carries our hash.
+        "nft_table": run(["nft", "list", "table", "inet", table]),
+        "proc_net": {k: read(f"/proc/net/{k}") or "" for k in ("tcp", "tcp6", "udp", "udp6")},
+        "socket_owners": socket_owners(),
+        "slurm_conf_path": slurm_conf_path,
+        "slurm_conf": read(slurm_conf_path) if slurm_conf_path else None,
+        "slurm_installed": any(shutil.which(b) for b in ("slurmd", "slurmctld")),
+    }
+    if firewalld_active:
+        out["firewalld_policy"] = {
+            "permanent": run(["firewall-cmd", "--permanent", f"--policy={policy}",
+                              "--list-rich-rules"]),
+            "runtime": run(["firewall-cmd", f"--policy={policy}", "--list-rich-rules"]),
+        }
+    return out
+

@@ -1,0 +1,81 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: rdmaprov developers
+# Apache-2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: roce_qos_probe
+short_description: Read each NIC's QoS state (mlnx_qos, dcb, ECN, RoCE ToS)
+description:
+  - Runs C(mlnx_qos -i) and C(dcb pfc/app show) and reads the ECN and rdma_cm configfs nodes of each interface; changes nothing (check mode safe).
+  - The raw answers are parsed on the control host by the qos filters.
+  - With O(files) and O(units), also reads the files and units the role keeps, so that one call
+    tells the control host whether a converged host needs any further task.
+version_added: "0.2.0"
+author: rdmaprov developers (@rdmaprov)
+options:
+  interfaces:
+    description: Interfaces to read.
+    type: list
+    elements: str
+    default: []
+  files:
+    description:
+      - Files the role writes; each one's existence, sha1 checksum, mode, owner and group are in
+        RV(file_state), for the control host to compare with what it renders (the state_drift filter).
+    type: list
+    elements: str
+    default: []
+  units:
+    description: systemd units the role enables; C(systemctl is-enabled) of each is in RV(unit_state).
+    type: list
+    elements: str
+    default: []
+attributes:
+  check_mode:
+    support: full
+"""
+EXAMPLES = r"""
+- name: QoS state of eth1
+  rdmaprov.cluster.roce_qos_probe:
+    interfaces: [eth1]
+  register: probe
+"""
+RETURN = r"""
+interfaces:
+  description: One entry per interface, with the raw tool answers (rc, stdout, stderr; null where the tool is missing).
+  returned: always
+  type: list
+  elements: dict
+file_state:
+  description: For each of O(files), whether it exists and its sha1, mode, owner and group.
+  returned: always
+  type: dict
+  sample: {/etc/systemd/system/rdmaprov-mtu.service: {exists: true, sha1: 3f78..., mode: "0644", owner: root, group: root}}
+unit_state:
+  description: For each of O(units), what C(systemctl is-enabled) answers.
+  returned: always
+  type: dict
+  sample: {rdmaprov-mtu.service: enabled}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import roce_qos_probe as probe
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import state_drift
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={**{"interfaces": {"type": "list", "elements": "str", "default": []}},
+                       "files": state_drift.PATHS_SPEC, "units": state_drift.PATHS_SPEC},
+        supports_check_mode=True,
+    )
+    p = module.params
+    module.exit_json(changed=False, file_state=state_drift.read_files(p["files"]),
+                     unit_state=state_drift.read_units(p["units"]),
+                     **{"interfaces": probe.probe(p["interfaces"])})
+
+if __name__ == "__main__":
+    main()
