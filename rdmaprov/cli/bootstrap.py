@@ -14,6 +14,7 @@ from rdmaprov import drift, progress
 from rdmaprov import inventory as inventory_mod
 from rdmaprov.cli import options
 from rdmaprov.engine import RunnerSession, RunResult
+from rdmaprov.errors import UserError
 from rdmaprov.resources import playbook as find_playbook
 
 
@@ -24,17 +25,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Validate the inventory and its variables (no host is touched when they "
         "are wrong), then run the rdmaprov.cluster site playbook with live per-host progress "
         "and a per-host summary, then prove the hosts with `rdmaprov validate` (all_reduce "
-        "across hosts: transport from NCCL's own log, busbw against the link rate). The "
-        "validation is skipped with --no-validate, --check or --tags.",
+        "across hosts: transport from NCCL's own log, busbw against the link rate) where "
+        "site.yml changed something: a no-change re-run is not validated again unless "
+        "--validate always. The validation is skipped with --no-validate, --check or --tags.",
         epilog=options.EXIT_CODES_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("inventory", type=Path, help="inventory file or directory (INI or YAML)")
     options.add_run_options(parser)
+    parser.add_argument("--validate", choices=VALIDATE_CHOICES,
+                        default=os.environ.get("RDMAPROV_VALIDATE", "changed"),
+                        help="after site.yml: 'changed' (default) validates the hosts where a "
+                        "role changed something (none on a no-change re-run), 'always' every "
+                        "host, 'never' none (env RDMAPROV_VALIDATE)")
     parser.add_argument("--no-validate", action="store_true",
                         default=os.environ.get("RDMAPROV_NO_VALIDATE", "") not in ("", "0"),
-                        help="stop after site.yml, without the validation run (env "
-                        "RDMAPROV_NO_VALIDATE=1)")
+                        help="stop after site.yml, without the validation run: --validate never "
+                        "(env RDMAPROV_NO_VALIDATE=1)")
     parser.set_defaults(func=run)
 
 
@@ -44,19 +51,32 @@ def exit_code(result: RunResult) -> int:
     return 2 if result.failed_hosts else 1
 
 
-def _skip_validation(args: argparse.Namespace, code: int, playbook: Path | None) -> str | None:
-    """Why bootstrap's last phase (validate) does not run, or None when it does."""
+VALIDATE_CHOICES = ("changed", "always", "never")
+
+
+def validation_plan(args: argparse.Namespace, code: int, playbook: Path | None,
+                    result: RunResult) -> tuple[list[str], str | None]:
+    """The one rule for bootstrap's last phase: the hosts to validate, and why not, when none.
+
+    A host whose roles changed nothing is as it was when last proven: a no-change re-run is not
+    validated again unless --validate always."""
+    mode = "never" if getattr(args, "no_validate", False) else getattr(args, "validate", "changed")
     if playbook is not None:
-        return "a test playbook ran instead of site.yml"
+        return [], "a test playbook ran instead of site.yml"
     if code != 0:
-        return "site.yml did not succeed on every host"
-    if getattr(args, "no_validate", False):
-        return "--no-validate"
+        return [], "site.yml did not succeed on every host"
+    if mode == "never":
+        return [], "--no-validate" if getattr(args, "no_validate", False) else "--validate never"
     if args.check:
-        return "--check changes nothing and proves nothing"
+        return [], "--check changes nothing and proves nothing"
     if args.tags:
-        return "--tags ran only part of site.yml"
-    return None
+        return [], "--tags ran only part of site.yml"
+    if mode == "always":
+        return list(result.hosts), None
+    changed = [name for name, host in result.hosts.items() if host.changed > 0]
+    if not changed:
+        return [], "no host changed; --validate always to prove them again"
+    return changed, None
 
 
 def _validate(args: argparse.Namespace, hosts: list[str]) -> dict:
@@ -84,6 +104,9 @@ def _validate(args: argparse.Namespace, hosts: list[str]) -> dict:
 def run(args: argparse.Namespace, playbook: Path | None = None) -> int:
     """``playbook`` replaces site.yml (tests run fixture playbooks through the full path)."""
     options.check_choices(args)
+    if args.validate not in VALIDATE_CHOICES:  # from the environment, past argparse's choices
+        raise UserError(f"--validate/RDMAPROV_VALIDATE: {args.validate!r} is not one of "
+                        f"{', '.join(VALIDATE_CHOICES)}")
     options.forks(args)
     options.apply_retry(args)
     inv = inventory_mod.load(args.inventory, limit=args.limit, extra_vars=args.extra_vars)
@@ -106,15 +129,19 @@ def run(args: argparse.Namespace, playbook: Path | None = None) -> int:
         retry = options.record_retry(args.inventory, list(result.hosts), result.failed_hosts)
         if retry is not None:
             print(f"retry the failed hosts: --retry-failed (or --limit @{retry})", file=human)
+    print(f"strategy: {args.strategy}", file=human)
     validation = None
-    skip = _skip_validation(args, code, playbook)
+    hosts, skip = validation_plan(args, code, playbook, result)
     if skip is None:
-        validation = _validate(args, list(inv.selected))
+        if len(hosts) < len(inv.selected):
+            print(f"validation: the hosts site.yml changed: {', '.join(hosts)}", file=human)
+        validation = _validate(args, hosts)
         code = max(code, int(validation["exit_code"]))
     elif playbook is None:
         print(f"validation: skipped ({skip})", file=human)
     if args.json:
         doc = progress.result_document(result, code, view.state.reports)
+        doc["strategy"] = args.strategy
         doc["validation"] = validation
         if args.diff:
             doc["drift"] = collector.as_dicts()

@@ -54,10 +54,10 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                    help="parallel hosts (env RDMAPROV_FORKS; default: one per host, at most "
                         f"{settings.MAX_FORKS})")
     g.add_argument("--strategy", choices=settings.STRATEGIES,
-                   default=os.environ.get("RDMAPROV_STRATEGY", "linear"),
-                   help="Ansible strategy; 'mitogen' needs the mitogen package and is "
-                        "several times faster on large fleets (env RDMAPROV_STRATEGY; "
-                        "default linear)")
+                   default=os.environ.get("RDMAPROV_STRATEGY", "auto"),
+                   help="Ansible strategy; 'auto' (default): mitogen where the mitogen package "
+                        "is installed (pip install 'rdmaprov[fast]'; several times faster on a "
+                        "fleet), else linear (env RDMAPROV_STRATEGY)")
     g.add_argument("--ansible-profile", choices=settings.PROFILES,
                    default=os.environ.get("RDMAPROV_ANSIBLE_PROFILE", "tuned"),
                    help="'tuned' (pipelining, ControlPersist, explicit facts) or Ansible's "
@@ -132,10 +132,13 @@ def check_choices(args: argparse.Namespace) -> None:
 
 def run_spec(args: argparse.Namespace, playbook: Path, inventory: Inventory) -> RunSpec:
     check_choices(args)
+    # 'auto' settled once, here: the summary names it and a validation after bootstrap reuses it.
+    args.strategy = settings.resolve_strategy(args.strategy)
     return RunSpec(
         playbook=playbook,
         inventory=inventory.path,
         extravars=inventory.extravars,
+        user_vars=frozenset(inventory.extravars),  # -e/--set: redacted from kept artifacts
         limit=args.limit,
         tags=_csv(args.tags),
         skip_tags=_csv(args.skip_tags),

@@ -111,3 +111,44 @@ def test_check_diff_prints_the_drift_and_changes_nothing(
     code, out, _ = run_fixture(capsys, str(F / "hosts.ini"), "--limit", "good", "--check",
                                "--diff", "--json", "-e", f"dest={dest}", book="write.yml")
     assert code == 0 and json.loads(out)["drift"] == []
+
+
+def _plan(argv: list[str], changed: dict[str, int], code: int = 0) -> tuple[list[str], str | None]:
+    from rdmaprov.engine import HostResult, RunResult
+
+    args = build_parser().parse_args(["bootstrap", "inv.ini", *argv])
+    result = RunResult(rc=code, status="successful", artifacts_dir=None,
+                       hosts={h: HostResult(name=h, ok=5, changed=c) for h, c in changed.items()})
+    return bootstrap.validation_plan(args, code, None, result)
+
+
+def test_validation_follows_what_site_yml_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    for env in ("RDMAPROV_VALIDATE", "RDMAPROV_NO_VALIDATE"):
+        monkeypatch.delenv(env, raising=False)
+    # A first run changes every host: all are proven.
+    assert _plan([], {"n1": 9, "n2": 9}) == (["n1", "n2"], None)
+    # A repair on one host: only that host is proven again.
+    assert _plan([], {"n1": 0, "n2": 2}) == (["n2"], None)
+    # A no-change re-run: nothing is proven again, unless asked.
+    hosts, why = _plan([], {"n1": 0, "n2": 0})
+    assert hosts == [] and why is not None and "--validate always" in why
+    assert _plan(["--validate", "always"], {"n1": 0, "n2": 0}) == (["n1", "n2"], None)
+    assert _plan(["--validate", "never"], {"n1": 3}) == ([], "--validate never")
+    assert _plan(["--no-validate", "--validate", "always"], {"n1": 3}) == ([], "--no-validate")
+    assert _plan(["--check", "--validate", "always"], {"n1": 3})[0] == []
+    assert _plan(["--tags", "net_mtu"], {"n1": 3})[0] == []
+    assert _plan([], {"n1": 3}, code=2) == ([], "site.yml did not succeed on every host")
+    monkeypatch.setenv("RDMAPROV_VALIDATE", "always")
+    assert _plan([], {"n1": 0})[0] == ["n1"]
+
+
+def test_auto_strategy_is_mitogen_only_where_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rdmaprov import settings
+
+    monkeypatch.setattr(settings, "mitogen_installed", lambda: True)
+    assert settings.resolve_strategy("auto") == "mitogen"
+    monkeypatch.setattr(settings, "mitogen_installed", lambda: False)
+    assert settings.resolve_strategy("auto") == "linear"
+    assert settings.resolve_strategy("free") == "free"
+    env = settings.environment(settings.rows(strategy="auto", control_dir=Path("/tmp")))
+    assert "ANSIBLE_STRATEGY" not in env  # linear: Ansible's own default
