@@ -6,6 +6,7 @@ directory), writes ``env/envvars`` (rdmaprov's Ansible settings, see rdmaprov.se
 path, runs ``ansible-playbook`` through ansible-runner in a worker thread and hands every runner
 event to a consumer callback in the calling thread through a queue. Results come from the
 runner's stats and events, never from stdout.
+A kept dir (``keep_artifacts``) keeps no secret: rdmaprov.artifacts redacts it when the run ends.
 
 Environment: ansible-runner starts from a copy of ``os.environ``; rdmaprov passes on only the
 variables in PASSTHROUGH_ENV (plus names listed in ``$RDMAPROV_PASS_ENV``, comma-separated),
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rdmaprov import settings
+from rdmaprov.artifacts import redact_tree, secret_values
 from rdmaprov.errors import UserError
 from rdmaprov.resources import COLLECTION_NAME, COLLECTION_NAMESPACE, collection_root
 
@@ -126,6 +128,9 @@ class RunSpec:
     profile: str = "tuned"
     strategy: str = "linear"
     collection: Path | None = None  # None: rdmaprov.resources.collection_root()
+    # Names the user gave with -e/--set: their values are redacted from a kept artifacts dir
+    # (rdmaprov.artifacts), unlike rdmaprov's own extra vars (a results dir, a backend name).
+    user_vars: frozenset[str] = frozenset()
 
 
 def passthrough_names() -> frozenset[str]:
@@ -261,6 +266,7 @@ class RunnerSession:
 
         spec = self.spec
         pdd = self._make_pdd()
+        secrets = secret_values(spec.extravars, spec.user_vars, [os.environ])
         try:
             envvars = self._settings_env(pdd)
             self._write_env_files(pdd, envvars)
@@ -286,6 +292,8 @@ class RunnerSession:
             }
             runner = init_runner(**kwargs)
             runner.config.env = self._filter_env(runner.config.env, envvars)
+            secrets = secret_values(spec.extravars, spec.user_vars,
+                                    [os.environ, runner.config.env])
             worker = threading.Thread(target=runner.run, name="ansible-runner", daemon=True)
             worker.start()
             try:
@@ -308,7 +316,7 @@ class RunnerSession:
             if spec.keep_artifacts is None:
                 shutil.rmtree(pdd, ignore_errors=True)
             else:
-                redact_extravars(pdd)
+                redact_tree(pdd, secrets)
 
     def _result(self, runner: Any, artifacts: Path | None) -> RunResult:
         stats: Mapping[str, Mapping[str, int]] = runner.stats or {}
@@ -332,17 +340,6 @@ class RunnerSession:
                 "and no host to blame")
         return RunResult(rc=rc, status=str(runner.status), hosts=dict(sorted(hosts.items())),
                          artifacts_dir=artifacts, error=error)
-
-
-def redact_extravars(pdd: Path) -> None:
-    """A kept private data dir keeps the names of the -e variables, not their values: they
-    may be tokens or passwords, and the dir is kept for people to read and share."""
-    path = pdd / "env" / "extravars"
-    try:
-        names = sorted(json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError):
-        return
-    path.write_text(json.dumps(dict.fromkeys(names, "<redacted by rdmaprov>"), indent=1) + "\n")
 
 
 def _put(events: queue.Queue[Mapping[str, Any]], event: Mapping[str, Any]) -> bool:

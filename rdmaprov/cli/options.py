@@ -138,6 +138,7 @@ def run_spec(args: argparse.Namespace, playbook: Path, inventory: Inventory) -> 
         playbook=playbook,
         inventory=inventory.path,
         extravars=inventory.extravars,
+        user_vars=frozenset(inventory.extravars),  # -e/--set: redacted from kept artifacts
         limit=args.limit,
         tags=_csv(args.tags),
         skip_tags=_csv(args.skip_tags),
