@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from rdmaprov.errors import UserError
-from rdmaprov.inventory import GENERIC_PREFIX, Specs
+from rdmaprov.inventory import GENERIC_PREFIX, Specs, check_variables
 
 # -- what a change touches ---------------------------------------------------------------------
 
@@ -35,15 +35,18 @@ def parse_set(items: list[str]) -> dict[str, Any]:
 
 
 def roles_for(names: list[str], specs: Specs) -> list[str]:
-    """The roles whose variables these are (a role's public variables carry its name as
-    prefix), in a stable order; a name that belongs to no role is an error."""
+    """The roles whose variables these are (the role whose argument spec declares each), in a
+    stable order; a name no role declares is an error."""
     roles: list[str] = []
     for name in names:
-        prefix = specs.prefix_of(name)
-        if prefix is None or prefix == GENERIC_PREFIX:
-            raise UserError(f"--set {name}: not a role setting (role settings start with "
-                            f"{', '.join(p for p in specs.prefixes if p != GENERIC_PREFIX)})")
-        role = prefix[:-1]
+        role = specs.role_of.get(name)
+        if role is None:
+            if name.startswith(GENERIC_PREFIX) and name in specs.options:
+                raise UserError(f"--set {name}: not a role setting (a play setting: give it "
+                                "with -e)")
+            typo = [p for p in check_variables({name: None}, specs) if "did you mean" in p]
+            hint = typo[0][typo[0].index(" (did you mean"):] if typo else ""
+            raise UserError(f"--set: unknown variable {name}{hint}; no rdmaprov role declares it")
         if role not in roles:
             roles.append(role)
     return sorted(roles)

@@ -1,25 +1,33 @@
 """Load and validate an inventory and its variables before any host is touched.
 
-Parsing uses Ansible's own InventoryManager and DataLoader (same plugins as the run: yaml, ini)
-so the semantics match, but an inventory that does not parse is an error here rather than
-Ansible's warning and empty inventory. No SSH, no DNS: only files are read.
+The inventory is read the way ansible-playbook reads it: the inventory plugins Ansible's
+configuration enables (an ansible.cfg is found the way ansible-playbook finds it, see
+rdmaprov.ansiblecfg), each host's variables from Ansible's VariableManager, and -e values on
+top. Nothing of Ansible is patched: where a source does not parse, the enabled plugins are asked
+one by one for their reason, so that the error names the file (and line) instead of Ansible's
+warning and an empty inventory. No SSH; the only network use is resolving a host's name when
+it has no ansible_host (a name the control host cannot resolve fails the run at its first task).
 
-Variables whose names start with a role's prefix (``net_mtu_``, ``roce_qos_``, ... taken from
-``roles/*/meta/argument_specs.yml``) or ``rdmaprov_`` are checked against the roles' argument
-specs: unknown names (with a did-you-mean), types, choices, and the ranges in RANGES.
-Every problem is one line: ``<where>: <what is wrong>``.
+A variable is ours when a role declares it in ``roles/*/meta/argument_specs.yml``; those are
+checked by the one validator (plugins/module_utils/input_check.py: Ansible's
+ArgumentSpecValidator and the ranges table), and an undeclared name is reported only when it is
+a close match of a declared one (a typo). Every problem is one line: ``<where>: <what>``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import difflib
+import io
 import ipaddress
 import os
 import re
 import shlex
+import socket
+import subprocess
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,9 +35,7 @@ from typing import Any
 import yaml
 
 from rdmaprov.errors import UserError
-from rdmaprov.values import RANGES, check_value  # noqa: F401  (shared with check)
-from rdmaprov.values import did_you_mean as _did_you_mean
-from rdmaprov.values import templated as _templated
+from rdmaprov.probe._collection import module_utils
 
 GENERIC_PREFIX = "rdmaprov_"
 
@@ -64,43 +70,35 @@ class Specs:
     """The public variables of the collection's roles, by name."""
 
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
-    prefixes: tuple[str, ...] = (GENERIC_PREFIX,)
-
-    def prefix_of(self, name: str) -> str | None:
-        matches = [p for p in self.prefixes if name.startswith(p)]
-        return max(matches, key=len) if matches else None
+    # The role whose main entry point declares a variable (what reconfigure --set runs).
+    role_of: dict[str, str] = field(default_factory=dict)
 
 
 def load_specs(collection: Path) -> Specs:
     """Read every ``roles/*/meta/argument_specs.yml`` (all entry points) of a collection."""
     options: dict[str, dict[str, Any]] = {}
-    prefixes = {GENERIC_PREFIX}
+    role_of: dict[str, str] = {}
     for spec_file in sorted((collection / "roles").glob("*/meta/argument_specs.y*ml")):
         role = spec_file.parent.parent.name
-        prefixes.add(f"{role}_")
         data = yaml.safe_load(spec_file.read_text()) or {}
-        for entry in (data.get("argument_specs") or {}).values():
+        for entry_name, entry in (data.get("argument_specs") or {}).items():
             for name, opt in ((entry or {}).get("options") or {}).items():
                 options.setdefault(name, opt or {})
-    return Specs(options=options, prefixes=tuple(sorted(prefixes)))
+                if entry_name == "main":
+                    role_of.setdefault(name, role)
+    return Specs(options=options, role_of=role_of)
 
 
 # -- values ---------------------------------------------------------------------------------
 
 
+def _checker() -> Any:
+    return module_utils("input_check")
+
+
 def check_variables(variables: Mapping[str, Any], specs: Specs) -> list[str]:
     """Problems with the rdmaprov variables in one mapping (host, group, file or -e)."""
-    problems: list[str] = []
-    for name in sorted(variables):
-        key = str(name)
-        if specs.prefix_of(key) is None:
-            continue
-        spec = specs.options.get(key)
-        if spec is None:
-            problems.append(f"unknown variable {key}" + _did_you_mean(key, specs.options))
-            continue
-        problems += check_value(key, key, variables[name], spec)
-    return problems
+    return [line for _name, line in _checker().check(variables, specs.options)]
 
 
 # -- extra vars -----------------------------------------------------------------------------
@@ -157,40 +155,57 @@ def _yaml_reason(exc: yaml.YAMLError) -> str:
 # -- parsing with Ansible -------------------------------------------------------------------
 
 
-class _Recorder:
-    """Stands in for ansible's Display while parsing: keeps the parse errors, prints nothing."""
-
-    def __init__(self) -> None:
-        self.failures: list[tuple[str, BaseException]] = []
-
-    def error_as_warning(self, msg: str, exception: BaseException, **_: Any) -> None:
-        self.failures.append((msg, exception))
-
-    def __getattr__(self, _name: str) -> Callable[..., None]:
-        return lambda *a, **k: None
-
-
 @contextlib.contextmanager
-def _ansible_parsing() -> Iterator[_Recorder]:
-    """Parse the way the run will (see rdmaprov.settings), silently, with errors kept."""
-    import ansible.constants as C
-    from ansible.inventory import manager
+def _quiet() -> Iterator[io.StringIO]:
+    """Ansible's warnings while parsing (it prints them on sys.stderr) are kept, not printed:
+    what is wrong becomes one line of ours."""
+    kept = io.StringIO()
+    with contextlib.redirect_stderr(kept):
+        yield kept
 
-    saved_env = os.environ.get("ANSIBLE_DUPLICATE_YAML_DICT_KEY")
-    saved = (C.INVENTORY_ENABLED, C.INVENTORY_ANY_UNPARSED_IS_FAILED, manager.display)
-    recorder = _Recorder()
-    os.environ["ANSIBLE_DUPLICATE_YAML_DICT_KEY"] = "error"
-    C.INVENTORY_ENABLED = ["yaml", "ini"]
-    C.INVENTORY_ANY_UNPARSED_IS_FAILED = True
-    manager.display = recorder
-    try:
-        yield recorder
-    finally:
-        C.INVENTORY_ENABLED, C.INVENTORY_ANY_UNPARSED_IS_FAILED, manager.display = saved
-        if saved_env is None:
-            os.environ.pop("ANSIBLE_DUPLICATE_YAML_DICT_KEY", None)
+
+def _plugin_failures(loader: Any, source: Path) -> list[tuple[str, BaseException]] | None:
+    """Parse ``source`` (a file) with each inventory plugin Ansible's configuration enables, in
+    its order, as InventoryManager does: None when one of them parses it, else the reason of
+    each plugin that tried (none tried: an empty list)."""
+    import ansible.constants as C
+    from ansible.inventory.data import InventoryData
+    from ansible.plugins.loader import inventory_loader
+
+    failures: list[tuple[str, BaseException]] = []
+    for name in C.INVENTORY_ENABLED:
+        plugin = inventory_loader.get(name)
+        if plugin is None:
+            continue
+        try:
+            wants = bool(plugin.verify_file(str(source)))
+        except Exception:
+            wants = False
+        if not wants:
+            continue
+        try:
+            plugin.parse(InventoryData(), loader, str(source), cache=False)
+        except Exception as exc:  # every plugin error is a reason to show
+            failures.append((name, exc))
         else:
-            os.environ["ANSIBLE_DUPLICATE_YAML_DICT_KEY"] = saved_env
+            return None
+    return failures
+
+
+def _unparsed(loader: Any, source: Path) -> list[tuple[Path, list[tuple[str, BaseException]]]]:
+    """The files of ``source`` (a file, or a directory the way Ansible walks one) that no
+    enabled plugin parses, each with the plugins' reasons."""
+    from ansible.inventory.manager import IGNORED
+
+    if source.is_dir():
+        out = []
+        for entry in sorted(os.listdir(source)):
+            if IGNORED.search(entry):
+                continue
+            out += _unparsed(loader, source / entry)
+        return out
+    failures = _plugin_failures(loader, source)
+    return [] if failures is None else [(source, failures)]
 
 
 def _shown(path: Path | str) -> str:
@@ -209,7 +224,7 @@ def _origin_where(exc: BaseException, fallback: Path) -> str:
     return f"{where}: line {line}" if line else where
 
 
-def _parse_failure(source: Path, recorder: _Recorder) -> str:
+def _parse_failure(source: Path, failures: list[tuple[str, BaseException]]) -> str:
     """One line saying why ``source`` did not parse, from the plugin that should have read it."""
     from ansible.errors import AnsibleError
     from ansible.parsing.dataloader import DataLoader
@@ -221,20 +236,26 @@ def _parse_failure(source: Path, recorder: _Recorder) -> str:
             DataLoader().load_from_file(str(source))
         except AnsibleError as exc:
             return f"{_origin_where(exc, source)}: {_first_line(exc)}"
-    wanted = "yaml" if yaml_like else "ini"
-    ranked = sorted(recorder.failures, key=lambda f: wanted not in f[0])
-    for _msg, failure in ranked:
+    wanted = "yaml" if yaml_like else "script" if os.access(source, os.X_OK) else "ini"
+    ranked = sorted(failures, key=lambda f: wanted not in f[0])
+    for _name, failure in ranked:
         cause: BaseException = failure
         while cause.__cause__ is not None:
             cause = cause.__cause__
         text = _first_line(cause).removeprefix("Failed to parse inventory: ")
         return f"{_shown(source)}: {_ini_line(source, text)}{text}"
-    return f"{_shown(source)}: not an inventory Ansible can parse (INI or YAML)"
+    return (f"{_shown(source)}: no enabled inventory plugin reads this file (enabled: "
+            f"{', '.join(_enabled_plugins())}; see [inventory] enable_plugins in ansible.cfg)")
+
+
+def _enabled_plugins() -> list[str]:
+    import ansible.constants as C
+
+    return [str(n) for n in C.INVENTORY_ENABLED]
 
 
 def _first_line(exc: BaseException) -> str:
     text = str(getattr(exc, "message", None) or exc)
-    text = re.sub(r"<class '[\w.]*?_AnsibleTagged(\w+)'>", lambda m: m.group(1).lower(), text)
     return " ".join(text.strip().splitlines()[0].split()) if text.strip() else type(exc).__name__
 
 
@@ -260,8 +281,14 @@ def _ini_duplicates(path: Path) -> list[Problem]:
         line = raw.strip()
         if not line or line.startswith((";", "#")):
             continue
-        if line.startswith("[") and line.endswith("]"):
-            section = line[1:-1]
+        if line.startswith("["):
+            header = re.match(r"^\[([^\]]*)\]\s*(?:[#;].*)?$", line)
+            if header is None:
+                problems.append(Problem(f"{_shown(path)}: line {n}",
+                                        f"section header {line!r} is not closed with ']'"))
+                section = line[1:] + ":unclosed"
+            else:
+                section = header[1].strip()
             continue
         if ":" in section and not section.endswith(":hosts"):
             continue  # [group:vars] and [group:children]
@@ -335,11 +362,11 @@ def _check_address(host: str, merged: Mapping[str, Any], where: str) -> list[Pro
                                    "or address")]
     else:
         addr = host
-    if not _templated(addr) and not _looks_like_address(addr):
+    if not _checker().unknown_now(addr) and not _looks_like_address(addr):
         problems.append(Problem(where, f"host {host}: {addr!r} is not a valid host name or "
                                        "IP address"))
     port = merged.get("ansible_port")
-    if port is not None and not _templated(port):
+    if port is not None and not _checker().unknown_now(port):
         try:
             value = check_type_int(port)
         except TypeError:
@@ -450,21 +477,100 @@ def _connection_problem(name: str) -> str | None:
 
 
 def load(path: Path, *, limit: str | None = None, extra_vars: list[str] | None = None,
-         collection: Path | None = None) -> Inventory:
-    """Parse and validate; raise UserError with the first problem (and how many more)."""
-    problems, inv = _validate(path, limit, extra_vars or [], collection)
+         collection: Path | None = None, set_vars: Mapping[str, Any] | None = None) -> Inventory:
+    """Parse and validate; raise UserError with every problem, one line each.
+
+    ``set_vars`` are reconfigure's --set values: extra vars, named --set in messages."""
+    problems, inv = _validate(path, limit, extra_vars or [], collection, set_vars or {})
     if problems:
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise UserError(f"{problems[0]}{more}")
+        raise UserError("\n".join(dict.fromkeys(str(p) for p in problems)))
     assert inv is not None
     return inv
 
 
+class _StrictYaml(yaml.SafeLoader):
+    """YAML with a key given twice as an error (the run sets ANSIBLE_DUPLICATE_YAML_DICT_KEY
+    to error); Ansible's own tags (!vault, !unsafe) read as opaque values."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: dict[Any, int] = {}
+        for key_node, _value in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, str) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"found duplicate mapping key {key!r} (first at line "
+                    f"{seen[key] + 1})", key_node.start_mark)
+            if isinstance(key, str):
+                seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+_StrictYaml.add_multi_constructor("!", lambda loader, suffix, node: None)
+
+
+def _yaml_duplicates(path: Path) -> Problem | None:
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    if text.startswith("$ANSIBLE_VAULT"):
+        return None
+    try:
+        yaml.load(text, Loader=_StrictYaml)  # a SafeLoader
+    except yaml.constructor.ConstructorError as exc:
+        if exc.problem and "duplicate" in exc.problem and exc.problem_mark is not None:
+            return Problem(f"{_shown(path)}: line {exc.problem_mark.line + 1}", exc.problem)
+    except yaml.YAMLError:
+        return None  # reported where it is parsed, with Ansible's words
+    return None
+
+
+_SSH_CONNECTIONS = frozenset({"", "ssh", "smart", "paramiko", "paramiko_ssh",
+                              "ansible.builtin.ssh", "ansible.builtin.paramiko_ssh"})
+_SSH_ARG_VARS = ("ansible_ssh_common_args", "ansible_ssh_extra_args", "ansible_ssh_args")
+
+
+def _resolution_problem(name: str) -> str | None:
+    """Why ``name`` cannot be reached by name from here: ssh's own configuration (HostName in
+    ~/.ssh/config) is asked first (ssh -G); a proxy or jump host resolves it elsewhere."""
+    target = name
+    try:
+        out = subprocess.run(["ssh", "-G", name], capture_output=True, text=True, timeout=10,
+                             check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        out = ""
+    conf = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+    if conf.get("proxyjump", "none") != "none" or conf.get("proxycommand", "none") != "none":
+        return None
+    target = conf.get("hostname", name) or name
+    try:
+        socket.getaddrinfo(target, None)
+    except socket.gaierror as exc:
+        via = f" (ssh's HostName {target})" if target != name else ""
+        return (f"{name!r}{via} does not resolve on this control host ({exc.strerror}); give "
+                "the host an ansible_host address, or add the name to DNS or /etc/hosts")
+    except (UnicodeError, OSError):
+        return None
+    return None
+
+
+def _unresolved(names: list[str]) -> dict[str, str]:
+    """name -> problem for the names that do not resolve (looked up in parallel)."""
+    if not names:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(32, len(names))) as pool:
+        found = dict(zip(names, pool.map(_resolution_problem, names), strict=True))
+    return {n: why for n, why in found.items() if why}
+
+
 def _validate(path: Path, limit: str | None, extra_vars: list[str],
-              collection: Path | None) -> tuple[list[Problem], Inventory | None]:
+              collection: Path | None,
+              set_vars: Mapping[str, Any]) -> tuple[list[Problem], Inventory | None]:
     from ansible.errors import AnsibleError
+    from ansible.inventory.helpers import sort_groups
     from ansible.inventory.manager import InventoryManager
     from ansible.parsing.dataloader import DataLoader
+    from ansible.vars.manager import VariableManager
 
     from rdmaprov.resources import collection_root
 
@@ -473,40 +579,55 @@ def _validate(path: Path, limit: str | None, extra_vars: list[str],
     if not os.access(path, os.R_OK):
         raise UserError(f"{path}: cannot read the inventory (permission denied)")
     source = path.resolve()
-    for f in _inventory_files(source):
+    files = _inventory_files(source)
+    for f in files:
         encoding = _not_utf8(f)
         if encoding:
             raise UserError(encoding)
     extras = load_extra_vars(extra_vars)
+    if set_vars:
+        extras.append(("--set", dict(set_vars)))
     loader = DataLoader()
-    with _ansible_parsing() as recorder:
+    problems: list[Problem] = []
+    ini_files = [f for f in files if f.suffix not in (*_YAML_EXTS, ".toml", ".cfg", ".md",
+                                                      ".txt")
+                 and "group_vars" not in f.relative_to(f.anchor).parts
+                 and "host_vars" not in f.relative_to(f.anchor).parts
+                 and not os.access(f, os.X_OK)]
+    for ini in ini_files:
+        problems += _ini_duplicates(ini)
+    for f in files:
+        if f.suffix in (".yml", ".yaml"):
+            dup = _yaml_duplicates(f)
+            if dup:
+                problems.append(dup)
+
+    with _quiet():
+        unparsed = _unparsed(loader, source)
+        if unparsed:
+            failed, failures = unparsed[0]
+            own = [p for p in problems if p.where.startswith(f"{_shown(failed)}: ")]
+            raise UserError("\n".join(str(p) for p in own) if own
+                            else _parse_failure(failed, failures))
         try:
             manager = InventoryManager(loader=loader, sources=[str(source)])
         except AnsibleError as exc:
-            failed = Path(str(exc).rsplit(" ", 1)[-1]) if "parse inventory source" in str(exc) \
-                else source
-            raise UserError(_parse_failure(failed, recorder)) from None
-
-        problems: list[Problem] = []
-        ini_files = [source] if source.is_file() else sorted(
-            p for p in source.rglob("*") if p.is_file() and p.suffix not in _YAML_EXTS
-            and "group_vars" not in p.parts and "host_vars" not in p.parts)
-        for ini in ini_files:
-            if source.is_dir() and ini.suffix in (".cfg", ".md", ".txt"):
-                continue
-            problems += _ini_duplicates(ini)
+            raise UserError(f"{_shown(path)}: {_first_line(exc)}") from None
+        variables = VariableManager(loader=loader, inventory=manager)
 
         all_hosts = sorted(h.name for h in manager.get_hosts())
         if not all_hosts:
             raise UserError(f"{_shown(path)}: no hosts in the inventory")
-        for host in manager.get_hosts(ignore_restrictions=True):
+        hosts = manager.get_hosts(ignore_restrictions=True)
+        for host in hosts:
             bad_name = _host_name_problem(host.name)
             if host.name in manager.groups:
                 # Ansible's "Found both group and host with same name" warning.
                 bad_name = (f"host {host.name!r} has the name of a group: --limit {host.name} "
                             "and host_vars/group_vars would mean either; rename one of them")
             if bad_name:
-                problems.append(Problem(_shown(host.vars.get("inventory_file") or path), bad_name))
+                problems.append(Problem(_shown(host.vars.get("inventory_file") or path),
+                                        bad_name))
         if limit:
             try:
                 manager.subset(limit)
@@ -515,67 +636,98 @@ def _validate(path: Path, limit: str | None, extra_vars: list[str],
                 raise UserError(f"--limit {limit}: {_first_line(exc)}") from None
             if not selected:
                 raise UserError(f"--limit {limit}: matches no host in {_shown(path)}")
+            manager.subset(None)
         else:
             selected = all_hosts
 
         specs = load_specs(collection or collection_root())
+        checker = _checker()
         base = source if source.is_dir() else source.parent
 
-        # Every place a variable can come from, named for the messages.
-        group_sources: dict[str, list[_Source]] = {}
+        # Where each variable can come from, in Ansible's precedence (lowest first), to name
+        # the source of a value in a message. The values judged are VariableManager's.
+        group_inv: dict[str, _Source] = {}
+        group_files: dict[str, list[_Source]] = {}
         for name, group in sorted(manager.groups.items()):
-            where = f"{_shown(path)}: group {name}"
-            srcs = [_Source(where, dict(group.vars))]
-            for f in _vars_files(loader, base, "group_vars", name):
-                srcs.append(_Source(_shown(f), _load_vars_file(loader, f)))
-            group_sources[name] = srcs
-        host_sources: dict[str, list[_Source]] = {}
-        for host in manager.get_hosts(ignore_restrictions=True):
-            inv_file = host.vars.get("inventory_file") or path
-            hv = {k: v for k, v in host.vars.items()
-                  if k not in ("inventory_file", "inventory_dir")}
-            srcs = [_Source(f"{_shown(inv_file)}: host {host.name}", hv)]
-            for f in _vars_files(loader, base, "host_vars", host.name):
-                srcs.append(_Source(f"{_shown(f)}", _load_vars_file(loader, f)))
-            host_sources[host.name] = srcs
+            group_inv[name] = _Source(f"{_shown(path)}: group {name}", dict(group.vars))
+            group_files[name] = [_Source(_shown(f), _load_vars_file(loader, f))
+                                 for f in _vars_files(loader, base, "group_vars", name)]
         extra_sources = [_Source(label, data) for label, data in extras]
+        merged_extra: dict[str, Any] = {}
+        for _label, data in extras:
+            merged_extra.update(data)
 
-        for src in [*(s for v in group_sources.values() for s in v),
-                    *(s for v in host_sources.values() for s in v), *extra_sources]:
-            problems += [Problem(src.where, p) for p in check_variables(src.data, specs)]
-
-        # Addresses: what Ansible will connect to, merged the way Ansible merges it.
         seen_addr: dict[tuple[str, str], str] = {}
-        for host in manager.get_hosts(ignore_restrictions=True):
-            merged: dict[str, Any] = {}
-            groups = sorted(host.get_groups(), key=lambda g: (g.depth, g.priority, g.name))
-            for g in groups:
-                merged.update(group_sources[g.name][0].data)
-            for g in groups:
-                for s in group_sources[g.name][1:]:
-                    merged.update(s.data)
-            for s in host_sources[host.name]:
-                merged.update(s.data)
-            for s in extra_sources:
-                merged.update(s.data)
-            where = host_sources[host.name][0].where.rsplit(": host ", 1)[0]
+        to_resolve: dict[str, tuple[str, str]] = {}  # address -> (where, host)
+        typo_sources: list[_Source] = [*group_inv.values(),
+                                       *(s for v in group_files.values() for s in v),
+                                       *extra_sources]
+        for host in hosts:
+            inv_file = host.vars.get("inventory_file") or path
+            host_where = f"{_shown(inv_file)}: host {host.name}"
+            host_own = {k: v for k, v in host.vars.items()
+                        if k not in ("inventory_file", "inventory_dir")}
+            host_sources = [_Source(host_where, host_own)]
+            host_sources += [_Source(_shown(f), _load_vars_file(loader, f))
+                             for f in _vars_files(loader, base, "host_vars", host.name)]
+            typo_sources += host_sources
+            groups = sort_groups(host.get_groups())
+            chain = [*(group_inv[g.name] for g in groups if g.name in group_inv),
+                     *(s for g in groups for s in group_files.get(g.name, [])),
+                     *host_sources, *extra_sources]
+
+            merged = dict(variables.get_vars(host=host, include_hostvars=False))
+            merged.update(merged_extra)
+            ours = {k: merged[k] for k in merged if k in specs.options}
+            for name, line in checker.check(ours, specs.options):
+                problems.append(Problem(_where(name, chain, host_where), line))
+
+            where = host_where.rsplit(": host ", 1)[0]
             problems += _check_address(host.name, merged, where)
             connection = merged.get("ansible_connection")
-            if isinstance(connection, str) and connection and not _templated(connection):
+            if isinstance(connection, str) and connection and not checker.unknown_now(connection):
                 bad_connection = _connection_problem(connection)
                 if bad_connection:
                     problems.append(Problem(where, f"host {host.name}: {bad_connection}"))
-            addr = merged.get("ansible_host")
-            if isinstance(addr, str) and addr.strip() and not _templated(addr):
+            addr = merged.get("ansible_host", host.name)
+            if isinstance(addr, str) and addr.strip() and not checker.unknown_now(addr):
                 key = (addr.strip(), str(merged.get("ansible_port", 22)))
-                if key in seen_addr:
-                    problems.append(Problem(where, f"hosts {seen_addr[key]} and {host.name} "
-                                                   f"have the same address {key[0]} "
-                                                   f"port {key[1]}"))
-                seen_addr.setdefault(key, host.name)
+                if "ansible_host" in merged:
+                    if key in seen_addr:
+                        problems.append(Problem(where, f"hosts {seen_addr[key]} and {host.name} "
+                                                       f"have the same address {key[0]} "
+                                                       f"port {key[1]}"))
+                    seen_addr.setdefault(key, host.name)
+                by_ssh = str(connection or "") in _SSH_CONNECTIONS and not any(
+                    merged.get(v) for v in _SSH_ARG_VARS)
+                if by_ssh and host.name in selected and _looks_like_address(addr) \
+                        and not _is_ip(addr):
+                    to_resolve.setdefault(addr.strip(), (where, host.name))
+        for src in typo_sources:
+            for _name, line in checker.check({k: None for k in src.data
+                                             if k not in specs.options}, specs.options):
+                problems.append(Problem(src.where, line))
+        if not problems:  # a lookup per name costs time: only for an otherwise good inventory
+            for addr, why in sorted(_unresolved(sorted(to_resolve)).items()):
+                where, host = to_resolve[addr]
+                problems.append(Problem(where, f"host {host}: {why}"))
 
-    merged_extra: dict[str, Any] = {}
-    for _label, data in extras:
-        merged_extra.update(data)
     return problems, Inventory(path=path, hosts=all_hosts, selected=sorted(selected),
                                extravars=merged_extra)
+
+
+def _where(name: str, chain: list[_Source], fallback: str) -> str:
+    """The source whose value of ``name`` the host gets: the last in precedence order that
+    sets it (Ansible replaces, it does not merge, by default)."""
+    for src in reversed(chain):
+        if name in src.data:
+            return src.where
+    return fallback
+
+
+def _is_ip(addr: str) -> bool:
+    try:
+        ipaddress.ip_address(addr.strip().strip("[]"))
+    except ValueError:
+        return False
+    return True

@@ -1,7 +1,8 @@
 """The one rule for a setting's value: its argument-spec type, its choices, its range.
 
-Used by the inventory check before any host is touched (rdmaprov/inventory.py) and by
-``rdmaprov check``'s expectations (rdmaprov/check/expect.py). It imports no Ansible: ``rdmaprov
+Used by ``rdmaprov check``'s expectations (rdmaprov/check/expect.py); the inventory check uses
+Ansible's own ArgumentSpecValidator (plugins/module_utils/input_check.py). Both take their
+ranges from the one table, plugins/module_utils/ranges.py. It imports no Ansible: ``rdmaprov
 check`` runs in a Slurm prolog before every job and must start in a few tens of milliseconds.
 The conversions of the types those two use (int, float, bool, list, str, raw) are Ansible's
 ``check_type_*`` written out here, as ansible-core 2.19 does them (tests/unit/test_values.py
@@ -13,21 +14,17 @@ from __future__ import annotations
 
 import decimal
 import difflib
-import fnmatch
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
-# Ranges of the known numeric settings, matched (fnmatch) against a variable's or a nested
-# option's name. For list variables the range applies to each element.
-RANGES: tuple[tuple[tuple[str, ...], int, int, str], ...] = (
-    (("mtu", "*_mtu", "net_mtu_default"), 68, 9216, "MTU"),
-    (("*pfc_priority", "*pfc_priorities", "*_pfc_prio"), 0, 7, "PFC priority"),
-    (("port", "*_port", "*_ports", "ansible_port"), 1, 65535, "TCP/UDP port"),
-    (("dscp", "*_dscp"), 0, 63, "DSCP value"),
-    (("tos", "*_tos"), 0, 255, "ToS value"),
-)
+
+def _ranges() -> Any:
+    """The one table of ranges (plugins/module_utils/ranges.py, pure Python, no Ansible)."""
+    from rdmaprov.probe._collection import module_utils
+
+    return module_utils("ranges")
+
 
 TYPE_WORDS = {
     "int": "an integer", "float": "a number", "bool": "a boolean (true/false)",
@@ -122,13 +119,6 @@ def convert(value: Any, type_name: str) -> Any:
     return value if checker is None else checker(value)
 
 
-def range_for(name: str) -> tuple[int, int, str] | None:
-    for patterns, low, high, what in RANGES:
-        if any(fnmatch.fnmatchcase(name, p) for p in patterns):
-            return low, high, what
-    return None
-
-
 def show(value: Any) -> str:
     text = repr(value) if isinstance(value, str) else json.dumps(value, default=str)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -165,18 +155,12 @@ def check_value(name: str, label: str, value: Any, spec: Mapping[str, Any]) -> l
         return problems
     if type_name == "dict" and spec.get("options"):
         problems += _check_suboptions(label, value, spec["options"])
-    rng = range_for(name)
-    if rng and type_name in ("int", "list", "raw") and not problems:
-        low, high, what = rng
+    kind = _ranges().kind_of(name)
+    if kind and type_name in ("int", "list", "raw") and not problems:
         for item in items:
-            if isinstance(item, int) and not isinstance(item, bool) and not low <= item <= high:
-                problems.append(f"{label}: {item} is not a valid {what} ({low}..{high})")
-            elif isinstance(item, str) and type_name == "raw" and what == "TCP/UDP port":
-                # A raw port option also takes a "LOW-HIGH" range (firewall_allow[].port).
-                m = re.fullmatch(r"(\d+)(?:[-:](\d+))?", item.strip())
-                if not m or not low <= int(m[1]) <= int(m[2] or m[1]) <= high:
-                    problems.append(f"{label}: {item!r} is not a {what} or LOW-HIGH range "
-                                    f"({low}..{high})")
+            why = _ranges().problem(kind, item)
+            if why and not isinstance(item, bool):
+                problems.append(f"{label}: {why}")
     return problems
 
 

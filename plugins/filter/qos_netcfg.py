@@ -12,6 +12,7 @@ from ansible_collections.rdmaprov.cluster.plugins.module_utils import (
     netcfg_firewall as fw,
     netcfg_mtu as mtu,
     netcfg_qos as qos,
+    ranges,
 )
 
 
@@ -72,6 +73,7 @@ class FilterModule:
             "netcfg_ping_pair": _wrap(mtu.ping_pair),
             "netcfg_mtu_drift": _wrap(mtu.mtu_drift),
             "qos_tos": _wrap(qos.tos_from_dscp),
+            "range_problems": _wrap(ranges.problems),
             "qos_plan": _wrap(qos_plan),
             "qos_report": _wrap(qos_report),
             "netcfg_fw_backend": _wrap(fw.pick_backend),

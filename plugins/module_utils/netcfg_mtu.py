@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import ranges
+
 # Bytes an IPv4 ICMP echo adds to the payload: 20 (IPv4 header) + 8 (ICMP header).
 IPV4_ICMP_OVERHEAD = 28
-# IPoIB in datagram mode carries at most the IB MTU (4096) minus the 4-byte IPoIB header.
-IPOIB_DATAGRAM_MAX = 4092
-IPOIB_CONNECTED_MAX = 65520
 
 BACKENDS = ("netplan", "networkmanager", "networkd", "ifupdown", "ifcfg", "systemd_unit", "none")
 
@@ -54,19 +53,18 @@ def parse_ssh_connection(value):
     return parts[0], parts[2]
 
 
-def mtu_limit_error(mtu, link_type, ipoib_mode=None):
-    """Why `mtu` cannot be set on this kind of link, or None when it can."""
-    mtu = int(mtu)
-    if mtu < 68:
-        return f"MTU {mtu} is below the IPv4 minimum of 68"
-    if link_type == "infiniband":
-        limit = IPOIB_CONNECTED_MAX if ipoib_mode == "connected" else IPOIB_DATAGRAM_MAX
-        if mtu > limit:
-            return (f"MTU {mtu} exceeds the IPoIB {ipoib_mode or 'datagram'} mode limit of {limit} "
-                    "(the IB port MTU of 4096 is a fabric property, reported, not set here)")
-    elif mtu > 9216:
-        return f"MTU {mtu} is above 9216, which Ethernet switches do not carry"
-    return None
+def mtu_limit_error(mtu, link_type, ipoib_mode=None, declared="auto"):
+    """Why `mtu` cannot be set on this host's link (sysfs link layer `link_type`, IPoIB
+    `ipoib_mode`), or None when it can. The range is the one table's (ranges.py) for the link
+    the host has; a `declared` link type (net_mtu's link_type) must be that link."""
+    have = ranges.host_link_type(link_type, ipoib_mode)
+    if declared not in (None, "", "auto") and declared != have:
+        return (f"link_type is {declared} but the host's interface is {have} "
+                f"(link layer {link_type or 'unknown'}, IPoIB mode {ipoib_mode or 'none'})")
+    why = ranges.problem("mtu", int(mtu), have)
+    if why and have.startswith("ipoib"):
+        why += " (the IB port MTU of 4096 is a fabric property, reported, not set here)"
+    return why
 
 
 def pick_backend(probe):

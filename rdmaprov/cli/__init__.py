@@ -5,7 +5,7 @@ Each module in COMMANDS defines ``register(subparsers)``, which adds its parser 
 of the command being run is imported (``rdmaprov check`` on a node must start fast and must not
 pull in Ansible); ``rdmaprov --help`` and an unknown command import them all.
 
-Exit codes: 0 all good; 1 usage or input error (one line on stderr, no host contacted);
+Exit codes: 0 all good; 1 usage or input error (one line per problem on stderr, no host contacted);
 2 some host failed or was unreachable (or, for checks, the thing checked is unhealthy).
 argparse's own exit 2 for a bad flag is turned into 1: a typo is not an unhealthy node.
 """
@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except UserError as exc:
-        print(f"rdmaprov: error: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines() or [""]:  # every problem, one line each
+            print(f"rdmaprov: error: {line}", file=sys.stderr)
         return EXIT_INPUT
     except KeyboardInterrupt:
         print("rdmaprov: interrupted", file=sys.stderr)

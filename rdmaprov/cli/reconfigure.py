@@ -69,10 +69,11 @@ def run(args: argparse.Namespace) -> int:
     roles: list[str] = []
     if settings:
         roles = drift.roles_for(list(settings), inventory_mod.load_specs(collection_root()))
-        # Checked by inventory.load like any -e value: unknown names, types, ranges.
-        args.extra_vars = [*args.extra_vars, json.dumps(settings)]
     options.apply_retry(args)
-    inv = inventory_mod.load(args.inventory, limit=args.limit, extra_vars=args.extra_vars)
+    # --set values are extra vars (they outrank the inventory), checked like any -e value and
+    # named --set in messages.
+    inv = inventory_mod.load(args.inventory, limit=args.limit, extra_vars=args.extra_vars,
+                             set_vars=settings)
     size = drift.batch_size(args.batch, len(inv.selected))
     budget = drift.max_failures(args.max_fail, len(inv.selected))
     book = find_playbook("reconfigure.yml")

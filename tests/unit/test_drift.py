@@ -35,10 +35,21 @@ def test_roles_from_variable_names(specs) -> None:
     assert drift.roles_for(["rdma_modules_ipoib"], specs) == ["rdma_modules"]
 
 
-@pytest.mark.parametrize("name", ["mtu", "rdmaprov_serial"])
-def test_a_name_of_no_role_is_an_error(specs, name: str) -> None:
-    with pytest.raises(UserError, match=f"--set {name}: not a role setting"):
+def test_a_play_setting_is_not_a_role_setting(specs) -> None:
+    with pytest.raises(UserError, match="--set rdmaprov_serial: not a role setting"):
+        drift.roles_for(["rdmaprov_serial"], specs)
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("mtu", "--set: unknown variable mtu; no rdmaprov role declares it"),
+    ("net_mtu_defualt", "--set: unknown variable net_mtu_defualt (did you mean net_mtu_default?)"),
+    # Another role's variable with our role's name as prefix is not ours either.
+    ("firewall_state", "--set: unknown variable firewall_state; no rdmaprov role declares it"),
+])
+def test_a_name_no_role_declares_is_an_error(specs, name: str, message: str) -> None:
+    with pytest.raises(UserError) as exc:
         drift.roles_for([name], specs)
+    assert str(exc.value).startswith(message)
 
 
 @pytest.mark.parametrize("text, total, size", [

@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 import yaml
 
+from rdmaprov.probe._collection import module_utils
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def load(name: str):
-    spec = importlib.util.spec_from_file_location(name,
-                                                  ROOT / "plugins/module_utils" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-mtu = load("netcfg_mtu")
+mtu = module_utils("netcfg_mtu")
 
 IP_ADDR = [
     {"ifname": "lo", "addr_info": [{"family": "inet", "local": "127.0.0.1", "scope": "host"}]},
@@ -50,6 +43,22 @@ def test_connection_interface_and_ipv4():
 ])
 def test_mtu_limits(value, kind, mode, bad):
     assert (mtu.mtu_limit_error(value, kind, mode) is not None) is bad
+
+
+@pytest.mark.parametrize(("declared", "kind", "mode", "bad"), [
+    ("auto", "infiniband", "connected", False),
+    ("ipoib_connected", "infiniband", "connected", False),
+    ("ipoib_connected", "infiniband", "datagram", True),
+    ("ethernet", "infiniband", "connected", True),
+    ("ipoib_datagram", "ether", None, True),
+])
+def test_a_declared_link_type_must_be_the_hosts(declared, kind, mode, bad):
+    """The inventory's link_type decides the range before any host; on the host, a declared
+    type that is not the host's link is refused rather than trusted."""
+    why = mtu.mtu_limit_error(1500, kind, mode, declared)
+    assert (why is not None) is bad
+    if bad:
+        assert why.startswith(f"link_type is {declared} but the host's interface is ")
 
 
 def test_backend_order_and_clear_failure():

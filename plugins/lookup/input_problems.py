@@ -1,0 +1,84 @@
+# -*- coding: utf-8 -*-
+# Copyright: rdmaprov developers
+# Apache-2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: input_problems
+short_description: What is wrong with this host's rdmaprov variables
+description:
+  - Checks the host's variables that a role of the rdmaprov.cluster collection declares against
+    the roles' argument specs (roles/*/meta/argument_specs.yml, every entry point) with Ansible's
+    own ArgumentSpecValidator, then against the collection's one table of ranges; a variable no
+    role declares is reported only when it is a close match of a declared one (a typo).
+  - The same validator as the C(rdmaprov) command's check before any host is touched
+    (module_utils/input_check.py), so both say the same about the same value.
+  - Runs on the control host; needs no facts and no connection.
+version_added: "0.1.0"
+author: rdmaprov developers (!UNKNOWN)
+options: {}
+"""
+
+EXAMPLES = r"""
+- name: Validate rdmaprov's variables
+  ansible.builtin.assert:
+    that: _problems | length == 0
+    fail_msg: "{{ _problems | join('; ') }}"
+  vars:
+    _problems: "{{ query('rdmaprov.cluster.input_problems') }}"
+"""
+
+RETURN = r"""
+_raw:
+  description: One line per problem, C(VARIABLE) first; empty when every value is good.
+  type: list
+  elements: str
+"""
+
+import os
+
+import yaml
+
+from ansible.errors import AnsibleLookupError
+from ansible.plugins.lookup import LookupBase
+
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import input_check
+
+ROLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "roles")
+
+
+def declared_options():
+    """Every option of every entry point of every role of the collection, by name."""
+    options = {}
+    for name in sorted(os.listdir(ROLES_DIR)):
+        path = os.path.join(ROLES_DIR, name, "meta", "argument_specs.yml")
+        if not os.path.isfile(path):
+            continue
+        try:
+            with open(path, encoding="utf-8") as handle:
+                data = yaml.safe_load(handle) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise AnsibleLookupError(f"input_problems: {path}: {exc}") from exc
+        for entry in (data.get("argument_specs") or {}).values():
+            for opt_name, opt in ((entry or {}).get("options") or {}).items():
+                options.setdefault(opt_name, opt or {})
+    return options
+
+
+class LookupModule(LookupBase):
+    def run(self, terms, variables=None, **kwargs):
+        variables = variables or {}
+        options = declared_options()
+        values = {}
+        for name in variables:
+            if name not in options:
+                values[name] = None  # only its name is judged: a typo of ours or not
+                continue
+            value = variables[name]
+            if not input_check.unknown_now(value):
+                try:
+                    value = self._templar.template(value)
+                except Exception:  # left for the role's own check at run time
+                    continue
+            values[name] = value
+        return [line for _name, line in input_check.check(values, options)]

@@ -1,0 +1,203 @@
+# -*- coding: utf-8 -*-
+# Copyright: rdmaprov developers
+# Apache-2.0
+"""The one validator of rdmaprov's variables: Ansible's own ArgumentSpecValidator over the
+roles' meta/argument_specs.yml options, then the ranges of ranges.py.
+
+Used by the control host's input check (rdmaprov/inventory.py, before any host is touched) and
+by the validate_inventory entry point (the rdmaprov.cluster.input_problems lookup), so that both
+say the same about the same value. Types are converted the way Ansible converts them (9000.0 and
+"9000" are the integer 9000; true is an int, which the ranges then judge as 1).
+
+A variable is ours when a role declares it. Any other name is left alone, unless it is a close
+match of one of our names (difflib ratio TYPO_CUTOFF or more): a typo of ours. Names of other
+roles that share a prefix with ours (firewall_state, slurm_health_check_program) are not.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.errors import (
+    ArgumentTypeError,
+    ArgumentValueError,
+    ElementError,
+    RequiredError,
+    UnsupportedError,
+)
+
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import ranges
+
+# One edit in a 14-character name (our shortest) gives 0.93; two in it 0.86. Real names of
+# geerlingguy.firewall, linux-system-roles, kubespray and DeepOps come no closer than 0.84
+# to ours (tests/unit/test_input_check.py holds them).
+TYPO_CUTOFF = 0.88
+
+TYPE_WORDS = {
+    "int": "an integer", "float": "a number", "bool": "a boolean (true/false)",
+    "list": "a list", "dict": "a mapping", "str": "a string", "path": "a path",
+    "bytes": "a byte size", "bits": "a bit size", "json": "JSON", "jsonarg": "JSON",
+}
+
+_PLAIN = (str, int, float, bool, list, dict, type(None))
+
+
+def _opaque_types():
+    """Value types whose content is not known on the control host: vault-encrypted strings."""
+    found = []
+    try:
+        from ansible.parsing.vault import EncryptedString  # ansible-core 2.19+
+        found.append(EncryptedString)
+    except ImportError:
+        pass
+    try:
+        from ansible.parsing.yaml.objects import AnsibleVaultEncryptedUnicode  # up to 2.18
+        found.append(AnsibleVaultEncryptedUnicode)
+    except ImportError:
+        pass
+    return tuple(found)
+
+
+_OPAQUE = _opaque_types()
+
+
+def unknown_now(value):
+    """True for a value only the run knows: Jinja (templated on the hosts) or vault-encrypted."""
+    if _OPAQUE and isinstance(value, _OPAQUE):
+        return True
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
+def _known(value):
+    """``value`` with what only the run knows replaced by None (which no check judges)."""
+    if unknown_now(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _known(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_known(v) for v in value]
+    return value
+
+
+def show(value):
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def did_you_mean(name, known, cutoff=0.6):
+    close = difflib.get_close_matches(str(name), sorted(known), n=1, cutoff=cutoff)
+    return " (did you mean %s?)" % close[0] if close else ""
+
+
+def typo_of(name, declared):
+    """The declared name ``name`` is a misspelling of, or None."""
+    if name in declared:
+        return None
+    close = difflib.get_close_matches(str(name), sorted(declared), n=1, cutoff=TYPO_CUTOFF)
+    return close[0] if close else None
+
+
+def _spec_only(spec):
+    """The option's own spec, without what this module checks element by element."""
+    out = {k: v for k, v in (spec or {}).items()
+           if k not in ("options", "elements", "description", "version_added")}
+    if out.get("type", "str") == "list":
+        out.pop("choices", None)  # checked per element, to name the element
+    return out
+
+
+def _convert(label, value, spec):
+    """(converted value, problems) for one value against its spec (no sub-options)."""
+    type_name = str(spec.get("type", "str"))
+    result = ArgumentSpecValidator({"v": spec}).validate({"v": value})
+    problems = []
+    for err in result.errors:
+        if isinstance(err, (ArgumentTypeError, ElementError)):
+            problems.append("%s: %s is not %s" % (label, show(value),
+                                                  TYPE_WORDS.get(type_name, type_name)))
+        elif isinstance(err, ArgumentValueError):
+            problems.append("%s: %s is not one of %s" % (
+                label, show(value), ", ".join(str(c) for c in spec.get("choices") or [])))
+        else:
+            problems.append("%s: %s" % (label, str(err).replace("'v'", repr(label))))
+    return result.validated_parameters.get("v", value), problems
+
+
+def check_value(path, label, value, spec, link_type=None):
+    """Problems with one value of our variables. ``path`` names it in ranges.VARIABLES
+    (VAR or VAR[].KEY); ``label`` is how messages name it (VAR[0].KEY)."""
+    spec = spec or {}
+    if value is None:
+        return []
+    value, problems = _convert(label, value, _spec_only(spec))
+    if problems:
+        return problems
+    type_name = str(spec.get("type", "str"))
+    if type_name == "list":
+        elements = spec.get("elements")
+        item_spec = {"type": elements or "raw", "choices": spec.get("choices"),
+                     "options": spec.get("options")}
+        if not item_spec["choices"]:
+            item_spec.pop("choices")
+        item_path = path if not spec.get("options") else path + "[]"
+        for i, item in enumerate(value):
+            problems += check_value(item_path, "%s[%d]" % (label, i), item, item_spec)
+        return problems
+    if type_name == "dict" and spec.get("options") and isinstance(value, dict):
+        return _check_options(path, label, value, spec["options"])
+    kind = ranges.kind_of(path)
+    if kind:
+        why = ranges.problem(kind, value, link_type)
+        if why:
+            if kind == "mtu" and link_type in (None, "auto") and isinstance(value, int) \
+                    and not isinstance(value, bool) and path.endswith("[].mtu") \
+                    and value <= ranges.MTU_MAX["ipoib_connected"]:
+                why += ("; for an IPoIB interface set its %s (ipoib_datagram: up to %d, "
+                        "ipoib_connected: up to %d)" % (ranges.LINK_KEY,
+                                                       ranges.MTU_MAX["ipoib_datagram"],
+                                                       ranges.MTU_MAX["ipoib_connected"]))
+            problems.append("%s: %s" % (label, why))
+    return problems
+
+
+def _check_options(path, label, value, options):
+    """A mapping against its sub-options: unknown and missing keys (Ansible's validator), each
+    key's value, an MTU judged by the entry's link type."""
+    problems = []
+    known = _known(value)
+    result = ArgumentSpecValidator({k: _spec_only(v) for k, v in options.items()}).validate(
+        {k: v for k, v in known.items() if k in options})
+    for key in sorted(set(known) - set(options), key=str):
+        problems.append("%s: unknown key %r%s" % (label, key, did_you_mean(key, options)))
+    for err in result.errors:
+        if isinstance(err, RequiredError):
+            missing = [k for k, o in options.items() if (o or {}).get("required")
+                       and k not in known]
+            for key in missing:
+                problems.append("%s: required key %r is missing" % (label, key))
+        elif not isinstance(err, (UnsupportedError, ArgumentTypeError, ArgumentValueError,
+                                  ElementError)):
+            problems.append("%s: %s" % (label, err))
+    link = known.get(ranges.LINK_KEY) if isinstance(known.get(ranges.LINK_KEY), str) else None
+    for key in sorted((k for k in known if k in options), key=str):
+        problems += check_value("%s.%s" % (path, key), "%s.%s" % (label, key), known[key],
+                                options[key], link_type=link)
+    return problems
+
+
+def check(variables, options):
+    """[(name, problem)] for the variables of one mapping (a host's, a file's, -e) against our
+    declared ``options`` (name -> spec, every role's). Undeclared names are left alone unless
+    they are a typo of a declared one."""
+    found = []
+    for name in sorted(variables, key=str):
+        if name not in options:
+            close = typo_of(name, options)
+            if close:
+                found.append((name, "unknown variable %s (did you mean %s?)" % (name, close)))
+            continue
+        value = _known(variables[name])
+        for line in check_value(str(name), str(name), value, options[name]):
+            found.append((name, line))
+    return found
