@@ -112,3 +112,20 @@ def test_node_side_to_results_dir_to_verdict(tmp_path: Path) -> None:
     else:  # the worker says so, and the verdict names the host
         assert rc == "2"
         assert not report.hosts[0].passed and "torch" in report.hosts[0].reasons[0]
+
+
+def test_drain_only_the_hosts_the_verdict_blames() -> None:
+    from rdmaprov.validate.report import HostResult, Report
+    from rdmaprov.validate.verdict import Bar
+
+    blamed, hung, good, checked = (HostResult("n3"), HostResult("n4"), HostResult("n1"),
+                                   HostResult("n2"))
+    blamed.fail("slow with every partner (n1+n3 0.006 GB/s, n2+n3 0.006 GB/s; bar 0.2 GB/s)")
+    hung.fail("worker hung: killed at the run's timeout", error=True)  # a peer may be the cause
+    checked.fail("NCCL fell back to Socket (NET/IB : No device found)")
+    checked.fail("GPUDirect RDMA off")
+    report = Report(None, None, None, Bar(None, "none"), [], [good, checked, blamed, hung])
+    assert S.to_drain(report) == {
+        "n2": "validate: NCCL fell back to Socket (NET/IB : No device found); GPUDirect RDMA off",
+        "n3": "validate: slow with every partner (n1+n3 0.006 GB/s, n2+n3 0.006 GB/s; bar 0.2 "
+              "GB/s)"}
