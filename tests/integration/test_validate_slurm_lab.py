@@ -20,6 +20,7 @@ import subprocess
 import tarfile
 import threading
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -107,7 +108,7 @@ def throttled(env: dict[str, Any], node: str) -> Iterator[None]:
 def test_validate_as_a_slurm_job_passes(cluster: dict[str, Any], tmp_path: Path) -> None:
     # No --nodes: the partition's idle nodes, all of them here.
     code, report, err = validate(cluster, "--pairwise", "never", "--results",
-                                 "/tmp/slurm-results")
+                                 "/tmp/slurm-results", "--junit", "/tmp/slurm-results/junit.xml")
     assert code == 0, (report, err[-2000:])
     assert report["passed"] and report["backend"] == "gloo"
     assert report["world_size"] == NODES and report["busbw_GBps"] > 0
@@ -135,6 +136,11 @@ def test_validate_as_a_slurm_job_passes(cluster: dict[str, Any], tmp_path: Path)
     assert [(h["host"], h["passed"]) for h in judged["hosts"]] == \
         [(h["host"], h["passed"]) for h in report["hosts"]]
     assert judged["busbw_GBps"] == report["busbw_GBps"]
+    # The same reports as the Ansible path: JUnit with a case per host.
+    junit = ET.parse(results / "junit.xml").getroot()
+    assert junit.tag == "testsuites" and junit.get("failures") == "0"
+    cases = {c.get("name") for c in junit.iter("testcase")}
+    assert set(nodes) <= cases, cases
 
 
 def test_throttled_node_is_named_and_drained(cluster: dict[str, Any]) -> None:
