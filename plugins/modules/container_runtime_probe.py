@@ -7,13 +7,13 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: container_runtime_probe
-short_description: Read what a host offers containers: engines, GPUs, RDMA devices, locked memory, storage
+short_description: "Read what a host offers containers: engines, GPUs, RDMA devices, locked memory, storage"
 description:
-  - Reads engine binaries and versions, NVIDIA driver nodes, /dev/infiniband, the memlock limits (raising them only in a forked child that exits at once), cgroup controllers and the filesystem under podman's storage; changes nothing (check mode safe).
+  - "Reads engine binaries and versions, NVIDIA driver nodes, /dev/infiniband, the memlock limits (raising them only in a forked child that exits at once), cgroup controllers and the filesystem under podman's storage; changes nothing (check mode safe)."
   - With O(files) and O(units), also reads the files and units the role keeps, so that one call
     tells the control host whether a converged host needs any further task.
 version_added: "0.2.0"
-author: rdmaprov developers (@rdmaprov)
+author: rdmaprov developers (!UNKNOWN)
 options:
   storage_conf:
     description: podman's storage.conf.
@@ -40,9 +40,15 @@ options:
     type: list
     elements: str
     default: []
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
 """
 EXAMPLES = r"""
 - name: What containers can get here

@@ -7,14 +7,14 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: firewall_probe
-short_description: Read the firewall tools, the live rules, the listening sockets and Slurm's config
+short_description: "Read the firewall tools, the live rules, the listening sockets and Slurm's config"
 description:
-  - Reads C(nft list table), C(ufw status), C(firewall-cmd) policies, /proc/net sockets and their owners, and slurm.conf; changes nothing (check mode safe).
-  - The firewall role plans on the control host (netcfg_firewall) and acts only when the live rules differ.
+  - "Reads C(nft list table), C(ufw status), C(firewall-cmd) policies, /proc/net sockets and their owners, and slurm.conf; changes nothing (check mode safe)."
+  - "The firewall role plans on the control host (netcfg_firewall) and acts only when the live rules differ."
   - With O(files) and O(units), also reads the files and units the role keeps, so that one call
     tells the control host whether a converged host needs any further task.
 version_added: "0.2.0"
-author: rdmaprov developers (@rdmaprov)
+author: rdmaprov developers (!UNKNOWN)
 options:
   nft_table:
     description: The nftables table (family inet) rdmaprov owns.
@@ -36,9 +36,15 @@ options:
     type: list
     elements: str
     default: []
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
 """
 EXAMPLES = r"""
 - name: Firewall state

@@ -7,14 +7,14 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: net_mtu_probe
-short_description: Read interfaces, the connection's interface and each interface's network manager
+short_description: "Read interfaces, the connection's interface and each interface's network manager"
 description:
-  - Reads C(ip -j addr/link), sysfs, netplan/ifupdown files and C(nmcli)/C(networkctl) answers; changes nothing (check mode safe).
-  - The net_mtu role decides on the control host (the netcfg_* filters) and acts only on what differs.
+  - "Reads C(ip -j addr/link), sysfs, netplan/ifupdown files and C(nmcli)/C(networkctl) answers; changes nothing (check mode safe)."
+  - "The net_mtu role decides on the control host (the netcfg_* filters) and acts only on what differs."
   - With O(files) and O(units), also reads the files and units the role keeps, so that one call
     tells the control host whether a converged host needs any further task.
 version_added: "0.2.0"
-author: rdmaprov developers (@rdmaprov)
+author: rdmaprov developers (!UNKNOWN)
 options:
   address:
     description: The address Ansible connects to (finds the interface carrying the connection when SSH_CONNECTION is not set).
@@ -37,9 +37,15 @@ options:
     type: list
     elements: str
     default: []
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
 """
 EXAMPLES = r"""
 - name: Interfaces and their managers

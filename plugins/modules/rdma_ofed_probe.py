@@ -7,14 +7,14 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: rdma_ofed_probe
-short_description: Read installed package versions and the installed OFED version
+short_description: "Read installed package versions and the installed OFED version"
 description:
-  - Asks dpkg (or rpm) for the version of each package and runs C(ofed_info -s) where MLNX_OFED/DOCA put it; changes nothing (check mode safe).
-  - The rdma_ofed role plans on the control host (package_plan, ofed_plan) and installs only what differs.
+  - "Asks dpkg (or rpm) for the version of each package and runs C(ofed_info -s) where MLNX_OFED/DOCA put it; changes nothing (check mode safe)."
+  - "The rdma_ofed role plans on the control host (package_plan, ofed_plan) and installs only what differs."
   - With O(files) and O(units), also reads the files and units the role keeps, so that one call
     tells the control host whether a converged host needs any further task.
 version_added: "0.2.0"
-author: rdmaprov developers (@rdmaprov)
+author: rdmaprov developers (!UNKNOWN)
 options:
   packages:
     description: Package names to look up.
@@ -33,9 +33,15 @@ options:
     type: list
     elements: str
     default: []
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
 """
 EXAMPLES = r"""
 - name: What is installed

@@ -7,14 +7,14 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: roce_qos_probe
-short_description: Read each NIC's QoS state (mlnx_qos, dcb, ECN, RoCE ToS)
+short_description: "Read each NIC's QoS state (mlnx_qos, dcb, ECN, RoCE ToS)"
 description:
-  - Runs C(mlnx_qos -i) and C(dcb pfc/app show) and reads the ECN and rdma_cm configfs nodes of each interface; changes nothing (check mode safe).
-  - The raw answers are parsed on the control host by the qos filters.
+  - "Runs C(mlnx_qos -i) and C(dcb pfc/app show) and reads the ECN and rdma_cm configfs nodes of each interface; changes nothing (check mode safe)."
+  - "The raw answers are parsed on the control host by the qos filters."
   - With O(files) and O(units), also reads the files and units the role keeps, so that one call
     tells the control host whether a converged host needs any further task.
 version_added: "0.2.0"
-author: rdmaprov developers (@rdmaprov)
+author: rdmaprov developers (!UNKNOWN)
 options:
   interfaces:
     description: Interfaces to read.
@@ -33,9 +33,15 @@ options:
     type: list
     elements: str
     default: []
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
 """
 EXAMPLES = r"""
 - name: QoS state of eth1
