@@ -372,13 +372,18 @@ def inside(spec_path: Path) -> int:
     print(f"slurm: job {os.environ.get('SLURM_JOB_ID')} on {', '.join(members)}: the worker "
           f"on every node at once (srun), rendezvous {plan['master_addr']}:{plan['master_port']}",
           file=sys.stderr, flush=True)
-    p = subprocess.run(srun_argv(spec, len(members)), input=bundle(plan), capture_output=True,
-                       timeout=spec["timeout"] + SLACK_S, check=False)
-    got = unpack(p.stdout.decode(errors="replace"), run_dir)
-    if p.returncode != 0 or len(got) < len(members):
-        err = p.stderr.decode(errors="replace").strip().splitlines()
-        print(f"slurm: srun ended with status {p.returncode}; files from {len(got)} of "
-              f"{len(members)} nodes" + (f"; {err[-1]}" if err else ""), file=sys.stderr)
+    try:
+        p = subprocess.run(srun_argv(spec, len(members)), input=bundle(plan),
+                           capture_output=True, timeout=spec["timeout"] + SLACK_S, check=False)
+        out, err, status = p.stdout, p.stderr, str(p.returncode)
+    except subprocess.TimeoutExpired as exc:  # each node's own timeout should have come first
+        out, err = exc.stdout or b"", exc.stderr or b""
+        status = f"killed after {spec['timeout'] + SLACK_S} s"
+    got = unpack(out.decode(errors="replace"), run_dir)
+    if status != "0" or len(got) < len(members):
+        lines = err.decode(errors="replace").strip().splitlines()
+        print(f"slurm: srun ended with status {status}; files from {len(got)} of "
+              f"{len(members)} nodes" + (f"; {lines[-1]}" if lines else ""), file=sys.stderr)
     return 0
 
 
