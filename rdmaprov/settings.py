@@ -74,13 +74,19 @@ def mitogen_installed() -> bool:
     return importlib.util.find_spec("ansible_mitogen") is not None
 
 
-def resolve_strategy(strategy: str) -> str:
-    """The strategy a run uses: 'auto' is mitogen where the package is installed (several times
-    faster on a CPU-bound control host, same results: tests/integration/test_bootstrap_lab.py),
-    else linear. site.yml keeps linear ordering: net_mtu's path proof reads its peers' facts.
+# The playbooks that converge a fleet, where the strategy's speed is what users feel; a
+# validation's time is its all_reduce: it keeps the linear strategy its fail-fast was measured in.
+FAST_PLAYBOOKS = ("site.yml", "reconfigure.yml")
+
+
+def resolve_strategy(strategy: str, playbook: str = "site.yml") -> str:
+    """The strategy a run uses: 'auto' is mitogen for FAST_PLAYBOOKS where the package is
+    installed (several times faster on a CPU-bound control host, same results:
+    tests/integration/test_bootstrap_lab.py), else linear. site.yml keeps linear ordering:
+    net_mtu's path proof reads its peers' facts, so 'free' is not chosen for it.
     """
     if strategy == "auto":
-        return "mitogen" if mitogen_installed() else "linear"
+        return "mitogen" if playbook in FAST_PLAYBOOKS and mitogen_installed() else "linear"
     return strategy
 
 

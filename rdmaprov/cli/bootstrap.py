@@ -129,7 +129,7 @@ def run(args: argparse.Namespace, playbook: Path | None = None) -> int:
         retry = options.record_retry(args.inventory, list(result.hosts), result.failed_hosts)
         if retry is not None:
             print(f"retry the failed hosts: --retry-failed (or --limit @{retry})", file=human)
-    print(f"strategy: {args.strategy}", file=human)
+    print(f"strategy: {spec.strategy}", file=human)
     validation = None
     hosts, skip = validation_plan(args, code, playbook, result)
     if skip is None:
@@ -141,7 +141,7 @@ def run(args: argparse.Namespace, playbook: Path | None = None) -> int:
         print(f"validation: skipped ({skip})", file=human)
     if args.json:
         doc = progress.result_document(result, code, view.state.reports)
-        doc["strategy"] = args.strategy
+        doc["strategy"] = spec.strategy
         doc["validation"] = validation
         if args.diff:
             doc["drift"] = collector.as_dicts()

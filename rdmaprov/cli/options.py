@@ -132,8 +132,6 @@ def check_choices(args: argparse.Namespace) -> None:
 
 def run_spec(args: argparse.Namespace, playbook: Path, inventory: Inventory) -> RunSpec:
     check_choices(args)
-    # 'auto' settled once, here: the summary names it and a validation after bootstrap reuses it.
-    args.strategy = settings.resolve_strategy(args.strategy)
     return RunSpec(
         playbook=playbook,
         inventory=inventory.path,
@@ -149,5 +147,6 @@ def run_spec(args: argparse.Namespace, playbook: Path, inventory: Inventory) -> 
         verbosity=args.verbose,
         keep_artifacts=args.keep_artifacts,
         profile=args.ansible_profile,
-        strategy=args.strategy,
+        # 'auto' settled here, for this playbook; the run's summary names the strategy.
+        strategy=settings.resolve_strategy(args.strategy, playbook.name),
     )

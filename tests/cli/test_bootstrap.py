@@ -148,6 +148,8 @@ def test_auto_strategy_is_mitogen_only_where_installed(monkeypatch: pytest.Monke
 
     monkeypatch.setattr(settings, "mitogen_installed", lambda: True)
     assert settings.resolve_strategy("auto") == "mitogen"
+    assert settings.resolve_strategy("auto", "reconfigure.yml") == "mitogen"
+    assert settings.resolve_strategy("auto", "validate.yml") == "linear"
     monkeypatch.setattr(settings, "mitogen_installed", lambda: False)
     assert settings.resolve_strategy("auto") == "linear"
     assert settings.resolve_strategy("free") == "free"
