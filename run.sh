@@ -31,7 +31,7 @@ setup() {
     python3 -m venv "$VENV"
   fi
   "$VENV/bin/pip" install -q --upgrade pip >/dev/null
-  "$VENV/bin/pip" install -q -e ".[test,lint]"
+  "$VENV/bin/pip" install -q -e ".[test,lint,fast]"
 }
 
 with_worker() {
