@@ -48,6 +48,7 @@ from rdmaprov.probe._collection import module_utils
 from rdmaprov.resources import collection_root
 from rdmaprov.validate import verdict as V
 from rdmaprov.validate.report import Report
+from rdmaprov.values import convert
 
 LABEL = "fabric"
 JOB_NAME = "rdmaprov-validate"
@@ -109,9 +110,13 @@ def settings(args: argparse.Namespace, pol: V.Policy) -> tuple[dict[str, Any], d
     if other:
         raise UserError(f"-e {other[0]}: --launcher slurm takes only nccl_validate_* "
                         "variables (there is no inventory)")
-    problems = inventory.check_variables(given, inventory.load_specs(root))
+    specs = inventory.load_specs(root)
+    problems = inventory.check_variables(given, specs)
     if problems:
         raise UserError(problems[0])
+    # As Ansible would hand them to the role: key=value's strings as the spec's type.
+    given = {k: val if val is None else convert(val, str(specs.options[k].get("type", "str")))
+             for k, val in given.items()}
     # The worker is the job step itself: the host runtime (an image comes through Pyxis).
     variables[PREFIX + "runtime"] = "host"
     variables.update(given)

@@ -53,6 +53,12 @@ def test_each_node_gets_the_roles_launch(tmp_path: Path) -> None:
     assert argv[argv.index("--pairs") + 1] == "auto"
 
 
+def test_key_value_settings_take_their_spec_type(tmp_path: Path) -> None:
+    s = spec(tmp_path, "-e", "nccl_validate_pythonpath=/opt/torch,/opt/more",
+             "-e", "nccl_validate_rendezvous_timeout=30")["settings"]
+    assert s["pythonpath"] == ["/opt/torch", "/opt/more"] and s["rendezvous_timeout"] == 30
+
+
 def test_rendezvous_needs_an_address(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"NodeAddr of gpu7 is 'gpu7', not an IP address.*"
                        r"nccl_validate_master_addr"):
