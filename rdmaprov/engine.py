@@ -11,7 +11,8 @@ A kept dir (``keep_artifacts``) keeps no secret: rdmaprov.artifacts redacts it w
 Environment: ansible-runner starts from a copy of ``os.environ``; rdmaprov passes on only the
 variables in PASSTHROUGH_ENV (plus names listed in ``$RDMAPROV_PASS_ENV``, comma-separated),
 so a stray ANSIBLE_* variable or PYTHONPATH in a user's shell cannot change a run unnoticed.
-An ansible.cfg is read only when ``$ANSIBLE_CONFIG`` names one; rdmaprov's settings outrank it.
+The run reads the ansible.cfg ansible-playbook would read where rdmaprov was started (see
+rdmaprov.ansiblecfg); rdmaprov's settings outrank it.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rdmaprov import settings
+from rdmaprov import ansiblecfg, settings
 from rdmaprov.artifacts import redact_tree, secret_values
 from rdmaprov.errors import UserError
 from rdmaprov.resources import COLLECTION_NAME, COLLECTION_NAMESPACE, collection_root
@@ -155,6 +156,7 @@ class RunnerSession:
         self._cancel = threading.Event()
         self._last_failure: dict[str, Failure] = {}
         self._errors: list[str] = []
+        self._last_line = ""
 
     # -- private data dir -------------------------------------------------------------------
 
@@ -183,7 +185,11 @@ class RunnerSession:
         return pdd / "collections"
 
     def _settings_env(self, pdd: Path) -> dict[str, str]:
-        control = settings.control_path_dir() if self.spec.profile == "tuned" else None
+        # Masters are shared by runs against the same inventory with the same SSH settings only.
+        key = "\0".join([str(self.spec.inventory.resolve()), str(ansiblecfg.find() or ""),
+                         *(os.environ.get(v, "") for v in sorted(PASSTHROUGH_ENV)
+                           if v.startswith("ANSIBLE_"))])
+        control = settings.control_path_dir(key) if self.spec.profile == "tuned" else None
         local_temp = pdd / "tmp"
         local_temp.mkdir(mode=0o700, exist_ok=True)
         env = settings.environment(settings.rows(
@@ -192,13 +198,14 @@ class RunnerSession:
         colls = self._link_collection(pdd)
         env["ANSIBLE_COLLECTIONS_PATH"] = os.pathsep.join(
             [str(colls), *default_collections_paths()])
-        if not os.environ.get("ANSIBLE_CONFIG"):
-            # Without this, ./ansible.cfg, ~/.ansible.cfg or /etc/ansible/ansible.cfg would
-            # silently change a run; an explicit $ANSIBLE_CONFIG is honoured (passthrough).
-            cfg = pdd / "ansible.cfg"
-            cfg.write_text("# rdmaprov's settings are in env/envvars; this file keeps other "
-                           "ansible.cfg files out.\n[defaults]\n")
-            env["ANSIBLE_CONFIG"] = str(cfg)
+        # The ansible.cfg ansible-playbook would read where rdmaprov was started (the run
+        # itself starts elsewhere); none found: an empty one, so that nothing else is read.
+        found = ansiblecfg.find()
+        if found is None:
+            found = pdd / "ansible.cfg"
+            found.write_text("# rdmaprov's settings are in env/envvars; no ansible.cfg was "
+                             "found where rdmaprov started.\n[defaults]\n")
+        env["ANSIBLE_CONFIG"] = str(found)
         # The ansible-playbook next to this interpreter, even when the venv is not activated.
         bindir = str(Path(sys.executable).parent)
         env["PATH"] = os.pathsep.join([bindir, os.environ.get("PATH", os.defpath)])
@@ -255,9 +262,11 @@ class RunnerSession:
                 unreachable=kind == "runner_on_unreachable")
         elif kind in ("verbose", "error") and event.get("stdout"):
             for line in str(event["stdout"]).splitlines():
-                if line.startswith(("ERROR!", "[ERROR]:")):
-                    self._errors.append(line.split(":", 1)[-1].strip()
-                                        if line.startswith("[ERROR]") else line[6:].strip())
+                said = ansible_error(line)
+                if said:
+                    self._errors.append(said)
+                elif line.strip() and not line[0].isspace():
+                    self._last_line = line.strip()  # a traceback's last line says what broke
 
     # -- run --------------------------------------------------------------------------------
 
@@ -335,11 +344,23 @@ class RunnerSession:
         rc = int(runner.rc if runner.rc is not None else 1)
         error = None
         if rc != 0 and not any(not h.healthy for h in hosts.values()):
+            # Ansible's own words when it failed before any host: its error line, else the
+            # last line it printed (an exception it did not catch), else the status.
             error = self._errors[0] if self._errors else (
+                f"ansible-playbook: {self._last_line}" if self._last_line else
                 f"ansible-playbook ended with status {runner.status} (rc {rc}) "
                 "and no host to blame")
         return RunResult(rc=rc, status=str(runner.status), hosts=dict(sorted(hosts.items())),
                          artifacts_dir=artifacts, error=error)
+
+
+def ansible_error(line: str) -> str | None:
+    """The message of an error line of ansible-playbook (``[ERROR]: ...`` in 2.19+, ``ERROR!
+    ...`` before, ``ERROR: ...`` for a configuration it cannot load), or None."""
+    for mark in ("[ERROR]:", "ERROR!", "ERROR:"):
+        if line.startswith(mark):
+            return line[len(mark):].strip() or None
+    return None
 
 
 def _put(events: queue.Queue[Mapping[str, Any]], event: Mapping[str, Any]) -> bool:

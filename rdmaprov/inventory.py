@@ -481,11 +481,28 @@ def load(path: Path, *, limit: str | None = None, extra_vars: list[str] | None =
     """Parse and validate; raise UserError with every problem, one line each.
 
     ``set_vars`` are reconfigure's --set values: extra vars, named --set in messages."""
+    _ansible_configuration()
     problems, inv = _validate(path, limit, extra_vars or [], collection, set_vars or {})
     if problems:
         raise UserError("\n".join(dict.fromkeys(str(p) for p in problems)))
     assert inv is not None
     return inv
+
+
+def _ansible_configuration() -> None:
+    """Ansible reads its configuration (ansible.cfg, ANSIBLE_*) once, on first use: a value it
+    cannot take is the user's to fix, in Ansible's words."""
+    try:
+        import ansible.constants  # noqa: F401
+    except Exception as exc:  # AnsibleOptionsError, or what a broken value raises
+        from rdmaprov import ansiblecfg
+
+        try:
+            cfg = ansiblecfg.find()
+        except Exception:
+            cfg = None
+        where = f" (ansible.cfg: {cfg})" if cfg else ""
+        raise UserError(f"Ansible's configuration{where}: {_first_line(exc)}") from None
 
 
 class _StrictYaml(yaml.SafeLoader):

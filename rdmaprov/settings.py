@@ -11,6 +11,7 @@ what rdmaprov needs for correctness: host keys checked, no retry files, parse er
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from dataclasses import dataclass
@@ -40,32 +41,71 @@ def default_forks(host_count: int) -> int:
     return max(1, min(MAX_FORKS, host_count))
 
 
-def control_path_dir() -> Path:
+def control_path_dir(key: str = "") -> Path:
     """A short, private directory for SSH ControlMaster sockets, kept across runs.
 
     Kept across runs so that a re-run within ControlPersist reuses the open connections;
     private (0700, ours) because anyone who can reach a master socket can use its session.
+    One subdirectory per ``key`` (the engine gives the inventory and the SSH settings): runs of
+    one user against two inventories never share a master, so that one run never rides on a
+    connection another opened to another machine at the same address, with other keys or
+    options. Runs against one inventory share them, as ssh multiplexing is made for.
+
+    ``$RDMAPROV_SSH_CONTROL_DIR`` names the base directory; it is created 0700 when missing
+    and must be this user's, 0700, not a symlink, and every directory above it writable only by
+    its owner (root or this user) or sticky (/tmp): what makes a socket path safe, wherever it is.
     """
     override = os.environ.get("RDMAPROV_SSH_CONTROL_DIR")
     if override:
-        base = Path(override)
+        base = Path(override).absolute()
     else:
         runtime = os.environ.get("XDG_RUNTIME_DIR", "")
         parent = Path(runtime) if runtime and len(runtime) < 40 else Path("/tmp")
         base = parent / f"rdmaprov-{os.getuid()}" / "cp"
-    if len(str(base)) > _MAX_CONTROL_DIR:
-        raise UserError(f"SSH control directory {base} is longer than {_MAX_CONTROL_DIR} "
-                        "characters (UNIX socket path limit); set RDMAPROV_SSH_CONTROL_DIR")
-    for d in (base.parent, base):
+    tag = hashlib.sha256(key.encode()).hexdigest()[:8]
+    if len(str(base)) + len(tag) + 1 > _MAX_CONTROL_DIR:
+        raise UserError(f"SSH control directory {base} is longer than "
+                        f"{_MAX_CONTROL_DIR - len(tag) - 1} characters (UNIX socket path "
+                        "limit); set RDMAPROV_SSH_CONTROL_DIR")
+    _safe_ancestors(base.parent)
+    for d in (base.parent, base, base / tag):
+        if d == base.parent and override:
+            continue  # the user's own choice of parent: only its safety counts
         try:
             d.mkdir(mode=0o700, exist_ok=True)
         except OSError as exc:
             raise UserError(f"cannot create SSH control directory {d}: {exc.strerror}") from exc
         st = d.lstat()
-        if stat.S_ISLNK(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() \
+                or st.st_mode & 0o077:
             raise UserError(f"SSH control directory {d} must be a directory owned by this user "
-                            "with mode 0700")
-    return base
+                            f"with mode 0700 (it is {_describe(st)})")
+    return base / tag
+
+
+def _describe(st: os.stat_result) -> str:
+    kind = "a symlink" if stat.S_ISLNK(st.st_mode) else "a directory" if stat.S_ISDIR(
+        st.st_mode) else "not a directory"
+    return f"{kind}, owner uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}"
+
+
+def _safe_ancestors(path: Path) -> None:
+    """Refuse a directory that another user could swap out from under the sockets: one above
+    the control directory writable by a user other than its owner (group or others, without
+    the sticky bit), or owned by someone other than root or this user."""
+    for d in [path, *path.parents]:
+        try:
+            st = d.stat()
+        except FileNotFoundError:
+            continue  # created below, 0700
+        except OSError as exc:
+            raise UserError(f"SSH control directory: cannot inspect {d}: {exc.strerror}") from exc
+        foreign_owner = st.st_uid not in (0, os.getuid())
+        open_write = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX
+        if foreign_owner or open_write:
+            raise UserError(f"SSH control directory under {d}, which {_describe(st)} lets "
+                            "another user replace what is in it; choose a directory whose "
+                            "parents only root or you can write (RDMAPROV_SSH_CONTROL_DIR)")
 
 
 def mitogen_installed() -> bool:
@@ -112,8 +152,6 @@ def rows(*, profile: str = "tuned", strategy: str = "linear",
         Row("ANSIBLE_HOST_KEY_CHECKING", "True",
             "ansible-runner turns it off unless set; a cluster's host keys are checked"),
         Row("ANSIBLE_RETRY_FILES_ENABLED", "False", "no .retry files next to the playbooks"),
-        Row("ANSIBLE_INVENTORY_ENABLED", "yaml,ini",
-            "static inventories only: the same plugins rdmaprov validates with"),
         Row("ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED", "True",
             "an inventory that does not parse is an error, not an empty inventory"),
         Row("ANSIBLE_DUPLICATE_YAML_DICT_KEY", "error",

@@ -1,0 +1,208 @@
+"""The one validator (plugins/module_utils/input_check.py) and the one table of ranges
+(plugins/module_utils/ranges.py): judged as Ansible's ArgumentSpecValidator judges, the same
+words from the CLI's check and from the validate_inventory entry point, and other roles'
+variables in a shared inventory left alone."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+from rdmaprov import inventory
+from rdmaprov.errors import UserError
+from rdmaprov.probe._collection import module_utils
+from rdmaprov.resources import collection_root
+
+ROOT = collection_root()
+check = module_utils("input_check")
+ranges = module_utils("ranges")
+SPECS = inventory.load_specs(ROOT)
+
+# Real variable names of roles our users run from the same inventory, from each project's own
+# defaults/ and group_vars/ files: geerlingguy.firewall (all of them), linux-system-roles
+# firewall and network (all public ones), and those of kubespray and NVIDIA DeepOps that come
+# closest to ours (difflib ratio 0.75 to 0.84) or share a prefix with ours, and common ones.
+FOREIGN = {
+    "geerlingguy.firewall": {
+        "firewall_state": "started", "firewall_enabled_at_boot": True,
+        "firewall_flush_rules_and_chains": True,
+        "firewall_allowed_tcp_ports": ["22", "80"], "firewall_allowed_udp_ports": [],
+        "firewall_forwarded_tcp_ports": [], "firewall_forwarded_udp_ports": [],
+        "firewall_additional_rules": [], "firewall_enable_ipv6": True,
+        "firewall_ip6_additional_rules": [], "firewall_log_dropped_packets": True,
+        "firewall_disable_firewalld": False, "firewall_disable_ufw": False,
+        "firewall_template": "firewall.bash.j2",
+    },
+    "linux-system-roles.firewall": {
+        "firewall": [{"service": "http", "state": "enabled"}],
+        "firewall_disable_conflicting_services": False,
+        "firewall_transactional_update_reboot_ok": False,
+    },
+    "linux-system-roles.network": {
+        "network_connections": [{"name": "eth1", "type": "ethernet", "mtu": 9000}],
+        "network_provider": "nm", "network_state": {}, "network_allow_restart": False,
+        "network_packages": [], "network_service_name": [],
+    },
+    "kubespray": {
+        "kube_network_plugin": "calico", "container_manager": "containerd",
+        "kube_version": "v1.31.1", "dns_mode": "coredns", "etcd_deployment_type": "host",
+        "containerd_limit_mem_lock": "infinity", "containerd_default_runtime": "runc",
+        "containerd_base_runtime_specs": {}, "containerd_extra_runtime_args": [],
+        "containerd_use_systemd_cgroup": True,
+        "containerd_base_runtime_spec_rlimit_nofile": 65535,
+        "supported_os_distributions": ["Ubuntu"], "nvidia_accelerator_enabled": True,
+    },
+    "DeepOps": {
+        "slurm_health_check_program": "/usr/sbin/nhc", "slurm_config_dir": "/etc/slurm",
+        "slurmctl_config_dir": "/etc/slurm", "nv_mgmt_interface": "eno1",
+        "mofed_version": "5.8-1.0.1.1", "mofed_install_flags": "--all",
+        "docker_install": True, "k8s_gpu_mig_strategy": "mixed",
+    },
+}
+
+
+def test_no_foreign_name_is_ours_or_taken_for_a_typo() -> None:
+    """No name of those roles is one of ours (no rename needed), and none is close enough to
+    one of ours to be reported as a typo, though several share a prefix with ours."""
+    for project, names in FOREIGN.items():
+        assert not set(names) & set(SPECS.options), project
+        assert check.check(names, SPECS.options) == [], project
+    # The rule is closeness to a declared name, not a prefix: this one is a typo of ours.
+    assert check.check({"firewall_rendezvous_port": [1]}, SPECS.options) == [
+        ("firewall_rendezvous_port", "unknown variable firewall_rendezvous_port "
+                                     "(did you mean firewall_rendezvous_ports?)")]
+
+
+def test_a_shared_inventory_is_accepted(tmp_path: Path) -> None:
+    """One inventory driving all those roles and ours: accepted as ansible-inventory does."""
+    import yaml
+
+    (tmp_path / "group_vars").mkdir()
+    merged = {k: v for names in FOREIGN.values() for k, v in names.items()}
+    merged.update({"firewall_policy": "scoped", "net_mtu_interfaces": [
+        {"name": "ib0", "mtu": 65520, "link_type": "ipoib_connected"}]})
+    (tmp_path / "group_vars" / "all.yml").write_text(yaml.safe_dump(merged))
+    inv = tmp_path / "hosts.ini"
+    inv.write_text("[gpu]\nnode1 ansible_host=10.0.0.1\n")
+    assert inventory.load(inv).hosts == ["node1"]
+    proc = subprocess.run([sys.executable, "-m", "ansible.cli.inventory", "-i", str(inv),
+                           "--host", "node1"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize(("value", "accepted"), [
+    (9000, True), (9000.0, True), ("9000", True), (9000.5, False), ("9k", False),
+    (True, True), ([9000], False), (None, True),
+])
+def test_types_are_judged_as_ansible_judges_them(value, accepted) -> None:
+    """Our type verdict is ArgumentSpecValidator's, value for value (the range comes after)."""
+    spec = {"net_mtu_ping_count": {"type": "int"}}
+    result = ArgumentSpecValidator(spec).validate({"net_mtu_ping_count": value})
+    ansible_ok = not result.error_messages
+    ours_ok = check.check({"net_mtu_ping_count": value}, SPECS.options) == []
+    assert ansible_ok is ours_ok is accepted
+
+
+def test_a_value_ansible_converts_is_ranged_as_converted() -> None:
+    assert check.check({"net_mtu_default": 9000.0}, SPECS.options) == []
+    assert check.check({"net_mtu_default": "9216"}, SPECS.options) == []
+    # true is an int to Ansible (1): the range refuses it, saying so.
+    assert check.check({"net_mtu_default": True}, SPECS.options) == [
+        ("net_mtu_default", "net_mtu_default: true (a boolean, which Ansible takes as 1) is not "
+                            "a valid MTU (68..9216)")]
+
+
+@pytest.mark.parametrize("layer", ["net_mtu_interfaces", "net_mtu_interfaces_group",
+                                   "net_mtu_interfaces_host"])
+def test_every_layer_is_validated_with_the_link_types_range(layer: str) -> None:
+    def problems(entry: dict) -> list[str]:
+        return [line for _n, line in check.check({layer: [entry]}, SPECS.options)]
+
+    assert problems({"name": "ib0", "mtu": 99999, "bogus": 1}) == [
+        f"{layer}[0]: unknown key 'bogus'",
+        f"{layer}[0].mtu: 99999 is not a valid MTU (68..9216)"]
+    assert problems({"name": "ib0", "mtu": 65520}) == [
+        f"{layer}[0].mtu: 65520 is not a valid MTU (68..9216); for an IPoIB interface set its "
+        "link_type (ipoib_datagram: up to 4092, ipoib_connected: up to 65520)"]
+    assert problems({"name": "ib0", "mtu": 65520, "link_type": "ipoib_connected"}) == []
+    assert problems({"name": "ib0", "mtu": 65521, "link_type": "ipoib_connected"}) == [
+        f"{layer}[0].mtu: 65521 is not a valid MTU for IPoIB connected (68..65520)"]
+    assert problems({"name": "ib0", "mtu": 4096, "link_type": "ipoib_datagram"}) == [
+        f"{layer}[0].mtu: 4096 is not a valid MTU for IPoIB datagram (68..4092)"]
+    assert problems({"name": "eth1", "mtu": 9000, "link_type": "infiniband"}) == [
+        f"{layer}[0].link_type: 'infiniband' is not one of auto, ethernet, ipoib_datagram, "
+        "ipoib_connected"]
+    assert problems({"mtu": 9000}) == [f"{layer}[0]: required key 'name' is missing"]
+
+
+def test_the_table_names_only_declared_options() -> None:
+    """Every variable the ranges table names is declared (a renamed option cannot leave its
+    range behind), and the ranges the roles' descriptions state are the table's."""
+    for path in ranges.VARIABLES:
+        top, _, key = path.partition("[].")
+        if top == "ansible_port":
+            continue
+        assert top in SPECS.options, path
+        if key:
+            assert key in SPECS.options[top]["options"], path
+    assert ranges.bounds("pfc_priority")[:2] == (0, 7)
+    assert ranges.bounds("dscp")[:2] == (0, 63)
+    assert [ranges.bounds("mtu", t)[1] for t in ("ethernet", "ipoib_datagram",
+                                                  "ipoib_connected")] == [9216, 4092, 65520]
+
+
+def test_the_entry_point_says_what_the_cli_says(tmp_path: Path) -> None:
+    """validate_inventory (the input_problems lookup, in ansible-playbook) and the rdmaprov
+    check give the same lines for the same host variables."""
+    coll = tmp_path / "ansible_collections" / "rdmaprov"
+    coll.mkdir(parents=True)
+    (coll / "cluster").symlink_to(ROOT)
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(
+        "all:\n  hosts:\n"
+        "    n1: {ansible_connection: local, net_mtu_default: 9000.0, firewall_state: started}\n"
+        "    n2:\n      ansible_connection: local\n      rdma_ofed_sorce: inbox\n"
+        "      net_mtu_interfaces_host: [{name: ib0, mtu: 99999, bogus: 1}]\n"
+        "      roce_qos_pfc_priority: 8\n")
+    play = tmp_path / "play.yml"
+    play.write_text("- hosts: all\n  gather_facts: false\n  tasks:\n"
+                    "    - ansible.builtin.import_role:\n"
+                    "        name: rdmaprov.cluster.preflight\n"
+                    "        tasks_from: validate_inventory\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(ANSIBLE_COLLECTIONS_PATH=str(tmp_path), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv),
+                           str(play)], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          check=False)
+    import json
+
+    out = proc.stdout.splitlines()
+    task = out.index(next(line for line in out if "Validate rdmaprov's variables" in line))
+    assert "ok: [n1]" in out[task:], proc.stdout
+    fatal = next(line for line in out if line.startswith("fatal: [n2]: FAILED! => "))
+    playbook_lines = json.loads(fatal.split(" => ", 1)[1])["msg"].split("; ")
+
+    with pytest.raises(UserError) as exc:
+        inventory.load(inv)
+    cli_lines = [line.split(": ", 2)[2] for line in str(exc.value).splitlines()]
+    assert sorted(playbook_lines) == sorted(cli_lines) == sorted([
+        "net_mtu_interfaces_host[0]: unknown key 'bogus'",
+        "net_mtu_interfaces_host[0].mtu: 99999 is not a valid MTU (68..9216)",
+        "roce_qos_pfc_priority: 8 is not a valid PFC priority (0..7)",
+        "unknown variable rdma_ofed_sorce (did you mean rdma_ofed_source?)"])
+
+
+def test_roce_qos_preflight_ranges_are_the_tables() -> None:
+    assert ranges.problems({"roce_qos_pfc_priority": "9", "roce_qos_dscp": 26,
+                            "roce_qos_cnp_dscp": 64, "roce_qos_cnp_priority": "x"}) == [
+        "roce_qos_cnp_dscp: 64 is not a valid DSCP value (0..63)",
+        "roce_qos_cnp_priority: 'x' is not a number",
+        "roce_qos_pfc_priority: 9 is not a valid PFC priority (0..7)"]
+    text = (ROOT / "roles/roce_qos/tasks/preflight.yml").read_text()
+    assert "range(" not in text and "rdmaprov.cluster.range_problems" in text
