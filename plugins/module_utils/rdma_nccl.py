@@ -236,20 +236,20 @@ def _lint_hca(env: dict[str, str], rdma: dict) -> list[dict]:
     if exclude:
         return []
     ports = {(d, str(p["port"])): p for d, p in _ports(rdma)}
-    devices = sorted({d for d, _ in ports})
+    devices = sorted({d for d, _port in ports})
     out = []
     for entry in entries:
-        dev, _, port = entry.partition(":")
+        dev, _sep, port = entry.partition(":")
         hits = [(d, n) for d, n in ports if _matches(dev, d, exact) and (not port or n == port)]
         if not hits:
             out.append(_finding("error", "NCCL_IB_HCA",
                                 f"NCCL_IB_HCA names {entry}, which is not on this host "
                                 f"(devices: {', '.join(devices) or 'none'})"))
             continue
-        if not exact and len({d for d, _ in hits}) > 1:
+        if not exact and len({d for d, _port in hits}) > 1:
             out.append(_finding("warning", "NCCL_IB_HCA",
                                 f"NCCL_IB_HCA entry {entry} is a prefix and selects "
-                                f"{', '.join(sorted({d for d, _ in hits}))}; start the list with "
+                                f"{', '.join(sorted({d for d, _port in hits}))}; start the list with "
                                 "'=' to name devices exactly"))
         for d, n in hits:
             p = ports[(d, n)]
@@ -273,7 +273,7 @@ def _selected_ports(env: dict[str, str], rdma: dict) -> list[tuple[str, dict]]:
 
     def hit(d: str, p: dict) -> bool:
         for entry in entries:
-            dev, _, port = entry.partition(":")
+            dev, _sep, port = entry.partition(":")
             if _matches(dev, d, exact) and (not port or port == str(p["port"])):
                 return True
         return False

@@ -32,7 +32,7 @@ class NoRdma(Exception):
 def load():
     """The pyverbs modules this code needs, or None when pyverbs is not installed."""
     try:
-        import pyverbs.device as device
+        from pyverbs import device
         from pyverbs.pyverbs_error import PyverbsError, PyverbsRDMAError
     except ImportError:
         return None

@@ -24,7 +24,6 @@ RC_WATCHDOG = 3      # the worker's own watchdog killed it: no progress within -
 OWN_FAILURES = (RC_CANNOT_START, RC_WATCHDOG, 125, 126, 127)
 
 
-
 # --- who runs with whom -----------------------------------------------------------------------
 
 def fabric_members(hosts, master):
@@ -329,5 +328,3 @@ def stop_reason(exits_dir, host, members):
         if text.lstrip("-").isdigit() and int(text) in OWN_FAILURES:
             return f"stopped: {peer} could not run (its worker exited {text})"
     return ""
-
-

@@ -116,7 +116,7 @@ def ipv4_of(ifname):
 
 def addresses():
     out = {}
-    for _, name in socket.if_nameindex():
+    for _index, name in socket.if_nameindex():
         addr = ipv4_of(name)
         out[name] = [addr] if addr else []
     return out
