@@ -40,31 +40,14 @@ TYPE_WORDS = {
     "bytes": "a byte size", "bits": "a bit size", "json": "JSON", "jsonarg": "JSON",
 }
 
+# What data from an inventory or a vars file is made of (Ansible's own subclasses of these
+# included). Anything else is a value only the run can read: a vault-encrypted string.
 _PLAIN = (str, int, float, bool, list, dict, type(None))
-
-
-def _opaque_types():
-    """Value types whose content is not known on the control host: vault-encrypted strings."""
-    found = []
-    try:
-        from ansible.parsing.vault import EncryptedString  # ansible-core 2.19+
-        found.append(EncryptedString)
-    except ImportError:
-        pass
-    try:
-        from ansible.parsing.yaml.objects import AnsibleVaultEncryptedUnicode  # up to 2.18
-        found.append(AnsibleVaultEncryptedUnicode)
-    except ImportError:
-        pass
-    return tuple(found)
-
-
-_OPAQUE = _opaque_types()
 
 
 def unknown_now(value):
     """True for a value only the run knows: Jinja (templated on the hosts) or vault-encrypted."""
-    if _OPAQUE and isinstance(value, _OPAQUE):
+    if not isinstance(value, _PLAIN):
         return True
     return isinstance(value, str) and ("{{" in value or "{%" in value)
 
@@ -153,10 +136,10 @@ def check_value(path, label, value, spec, link_type=None):
             if kind == "mtu" and link_type in (None, "auto") and isinstance(value, int) \
                     and not isinstance(value, bool) and path.endswith("[].mtu") \
                     and value <= ranges.MTU_MAX["ipoib_connected"]:
-                why += ("; for an IPoIB interface set its %s (ipoib_datagram: up to %d, "
-                        "ipoib_connected: up to %d)" % (ranges.LINK_KEY,
+                why += "; for an IPoIB interface set its %s (ipoib_datagram: up to %d, " \
+                       "ipoib_connected: up to %d)" % (ranges.LINK_KEY,
                                                        ranges.MTU_MAX["ipoib_datagram"],
-                                                       ranges.MTU_MAX["ipoib_connected"]))
+                                                       ranges.MTU_MAX["ipoib_connected"])
             problems.append("%s: %s" % (label, why))
     return problems
 

@@ -10,6 +10,8 @@ import ipaddress
 import json
 import re
 
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import ranges
+
 BACKENDS = ("nftables", "firewalld", "ufw")
 
 
@@ -41,8 +43,9 @@ def port_span(value):
     if len(parts) not in (1, 2) or not all(p.strip().isdigit() for p in parts):
         raise ValueError(f"{value!r} is not a port or LOW-HIGH range")
     low, high = int(parts[0]), int(parts[-1])
-    if not 1 <= low <= high <= 65535:
-        raise ValueError(f"port range {low}-{high} is not within 1..65535")
+    first, last, _what = ranges.bounds("port")
+    if not first <= low <= high <= last:
+        raise ValueError(f"port range {low}-{high} is not within {first}..{last}")
     return low, high
 
 

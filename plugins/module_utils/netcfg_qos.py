@@ -14,6 +14,8 @@ import json
 import re
 import shlex
 
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import ranges
+
 # ECN field (the two low bits of the IPv4 ToS / IPv6 traffic class byte), RFC 3168.
 ECN_CODEPOINTS = {"not-ect": 0, "ect1": 1, "ect0": 2, "ce": 3}
 
@@ -33,8 +35,9 @@ def tos_from_dscp(dscp, ecn="ect0"):
     marks it (CE) instead of dropping it and DCQCN can slow the sender.
     """
     dscp = int(dscp)
-    if not 0 <= dscp <= 63:
-        raise ValueError(f"DSCP {dscp} is outside 0..63")
+    why = ranges.problem("dscp", dscp)
+    if why:
+        raise ValueError(why)
     if ecn not in ECN_CODEPOINTS:
         raise ValueError(f"ECN codepoint {ecn!r}: one of {', '.join(ECN_CODEPOINTS)}")
     return (dscp << 2) | ECN_CODEPOINTS[ecn]
@@ -43,8 +46,9 @@ def tos_from_dscp(dscp, ecn="ect0"):
 def pfc_vector(priority):
     """Eight 0/1 flags with only `priority` lossless."""
     priority = int(priority)
-    if not 0 <= priority <= 7:
-        raise ValueError(f"PFC priority {priority} is outside 0..7")
+    why = ranges.problem("pfc_priority", priority)
+    if why:
+        raise ValueError(why)
     return [1 if i == priority else 0 for i in range(8)]
 
 

@@ -115,6 +115,8 @@ def problems(values):
             continue
         if isinstance(value, str) and value.strip().lstrip("-").isdigit():
             value = int(value)
+        elif isinstance(value, float) and value.is_integer():
+            value = int(value)  # as Ansible converts it for an int option
         if not isinstance(value, (int, str)):
             out.append("%s: %r is not a number" % (name, value))
             continue

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import ipaddress
 import json
 from pathlib import Path
 
 import pytest
 
+from rdmaprov.probe._collection import module_utils
+
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("netcfg_firewall",
-                                               ROOT / "plugins/module_utils/netcfg_firewall.py")
-fw = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(fw)
+fw = module_utils("netcfg_firewall")
 
 # firewall_probe.py's output on a Debian 12 lab node with real listeners (see its _source).
 PROBE = json.loads((ROOT / "tests/fixtures/firewall/probe-bookworm-listeners.json").read_text())

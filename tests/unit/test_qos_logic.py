@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from rdmaprov.probe._collection import module_utils
+
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("netcfg_qos",
-                                               ROOT / "plugins/module_utils/netcfg_qos.py")
-qos = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(qos)
+qos = module_utils("netcfg_qos")
 
 # `mlnx_qos -i eth2` as MLNX_OFED prints it (DSCP trust, PFC on 3, ETS listing).
 MLNX_QOS = """\
