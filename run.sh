@@ -27,11 +27,22 @@ setup() {
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
+  venv
+}
+
+# The .venv with rdmaprov and its test and lint tools (no root needed).
+venv() {
   if [ ! -x "$VENV/bin/python" ]; then
     python3 -m venv "$VENV"
   fi
   "$VENV/bin/pip" install -q --upgrade pip >/dev/null
   "$VENV/bin/pip" install -q -e ".[test,lint,fast]"
+}
+
+# lint and sanity on their own: install only when a tool is missing.
+venv_tools() {
+  "$VENV/bin/python" -c 'import rdmaprov, ansiblelint, antsibull_changelog, yamllint, mypy, ruff' \
+    2>/dev/null || venv
 }
 
 with_worker() {
@@ -103,11 +114,20 @@ EOT
     RDMAPROV_REQUIRE_LAB=1 "$VENV/bin/pytest" -ra "$@"
     ;;
   lint)
-    "$VENV/bin/ansible-lint" roles playbooks
-    "$VENV/bin/yamllint" -s roles playbooks
+    venv_tools
+    # The whole repository as Galaxy and Automation Hub users lint a collection (.ansible-lint).
+    "$VENV/bin/ansible-lint"
+    "$VENV/bin/yamllint" -s roles playbooks molecule changelogs plugins meta
     "$VENV/bin/ruff" check rdmaprov tests bench
     "$VENV/bin/mypy"
+    # Fragments well-formed, and CHANGELOG.md what changelogs/changelog.yaml says.
+    "$VENV/bin/antsibull-changelog" lint
+    "$VENV/bin/antsibull-changelog" generate
+    git diff --exit-code -- CHANGELOG.md || {
+      echo "run.sh: CHANGELOG.md was out of date with changelogs/changelog.yaml (regenerated above)" >&2
+      exit 1
+    }
     ;;
-  sanity) shift; sanity "$@" ;;
+  sanity) shift; venv_tools; sanity "$@" ;;
   *) sed -n 2,9p "$0"; exit 2 ;;
 esac

@@ -26,6 +26,8 @@ ALLOWED_TOP = {
     "docs",
     "LICENSE",
     "CHANGELOG.md",
+    "changelogs",
+    "tests",  # tests/sanity/ only: the ignore file ansible-test sanity reads on Galaxy/Hub
 }
 
 USER_PLAYBOOK = """\
@@ -84,6 +86,8 @@ def test_tarball_holds_only_collection_content(tarball: Path) -> None:
         names = tar.getnames()
     top = {n.split("/", 1)[0] for n in names}
     assert top <= ALLOWED_TOP, f"not collection content: {sorted(top - ALLOWED_TOP)}"
+    tests = [n for n in names if n.startswith("tests/") and not n.startswith("tests/sanity")]
+    assert not tests, f"tests of the Python package in the collection: {tests}"
     for needed in (
         "roles/preflight/meta/argument_specs.yml",
         "roles/rdma_ofed/tasks/main.yml",
@@ -93,6 +97,10 @@ def test_tarball_holds_only_collection_content(tarball: Path) -> None:
         "plugins/lookup/role_specs.py",
         "playbooks/site.yml",
         "meta/runtime.yml",
+        "LICENSE",
+        "CHANGELOG.md",
+        "changelogs/changelog.yaml",
+        "tests/sanity/ignore-2.19.txt",
     ):
         assert needed in names, needed
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
