@@ -192,20 +192,29 @@ def _plugin_failures(loader: Any, source: Path) -> list[tuple[str, BaseException
     return failures
 
 
-def _unparsed(loader: Any, source: Path) -> list[tuple[Path, list[tuple[str, BaseException]]]]:
-    """The files of ``source`` (a file, or a directory the way Ansible walks one) that no
-    enabled plugin parses, each with the plugins' reasons."""
+def _source_files(source: Path) -> list[Path]:
+    """The files Ansible parses for ``source``: itself, or a directory's entries the way
+    InventoryManager walks one (hidden files, group_vars/, host_vars/ and the ignored
+    extensions skipped)."""
     from ansible.inventory.manager import IGNORED
 
-    if source.is_dir():
-        out = []
-        for entry in sorted(os.listdir(source)):
-            if IGNORED.search(entry):
-                continue
-            out += _unparsed(loader, source / entry)
-        return out
-    failures = _plugin_failures(loader, source)
-    return [] if failures is None else [(source, failures)]
+    if not source.is_dir():
+        return [source]
+    found: list[Path] = []
+    for entry in sorted(os.listdir(source)):
+        if not IGNORED.search(os.fsencode(entry)):
+            found += _source_files(source / entry)
+    return found
+
+
+def _unparsed(loader: Any, files: list[Path]) -> list[tuple[Path, list[tuple[str, BaseException]]]]:
+    """The inventory files that no enabled plugin parses, each with the plugins' reasons."""
+    out = []
+    for f in files:
+        failures = _plugin_failures(loader, f)
+        if failures is not None:
+            out.append((f, failures))
+    return out
 
 
 def _shown(path: Path | str) -> str:
@@ -606,10 +615,8 @@ def _validate(path: Path, limit: str | None, extra_vars: list[str],
         extras.append(("--set", dict(set_vars)))
     loader = DataLoader()
     problems: list[Problem] = []
-    ini_files = [f for f in files if f.suffix not in (*_YAML_EXTS, ".toml", ".cfg", ".md",
-                                                      ".txt")
-                 and "group_vars" not in f.relative_to(f.anchor).parts
-                 and "host_vars" not in f.relative_to(f.anchor).parts
+    sources = _source_files(source)
+    ini_files = [f for f in sources if f.suffix not in (*_YAML_EXTS, ".toml")
                  and not os.access(f, os.X_OK)]
     for ini in ini_files:
         problems += _ini_duplicates(ini)
@@ -620,7 +627,7 @@ def _validate(path: Path, limit: str | None, extra_vars: list[str],
                 problems.append(dup)
 
     with _quiet():
-        unparsed = _unparsed(loader, source)
+        unparsed = _unparsed(loader, sources)
         if unparsed:
             failed, failures = unparsed[0]
             own = [p for p in problems if p.where.startswith(f"{_shown(failed)}: ")]

@@ -223,3 +223,28 @@ def test_a_control_dir_in_tmp_is_accepted_when_safe() -> None:
         os.environ.clear()
         os.environ.update(env)
         subprocess.run(["rm", "-rf", str(base)], check=True)
+
+
+def test_an_inventory_directory_is_walked_as_ansible_walks_it(tmp_path: Path,
+                                                              listener: Listener) -> None:
+    """Each file of the directory parsed by the enabled plugins (README.md, *.bak skipped as
+    Ansible skips them), group_vars/ beside them, each problem naming its file."""
+    inv = tmp_path / "inv"
+    (inv / "group_vars").mkdir(parents=True)
+    (inv / "hosts").write_text(f"[gpu]\nnode1 ansible_host=127.0.0.1 "
+                               f"ansible_port={listener.port}\n")
+    (inv / "more.yml").write_text(f"all:\n  hosts:\n    node2:\n      ansible_host: 127.0.0.2\n"
+                                  f"      ansible_port: {listener.port}\n"
+                                  "      net_mtu_interfaces: [{name: ib0, mtu: 65520}]\n")
+    (inv / "group_vars" / "gpu.yml").write_text("net_mtu_default: 70000\n")
+    (inv / "README.md").write_text("# not an inventory [[[\n")
+    (inv / "hosts.bak").write_text("[gpu\n")
+    assert sorted(refused(rdmaprov("bootstrap", "inv", "--check", cwd=tmp_path))) == [
+        "inv/group_vars/gpu.yml: net_mtu_default: 70000 is not a valid MTU (68..9216)",
+        "inv/more.yml: host node2: net_mtu_interfaces[0].mtu: 65520 is not a valid MTU "
+        "(68..9216); for an IPoIB interface set its link_type (ipoib_datagram: up to 4092, "
+        "ipoib_connected: up to 65520)"]
+    (inv / "broken").write_text("[gpu\nnode3\n")
+    assert refused(rdmaprov("bootstrap", "inv", "--check", cwd=tmp_path)) == [
+        "inv/broken: line 1: section header '[gpu' is not closed with ']'"]
+    assert listener.contacts == 0
