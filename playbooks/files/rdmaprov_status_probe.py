@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Read-only snapshot of one node for `rdmaprov status`: prints one JSON document.
 
 Runs on the node through ansible.builtin.script, with the node's own python3 (stdlib only).

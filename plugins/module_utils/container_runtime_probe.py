@@ -18,7 +18,7 @@ CAP_SYS_RESOURCE = 24
 
 def run(argv):
     try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=20, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return p.stdout.strip() if p.returncode == 0 else None
@@ -36,7 +36,7 @@ def can_raise_memlock():
             os._exit(0)
         except (ValueError, OSError):
             os._exit(1)
-    _, status = os.waitpid(pid, 0)
+    _pid, status = os.waitpid(pid, 0)
     return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
@@ -161,7 +161,6 @@ def probe(conf_path="/etc/containers/storage.conf"):
         "storage": storage(conf_path),
     }
     return doc
-
 
 
 def images_missing(engine, names):

@@ -79,4 +79,3 @@ def probe(table, policy):
             "runtime": run(["firewall-cmd", f"--policy={policy}", "--list-rich-rules"]),
         }
     return out
-

@@ -113,4 +113,3 @@ def probe(conn_addr, ifaces):
 
     return {"connection_iface": conn_iface, "control_ip": control_ip, "interfaces": out,
             "ping": shutil.which("ping"), "apt": bool(shutil.which("apt-get"))}
-

@@ -50,4 +50,3 @@ def probe(names):
                 entry["roce_mode"] = read(f"{cm}/default_roce_mode")
         out.append(entry)
     return out
-

@@ -9,7 +9,9 @@ DOCUMENTATION = r"""
 module: container_runtime_probe
 short_description: "Read what a host offers containers: engines, GPUs, RDMA devices, locked memory, storage"
 description:
-  - "Reads engine binaries and versions, NVIDIA driver nodes, /dev/infiniband, the memlock limits (raising them only in a forked child that exits at once), cgroup controllers and the filesystem under podman's storage; changes nothing (check mode safe)."
+  - "Reads engine binaries and versions, NVIDIA driver nodes, /dev/infiniband, the memlock limits
+    (raising them only in a forked child that exits at once), cgroup controllers and the filesystem
+    under podman's storage; changes nothing (check mode safe)."
   - With O(files) and O(units), also reads the files and units the role keeps, so that one call
     tells the control host whether a converged host needs any further task.
 version_added: "0.2.0"
@@ -103,7 +105,10 @@ from ansible_collections.rdmaprov.cluster.plugins.module_utils import state_drif
 
 def main() -> None:
     module = AnsibleModule(
-        argument_spec={**{"storage_conf": {"type": "str", "default": "/etc/containers/storage.conf"}, "images": {"type": "list", "elements": "str", "default": []}, "engine": {"type": "str", "default": "none"}},
+        argument_spec={**{"storage_conf": {"type": "str",
+                                           "default": "/etc/containers/storage.conf"},
+                          "images": {"type": "list", "elements": "str", "default": []},
+                          "engine": {"type": "str", "default": "none"}},
                        "files": state_drift.PATHS_SPEC, "units": state_drift.PATHS_SPEC},
         supports_check_mode=True,
     )
@@ -112,6 +117,7 @@ def main() -> None:
     result["images_missing"] = probe.images_missing(p["engine"], p["images"])
     module.exit_json(changed=False, file_state=state_drift.read_files(p["files"]),
                      unit_state=state_drift.read_units(p["units"]), **result)
+
 
 if __name__ == "__main__":
     main()

@@ -103,5 +103,6 @@ def main() -> None:
     module.exit_json(changed=False, file_state=state_drift.read_files(p["files"]),
                      unit_state=state_drift.read_units(p["units"]), **result)
 
+
 if __name__ == "__main__":
     main()

@@ -83,5 +83,6 @@ def main() -> None:
                      unit_state=state_drift.read_units(p["units"]),
                      **{"interfaces": probe.probe(p["interfaces"])})
 
+
 if __name__ == "__main__":
     main()

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """RDMA port state and counters as the worker sees them (inside the container, or on the
 host), read before and after a run. One JSON document out; standard library only.
 
