@@ -47,3 +47,26 @@ def test_a_configuration_ansible_playbook_cannot_load(tmp_path: Path,
 ])
 def test_error_lines_of_each_ansible_generation(line: str, said: str | None) -> None:
     assert ansible_error(line) == said
+
+
+def control_dir(inventory: Path, keep: Path) -> str:
+    import json
+
+    spec = RunSpec(playbook=F / "play.yml", inventory=inventory, host_count=2,
+                   skip_tags=["fail"], keep_artifacts=keep)
+    assert RunnerSession(spec).run().ok
+    return json.loads((keep / "env" / "envvars").read_text())["ANSIBLE_SSH_CONTROL_PATH_DIR"]
+
+
+def test_runs_share_ssh_masters_only_for_one_inventory(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs against one inventory reuse the same masters; a run against another inventory
+    (other machines, maybe at the same addresses) never rides on them."""
+    monkeypatch.setenv("RDMAPROV_SSH_CONTROL_DIR", str(tmp_path / "cp"))
+    other = tmp_path / "other.ini"
+    other.write_text((F / "hosts.ini").read_text())
+    first = control_dir(F / "hosts.ini", tmp_path / "k1")
+    assert control_dir(F / "hosts.ini", tmp_path / "k2") == first
+    elsewhere = control_dir(other, tmp_path / "k3")
+    assert elsewhere != first
+    assert Path(first).parent == Path(elsewhere).parent == tmp_path / "cp"
