@@ -731,10 +731,9 @@ def _validate(path: Path, limit: str | None, extra_vars: list[str],
             for _name, line in checker.check({k: None for k in src.data
                                              if k not in specs.options}, specs.options):
                 problems.append(Problem(src.where, line))
-        if not problems:  # a lookup per name costs time: only for an otherwise good inventory
-            for addr, why in sorted(_unresolved(sorted(to_resolve)).items()):
-                where, host = to_resolve[addr]
-                problems.append(Problem(where, f"host {host}: {why}"))
+        for addr, why in sorted(_unresolved(sorted(to_resolve)).items()):
+            where, host = to_resolve[addr]
+            problems.append(Problem(where, f"host {host}: {why}"))
 
     return problems, Inventory(path=path, hosts=all_hosts, selected=sorted(selected),
                                extravars=merged_extra)

@@ -129,13 +129,15 @@ def test_unclosed_ini_section_names_file_and_line(tmp_path: Path, listener: List
 def test_a_host_name_that_does_not_resolve_is_refused(tmp_path: Path,
                                                       listener: Listener) -> None:
     (tmp_path / "hosts.ini").write_text(
-        f"[gpu]\nnode1 ansible_host=127.0.0.1 ansible_port={listener.port}\n"
+        f"[gpu]\nnode1 ansible_host=127.0.0.1 ansible_port={listener.port} "
+        "net_mtu_default=1\n"
         f"gpu-nowhere.invalid ansible_port={listener.port}\n")
     lines = refused(rdmaprov("bootstrap", "hosts.ini", "--check", cwd=tmp_path))
-    assert len(lines) == 1
-    assert lines[0].startswith("hosts.ini: host gpu-nowhere.invalid: 'gpu-nowhere.invalid' "
+    assert len(lines) == 2  # reported with the inventory's other problems
+    assert lines[0] == "hosts.ini: host node1: net_mtu_default: 1 is not a valid MTU (68..9216)"
+    assert lines[1].startswith("hosts.ini: host gpu-nowhere.invalid: 'gpu-nowhere.invalid' "
                                "does not resolve on this control host")
-    assert lines[0].endswith("give the host an ansible_host address, or add the name to DNS "
+    assert lines[1].endswith("give the host an ansible_host address, or add the name to DNS "
                              "or /etc/hosts")
     assert listener.contacts == 0
 
