@@ -94,7 +94,7 @@ def test_tarball_holds_only_collection_content(tarball: Path) -> None:
         "roles/rdma_modules/templates/modules-load.conf.j2",
         "plugins/modules/kernel_modules.py",
         "plugins/modules/rdma_facts.py",
-        "plugins/lookup/role_specs.py",
+        "plugins/lookup/input_problems.py",
         "playbooks/site.yml",
         "meta/runtime.yml",
         "LICENSE",
