@@ -97,7 +97,7 @@ def states(env: dict[str, Any]) -> dict[str, tuple[str, str]]:
 @contextlib.contextmanager
 def throttled(env: dict[str, Any], node: str) -> Iterator[None]:
     # The bucket must hold a whole frame at the fabric's MTU.
-    env["lab"].exec(node, ["tc", "qdisc", "add", "dev", "eth1", "root", "tbf", "rate", "50mbit",
+    env["lab"].exec(node, ["tc", "qdisc", "add", "dev", "eth1", "root", "tbf", "rate", "200mbit",
                            "burst", "16kb", "latency", "400ms"])
     try:
         yield
