@@ -56,6 +56,12 @@ with_worker() {
 # (e.g. --test validate-modules). Its sanity venvs are cached in ~/.ansible/test/venv.
 sanity() {
   local work py pipver cache coll bin
+  # Without shellcheck ansible-test skips its shellcheck test; Galaxy's and Hub's runs have it.
+  if ! command -v shellcheck >/dev/null; then
+    need_root sanity
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends shellcheck >/dev/null
+  fi
   work=$(mktemp -d /tmp/rdmaprov-sanity.XXXXXX)
   "$VENV/bin/ansible-galaxy" collection build --output-path "$work" . >/dev/null
   ANSIBLE_COLLECTIONS_PATH="$work" "$VENV/bin/ansible-galaxy" collection install --force --no-deps \
