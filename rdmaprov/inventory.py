@@ -246,6 +246,8 @@ def _parse_failure(source: Path, failures: list[tuple[str, BaseException]]) -> s
         except AnsibleError as exc:
             return f"{_origin_where(exc, source)}: {_first_line(exc)}"
     wanted = "yaml" if yaml_like else "script" if os.access(source, os.X_OK) else "ini"
+    if yaml_like and _is_plugin_config(source):
+        wanted = "auto"  # an inventory plugin's configuration: `auto` is what loads the plugin
     ranked = sorted(failures, key=lambda f: wanted not in f[0])
     for _name, failure in ranked:
         cause: BaseException = failure
@@ -255,6 +257,14 @@ def _parse_failure(source: Path, failures: list[tuple[str, BaseException]]) -> s
         return f"{_shown(source)}: {_ini_line(source, text)}{text}"
     return (f"{_shown(source)}: no enabled inventory plugin reads this file (enabled: "
             f"{', '.join(_enabled_plugins())}; see [inventory] enable_plugins in ansible.cfg)")
+
+
+def _is_plugin_config(source: Path) -> bool:
+    try:
+        data = yaml.safe_load(source.read_text())
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(data, dict) and "plugin" in data
 
 
 def _enabled_plugins() -> list[str]:

@@ -295,3 +295,16 @@ def test_host_named_like_a_group(tmp_path: Path, collection: Path) -> None:
     assert error(p, collection) == (
         f"{p}: host 'gpu' has the name of a group: --limit gpu and host_vars/group_vars would "
         "mean either; rename one of them")
+
+
+def test_plugin_configuration_and_script_failures_in_the_plugins_words(tmp_path: Path,
+                                                                       collection: Path) -> None:
+    """The reason of the plugin that should have read the source: `auto` for an inventory
+    plugin's configuration, `script` for an executable."""
+    conf = write(tmp_path, "inv.aws_ec2.yml", "plugin: no_such.collection.cloud\n")
+    assert error(conf, collection) == (
+        f"{conf}: inventory config '{conf}' specifies unknown plugin 'no_such.collection.cloud'")
+    script = write(tmp_path, "inv.sh", "#!/bin/sh\necho boom >&2\nexit 3\n")
+    script.chmod(0o755)
+    assert error(script, collection) == (
+        f"{script}: Inventory script returned non-zero exit code 3.")
