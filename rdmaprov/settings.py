@@ -119,14 +119,16 @@ def mitogen_installed() -> bool:
 FAST_PLAYBOOKS = ("site.yml", "reconfigure.yml")
 
 
-def resolve_strategy(strategy: str, playbook: str = "site.yml") -> str:
-    """The strategy a run uses: 'auto' is mitogen for FAST_PLAYBOOKS where the package is
-    installed (several times faster on a CPU-bound control host, same results:
-    tests/integration/test_bootstrap_lab.py), else linear. site.yml keeps linear ordering:
-    net_mtu's path proof reads its peers' facts, so 'free' is not chosen for it.
+def resolve_strategy(strategy: str, playbook: str = "site.yml", hosts: int = 2) -> str:
+    """The strategy a run uses: 'auto' is mitogen for FAST_PLAYBOOKS on more than one host where
+    the package is installed (faster on a CPU-bound control host, same results:
+    tests/integration/test_bootstrap_lab.py), else linear. One host gains little, and is often
+    this host under a local connection, which mitogen would enter through sudo even as root.
+    site.yml keeps linear ordering: net_mtu's path proof reads its peers' facts.
     """
     if strategy == "auto":
-        return "mitogen" if playbook in FAST_PLAYBOOKS and mitogen_installed() else "linear"
+        fast = playbook in FAST_PLAYBOOKS and hosts > 1 and mitogen_installed()
+        return "mitogen" if fast else "linear"
     return strategy
 
 

@@ -148,5 +148,6 @@ def run_spec(args: argparse.Namespace, playbook: Path, inventory: Inventory) -> 
         keep_artifacts=args.keep_artifacts,
         profile=args.ansible_profile,
         # 'auto' settled here, for this playbook; the run's summary names the strategy.
-        strategy=settings.resolve_strategy(args.strategy, playbook.name),
+        strategy=settings.resolve_strategy(args.strategy, playbook.name,
+                                          len(inventory.selected)),
     )

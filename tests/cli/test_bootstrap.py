@@ -150,6 +150,7 @@ def test_auto_strategy_is_mitogen_only_where_installed(monkeypatch: pytest.Monke
     assert settings.resolve_strategy("auto") == "mitogen"
     assert settings.resolve_strategy("auto", "reconfigure.yml") == "mitogen"
     assert settings.resolve_strategy("auto", "validate.yml") == "linear"
+    assert settings.resolve_strategy("auto", "site.yml", hosts=1) == "linear"
     monkeypatch.setattr(settings, "mitogen_installed", lambda: False)
     assert settings.resolve_strategy("auto") == "linear"
     assert settings.resolve_strategy("free") == "free"
