@@ -8,64 +8,9 @@ role writes /etc/nccl.conf from that, and `rdmaprov probe` prints and lints with
 
 from __future__ import annotations
 
-import difflib
 import re
 
-# The variables NCCL's documentation (user guide, "Environment Variables", env.html) lists.
-# NCCL reads more undocumented parameters (NCCL_PARAM in its source), so a name outside this
-# list is a warning, not an error. Names that do not exist but that people write anyway are
-# in BOGUS, with the real switch. Keep the version in step when the list is updated.
-NCCL_DOCS_VERSION = "2.28"
-_KNOWN_TEXT = """
-NCCL_SOCKET_IFNAME NCCL_SOCKET_FAMILY NCCL_SOCKET_RETRY_CNT NCCL_SOCKET_RETRY_SLEEP_MSEC
-NCCL_SOCKET_NTHREADS NCCL_NSOCKS_PERTHREAD NCCL_CROSS_NIC NCCL_IB_HCA NCCL_IB_TIMEOUT
-NCCL_IB_RETRY_CNT NCCL_IB_GID_INDEX NCCL_IB_ADDR_FAMILY NCCL_IB_ADDR_RANGE NCCL_IB_ROCE_VERSION_NUM
-NCCL_IB_SL NCCL_IB_TC NCCL_IB_FIFO_TC NCCL_IB_RETURN_ASYNC_EVENTS NCCL_OOB_NET_ENABLE
-NCCL_OOB_NET_IFNAME NCCL_UID_STAGGER_THRESHOLD NCCL_UID_STAGGER_RATE NCCL_NET_PLUGIN
-NCCL_TUNER_PLUGIN NCCL_PROFILER_PLUGIN NCCL_IGNORE_CPU_AFFINITY NCCL_CONF_FILE NCCL_DEBUG
-NCCL_DEBUG_FILE NCCL_DEBUG_SUBSYS NCCL_DEBUG_TIMESTAMP_FORMAT NCCL_DEBUG_TIMESTAMP_LEVELS
-NCCL_COLLNET_ENABLE NCCL_COLLNET_NODE_THRESHOLD NCCL_TOPO_FILE NCCL_TOPO_DUMP_FILE
-NCCL_SET_THREAD_NAME NCCL_P2P_DISABLE NCCL_P2P_LEVEL NCCL_P2P_DIRECT_DISABLE NCCL_SHM_DISABLE
-NCCL_BUFFSIZE NCCL_NTHREADS NCCL_MAX_NCHANNELS NCCL_MIN_NCHANNELS NCCL_CHECKS_DISABLE
-NCCL_CHECK_POINTERS NCCL_LAUNCH_MODE NCCL_IB_DISABLE NCCL_IB_AR_THRESHOLD
-NCCL_IB_QPS_PER_CONNECTION NCCL_IB_SPLIT_DATA_ON_QPS NCCL_IB_CUDA_SUPPORT
-NCCL_IB_PCI_RELAXED_ORDERING NCCL_IB_ADAPTIVE_ROUTING NCCL_IB_ECE_ENABLE NCCL_IB_MERGE_VFS
-NCCL_IB_MERGE_NICS NCCL_IB_MQP_RETRY_ALL NCCL_IB_MQP_RETRY_CNT NCCL_IB_MQP_RETRY_SLEEP_MSEC
-NCCL_IB_PKEY NCCL_IB_USE_INLINE NCCL_IB_DATA_DIRECT NCCL_MEM_SYNC_DOMAIN NCCL_NET_SHARED_BUFFERS
-NCCL_NET_SHARED_COMMS NCCL_LL_THRESHOLD NCCL_TREE_THRESHOLD NCCL_ALGO NCCL_PROTO
-NCCL_NVB_DISABLE NCCL_PXN_DISABLE NCCL_P2P_PXN_LEVEL NCCL_RUNTIME_CONNECT NCCL_GRAPH_REGISTER
-NCCL_LOCAL_REGISTER NCCL_LEGACY_CUDA_REGISTER NCCL_SET_STACK_SIZE NCCL_GRAPH_MIXING_SUPPORT
-NCCL_DMABUF_ENABLE NCCL_P2P_NET_CHUNKSIZE NCCL_P2P_NVL_CHUNKSIZE NCCL_P2P_PCI_CHUNKSIZE
-NCCL_P2P_LL_THRESHOLD NCCL_NET_GDR_LEVEL NCCL_NET_GDR_READ NCCL_NET_GDR_C2C
-NCCL_NET_DISABLE_INTRA NCCL_NET NCCL_NVLS_ENABLE NCCL_NVLS_CHUNKSIZE NCCL_CUMEM_ENABLE
-NCCL_CUMEM_HOST_ENABLE NCCL_WORK_FIFO_DEPTH NCCL_WORK_FIFO_BYTES NCCL_CTA_POLICY
-NCCL_NCHANNELS_PER_NET_PEER NCCL_MNNVL_ENABLE NCCL_MNNVL_UUID NCCL_MNNVL_CLIQUE_ID
-NCCL_RAS_ENABLE NCCL_RAS_ADDR NCCL_RAS_TIMEOUT_FACTOR NCCL_COMM_BLOCKING NCCL_CGA_CLUSTER_SIZE
-NCCL_MAX_CTAS NCCL_MIN_CTAS NCCL_SHM_USE_CUDA_MEMCPY NCCL_SHM_MEMCPY_MODE NCCL_SHM_LOCALITY
-NCCL_P2P_USE_CUDA_MEMCPY NCCL_GDRCOPY_ENABLE NCCL_GDRCOPY_FLUSH_ENABLE NCCL_GDRCOPY_SYNC_ENABLE
-NCCL_GDRCOPY_FIFO_ENABLE NCCL_HOSTID NCCL_NVLS_NCHANNELS NCCL_ALLOC_P2P_NET_LL_BUFFERS
-"""
-KNOWN_VARIABLES = frozenset(_KNOWN_TEXT.split())
-# Documented as deprecated: still read by some versions, with the setting that replaces them.
-DEPRECATED = {
-    "NCCL_IB_CUDA_SUPPORT": "NCCL_NET_GDR_LEVEL",
-    "NCCL_LL_THRESHOLD": "NCCL_PROTO",
-    "NCCL_TREE_THRESHOLD": "NCCL_ALGO",
-    "NCCL_CHECKS_DISABLE": "NCCL_CHECK_POINTERS",
-}
-# Names that NCCL never read, and what does what their author meant.
-BOGUS = {
-    "NCCL_IB_ENABLE": "NCCL_IB_DISABLE=0 (InfiniBand/RoCE is on unless NCCL_IB_DISABLE=1)",
-    "NCCL_IB_ENABLE_RDMA": "NCCL_IB_DISABLE=0 (InfiniBand/RoCE is on unless NCCL_IB_DISABLE=1)",
-    "NCCL_IB_ENABLED": "NCCL_IB_DISABLE=0 (InfiniBand/RoCE is on unless NCCL_IB_DISABLE=1)",
-    "NCCL_P2P_ENABLE": "NCCL_P2P_DISABLE=0 (P2P is on unless NCCL_P2P_DISABLE=1)",
-    "NCCL_SHM_ENABLE": "NCCL_SHM_DISABLE=0 (shared memory is on unless NCCL_SHM_DISABLE=1)",
-    "NCCL_NET_GDR_ENABLE": "NCCL_NET_GDR_LEVEL (e.g. SYS to allow GPUDirect RDMA everywhere)",
-    "NCCL_GDR_LEVEL": "NCCL_NET_GDR_LEVEL",
-    "NCCL_IB_GID": "NCCL_IB_GID_INDEX",
-    "NCCL_SOCKET_IFACE": "NCCL_SOCKET_IFNAME",
-    "NCCL_IB_HCAS": "NCCL_IB_HCA",
-}
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import nccl_names
 
 _V4MAPPED = re.compile(r"^0000:0000:0000:0000:0000:ffff:[0-9a-f]{4}:[0-9a-f]{4}$")
 
@@ -192,25 +137,11 @@ def _matches(entry: str, name: str, exact: bool) -> bool:
 
 def lint(env: dict[str, str], rdma: dict | None = None,
          interfaces: list[str] | None = None) -> list[dict]:
-    """Findings ({level: error|warning, variable, message}) for NCCL_* variables: names NCCL
-    does not read, and values that contradict this host's facts (when rdma is given)."""
-    findings = []
-    known = sorted(KNOWN_VARIABLES)
-    for name in sorted(env):
-        if not name.startswith("NCCL_"):
-            continue
-        if name in BOGUS:
-            findings.append(_finding("error", name,
-                                     f"{name} does not exist in NCCL; the real setting is "
-                                     f"{BOGUS[name]}"))
-        elif name in DEPRECATED:
-            findings.append(_finding("warning", name, f"{name} is deprecated in NCCL's "
-                                     f"documentation; use {DEPRECATED[name]}"))
-        elif name not in KNOWN_VARIABLES:
-            close = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
-            hint = f"; did you mean {close[0]}?" if close else ""
-            findings.append(_finding("warning", name, f"{name} is not among the variables NCCL "
-                                     f"{NCCL_DOCS_VERSION}'s documentation lists{hint}"))
+    """Findings ({level: error|warning|info, variable, message[, fix]}) for NCCL_* variables:
+    names (nccl_names.name_findings, the rule explain uses too), and values that contradict this
+    host's facts (when rdma is given)."""
+    findings = [{k: d[k] for k in ("level", "variable", "message", "fix")}
+                for d in nccl_names.name_findings(env)]
     if rdma is not None:
         findings += _lint_hca(env, rdma)
         findings += _lint_gid(env, rdma)

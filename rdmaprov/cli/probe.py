@@ -229,7 +229,8 @@ def render_host(console: Console, doc: Mapping[str, Any], title: str) -> None:
             continue
         console.print(f"NCCL lint of {label}:", markup=False)
         for f in findings:
-            console.print(f"  {f['level']}: {f['message']}", markup=False)
+            fix = f" ({f['fix']})" if f.get("fix") else ""
+            console.print(f"  {f['level']}: {f['message']}{fix}", markup=False)
 
 
 def _lint_errors(docs: Mapping[str, Mapping[str, Any]]) -> bool:
