@@ -103,7 +103,7 @@ def test_mitogen_and_linear_give_the_same_results(lab, converged):
 @pytest.mark.parametrize("inventory_text, variables, expected", [
     ("[lab\nnode1 ansible_host=10.0.0.1\n", None, "inventory"),
     (None, "net_mtu_default: 9k\n", "net_mtu_default"),
-    (None, "rdma_modules_lsit: [ib_core]\n", "did you mean"),
+    (None, "rdma_modules_laod: [ib_core]\n", "did you mean rdma_modules_load"),
 ])
 def test_bad_input_is_one_line_and_contacts_no_host(lab, converged, tmp_path, inventory_text,
                                                     variables, expected):
