@@ -385,6 +385,10 @@ _SAYS_NOTHING = frozenset({"One or more items failed", "All items completed",
                            "non-zero return code"})
 
 
+# A module that crashed: Ansible's (linear) and mitogen's words for it.
+_MODULE_CRASHED = ("MODULE FAILURE", "Module result deserialization failed")
+
+
 def failure_message(res: Mapping[str, Any]) -> str:
     """One line saying why a task failed, from its result (never from stdout)."""
     msg = res.get("msg")
@@ -401,6 +405,14 @@ def failure_message(res: Mapping[str, Any]) -> str:
             text = f"command failed with rc {res.get('rc')}"
         else:
             text = str(msg or "failed")
+    if text.startswith(_MODULE_CRASHED):
+        # The module died before it could answer: its own last words say why (a full disk, a
+        # missing library), whichever strategy ran it.
+        for key in ("module_stderr", "module_stdout", "exception"):
+            lines = [line for line in str(res.get(key) or "").splitlines() if line.strip()]
+            if lines:
+                text = f"{text.split(chr(10))[0].rstrip('.:')}: {lines[-1]}"
+                break
     text = " ".join(text.split())
     for prefix in ("Task failed: ", "Action failed: "):
         text = text.removeprefix(prefix)

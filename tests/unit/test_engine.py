@@ -152,6 +152,22 @@ def test_mitogen_strategy_runs_when_installed() -> None:
     assert result.ok, result
 
 
+def test_a_crashed_module_says_why_in_its_own_last_words() -> None:
+    """mitogen's and Ansible's words for a module that died say nothing of why; its stderr does
+    (a full disk under the file a role writes, as test_reliability's full-disk case plants)."""
+    crashed = {"msg": "Module result deserialization failed: No start of json char found",
+               "module_stdout": "", "module_stderr": "Traceback (most recent call last):\n"
+               "  File x\nOSError: [Errno 28] No space left on device: '/etc/x'\n"}
+    assert failure_message(crashed) == ("Module result deserialization failed: No start of json "
+                                        "char found: OSError: [Errno 28] No space left on device: "
+                                        "'/etc/x'")
+    assert failure_message({"msg": "MODULE FAILURE\nSee stdout/stderr for the exact error",
+                            "module_stdout": "", "module_stderr": "boom\n"}) == \
+        "MODULE FAILURE: boom"
+    assert failure_message({"msg": "MODULE FAILURE\nSee stdout/stderr for the exact error"}) == \
+        "MODULE FAILURE See stdout/stderr for the exact error"
+
+
 def test_failure_message_and_task_label() -> None:
     assert failure_message({"msg": "Task failed: Action failed: boom"}) == "boom"
     assert failure_message({"msg": "One or more items failed", "results": [
