@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import shutil
 import sys
 import tempfile
@@ -387,6 +388,7 @@ _SAYS_NOTHING = frozenset({"One or more items failed", "All items completed",
 
 # A module that crashed: Ansible's (linear) and mitogen's words for it.
 _MODULE_CRASHED = ("MODULE FAILURE", "Module result deserialization failed")
+_ERRNO = re.compile(r"\[Errno \d+\]")
 
 
 def failure_message(res: Mapping[str, Any]) -> str:
@@ -410,8 +412,11 @@ def failure_message(res: Mapping[str, Any]) -> str:
         # missing library), whichever strategy ran it.
         for key in ("module_stderr", "module_stdout", "exception"):
             lines = [line for line in str(res.get(key) or "").splitlines() if line.strip()]
+            # The OS's own error, where a wrapper re-raised it in words of its own (mitogen:
+            # "Failed to replace ..." after "OSError: [Errno 28] No space left on device").
+            lines = [line for line in lines if _ERRNO.search(line)] or lines
             if lines:
-                text = f"{text.split(chr(10))[0].rstrip('.:')}: {lines[-1]}"
+                text = f"{text.split(chr(10))[0].rstrip('.:')}: {lines[-1].strip()}"
                 break
     text = " ".join(text.split())
     for prefix in ("Task failed: ", "Action failed: "):
