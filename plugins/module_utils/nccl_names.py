@@ -116,7 +116,7 @@ REMOVED: dict[str, tuple[str, str | None]] = {
 
 # Read by someone else than the NCCL library: a container's label, net plugins, nccl-tests.
 NOT_NCCL = re.compile(r"^NCCL_(?:VERSION$|UCX_|SHARP_|PLUGIN_P2P$|OFI_|IBEXT_|TESTS?_|HOME$"
-                       r"|ROOT$|DIR$|INCLUDE|LIB)")
+                      r"|ROOT$|DIR$|INCLUDE|LIB)")
 
 
 # Names that NCCL never read, and what does what their author meant.
