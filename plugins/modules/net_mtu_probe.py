@@ -25,27 +25,9 @@ options:
     type: list
     elements: str
     default: []
-  files:
-    description:
-      - Files the role writes; each one's existence, sha1 checksum, mode, owner and group are in
-        RV(file_state), for the control host to compare with what it renders (the state_drift filter).
-    type: list
-    elements: str
-    default: []
-  units:
-    description: systemd units the role enables; C(systemctl is-enabled) of each is in RV(unit_state).
-    type: list
-    elements: str
-    default: []
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - rdmaprov.cluster.state_probe
 """
 EXAMPLES = r"""
 - name: Interfaces and their managers
