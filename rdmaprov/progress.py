@@ -55,19 +55,35 @@ class HostLine:
 
 
 REPORT_ACTIONS = ("debug", "ansible.builtin.debug", "ansible.legacy.debug")
+# A check that passed reports too when it says more than Ansible's default words: a role's
+# "refuse what cannot be done" assert carries what the host has as its success_msg, one task
+# for both.
+ASSERT_ACTIONS = ("assert", "ansible.builtin.assert", "ansible.legacy.assert")
+ASSERT_DEFAULT_MSG = "All assertions passed"
+# A module of the collection that both acts and says what it found (kernel_modules: each
+# module's status) returns its lines under this key; one task instead of a module and a debug.
+MODULE_REPORT_KEY = "rdmaprov_report"
 
 
 def report_lines(event: Mapping[str, Any]) -> list[str] | None:
-    """The message of a role's report task (a debug task that ran), as lines."""
+    """The message of a role's report task (a debug task that ran, an assert that passed with
+    a success_msg of its own, or a module's ``rdmaprov_report``), as lines."""
     data = event.get("event_data") or {}
-    if event.get("event") != "runner_on_ok" or data.get("task_action") not in REPORT_ACTIONS:
-        return None
+    action = data.get("task_action")
     res = data.get("res") or {}
-    if isinstance(res.get("results"), list):  # a looped debug: one message per item
+    if event.get("event") != "runner_on_ok":
+        return None
+    if isinstance(res.get(MODULE_REPORT_KEY), list):  # a module that reports on its own
+        return [str(m) for m in res[MODULE_REPORT_KEY]] or None
+    if action not in REPORT_ACTIONS + ASSERT_ACTIONS:
+        return None
+    if isinstance(res.get("results"), list):  # a looped task: one message per item
         msgs = [item.get("msg") for item in res["results"]
                 if isinstance(item, dict) and not item.get("skipped")]
     else:
         msgs = [res.get("msg")]
+    if action in ASSERT_ACTIONS:
+        msgs = [m for m in msgs if m != ASSERT_DEFAULT_MSG]
     lines: list[str] = []
     for msg in msgs:
         if isinstance(msg, list):

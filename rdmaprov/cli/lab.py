@@ -84,6 +84,16 @@ def _log(msg: str) -> None:
 
 def _up(args: argparse.Namespace) -> int:
     lab = Lab(args.name)
+    try:
+        _bring_up(lab, args)
+    except RuntimeError as exc:  # a node that did not boot, a host setting a node changed
+        print(f"rdmaprov lab: error: {exc}", file=sys.stderr)
+        return 2
+    print(lab.inventory)
+    return 0
+
+
+def _bring_up(lab: Lab, args: argparse.Namespace) -> None:
     lab.up(nodes=args.nodes, subnet=args.subnet, mirror=args.mirror, suite=args.suite,
            mtu=args.mtu, fabric_subnet=args.fabric_subnet, fabric_mtu=args.fabric_mtu,
            netstack=args.netstack, log=_log)
@@ -91,8 +101,6 @@ def _up(args: argparse.Namespace) -> int:
         from rdmaprov.lab import slurm  # only `up --slurm` needs it
 
         slurm.setup(lab, log=_log)
-    print(lab.inventory)
-    return 0
 
 
 def _status(args: argparse.Namespace) -> int:

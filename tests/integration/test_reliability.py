@@ -68,7 +68,7 @@ def test_sshd_stopped_and_apt_repo_gone(lab, converged, retry_dir: Path) -> None
         lab.exec(no_repo, ["sh", "-c", f"printf '%s' '{original}' > {REPO_LIST}"])
     logins = lab.ssh_logins(healthy)
     rc, doc, err = bootstrap(lab.inventory, "--retry-failed")
-    assert rc == 0, err[-2000:]
+    assert rc == 0, f"{doc.get('failures')}\n{err[-2000:]}"
     assert set(doc["hosts"]) == {dead, no_repo}
     assert lab.ssh_logins(healthy) == logins, "the retry touched a healthy host"
     assert "perftest" in lab.exec(no_repo, ["dpkg-query", "-W", "perftest"]).stdout
@@ -92,7 +92,7 @@ def test_full_disk(lab, converged, retry_dir: Path) -> None:
     finally:
         lab.exec(full, ["sh", "-c", f"umount {d}; rm -rf /root/mld.bak"])
     rc, doc, err = bootstrap(lab.inventory, "--retry-failed")
-    assert rc == 0, err[-2000:]
+    assert rc == 0, f"{doc.get('failures')}\n{err[-2000:]}"
     assert set(doc["hosts"]) == {full}
 
 
@@ -126,7 +126,7 @@ def test_node_killed_mid_run(lab, converged, retry_dir: Path) -> None:
     finally:
         lab.lab.up(nodes=len(lab.nodes), log=lambda m: None)
     rc, doc, err = bootstrap(lab.inventory, "--retry-failed")
-    assert rc == 0, err[-2000:]
+    assert rc == 0, f"{doc.get('failures')}\n{err[-2000:]}"
     assert set(doc["hosts"]) == {victim}
 
 

@@ -105,6 +105,14 @@ def test_role_reports_are_collected_per_host_and_printed():
     looped["event_data"]["res"] = {"results": [{"msg": "eth1: not capable"}, {"skipped": True},
                                                {"msg": ["a", "b"]}]}
     assert report_lines(looped) == ["eth1: not capable", "a", "b"]
+    # An assert that passed reports its own success_msg, never Ansible's default words.
+    assert report_lines(ev("ansible.builtin.assert", ["backend nftables"])) == ["backend nftables"]
+    assert report_lines(ev("ansible.builtin.assert", "All assertions passed")) is None
+    assert report_lines(ev("ansible.builtin.assert", "x", kind="runner_on_failed")) is None
+    # A module of the collection that reports on its own.
+    own = ev("rdmaprov.cluster.kernel_modules", None)
+    own["event_data"]["res"]["rdmaprov_report"] = ["ib_core: loaded"]
+    assert report_lines(own) == ["ib_core: loaded"]
     assert [lines for _, lines in state.reports["node1"]] == [["GPUs: none visible", "RDMA: none"]]
     assert state.reports["node2"][0][1] == ["one", "two"]
     out = io.StringIO()
