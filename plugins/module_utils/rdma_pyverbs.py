@@ -167,3 +167,20 @@ def gather(sysfs_root: str = "/sys", use_pyverbs: str = "auto", run=None, loader
         # The verbs layer is unusable, so whatever sysfs lists cannot carry NCCL traffic.
         facts["source"] = "sysfs" if facts["devices"] else "none"
         return facts
+
+
+def module_runner(module):
+    """The read-only command runner gather() takes, on an AnsibleModule: a missing tool is an
+    answer (rc 127, "not installed"), not an error."""
+    import subprocess
+
+    def run(argv):
+        if not module.get_bin_path(argv[0]):
+            return 127, ""
+        try:
+            rc, out, _err = module.run_command(argv, environ_update={"LC_ALL": "C"})
+        except (OSError, subprocess.SubprocessError):
+            return 127, ""
+        return rc, out
+
+    return run

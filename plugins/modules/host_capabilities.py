@@ -17,10 +17,19 @@ description:
     whether an RDMA driver restart would take it down.
 version_added: "0.1.0"
 author: rdmaprov developers (!UNKNOWN)
+  - Sets C(ansible_facts.rdmaprov), the facts the other roles of the collection read (see
+    RETURN); with O(rdma), also C(ansible_facts.rdma) as M(rdmaprov.cluster.rdma_facts) does, so
+    one call reads the whole host.
 options:
   interface:
     description: Network interface to trace to its drivers (e.g. the one carrying the Ansible connection).
     type: str
+  rdma:
+    description:
+      - Also read the RDMA devices and ports (pyverbs when importable, else sysfs) and the
+        rdma-core / OFED versions, as M(rdmaprov.cluster.rdma_facts) with its defaults does.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -64,6 +73,20 @@ interface:
   returned: when interface is given
   type: dict
   sample: {name: bond0, exists: true, rdma_backed: true, devices: [{name: bond0, driver: null, rdma: false, virtual: true}]}
+ansible_facts:
+  description: C(rdmaprov) always (the contract with the other roles); C(rdma) with O(rdma).
+  returned: always
+  type: dict
+  contains:
+    rdmaprov:
+      description:
+        - C(can_load_modules) and C(modules_reason) from RV(modules); C(gpus) and C(has_gpus)
+          from RV(gpus); C(has_hcas) (with O(rdma), whether any RDMA device was found, else
+          false); C(ssh_interface) (O(interface), or an empty string) and C(ssh_interface_rdma) (whether a
+          driver restart would take it down).
+      type: dict
+      sample: {can_load_modules: true, modules_reason: "", has_gpus: true, has_hcas: true,
+               gpus: {count: 8}, ssh_interface: eth0, ssh_interface_rdma: false}
 """
 
 import importlib
@@ -73,6 +96,10 @@ import sys
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import kernel_caps
+from ansible_collections.rdmaprov.cluster.plugins.module_utils.rdma_pyverbs import (
+    gather,
+    module_runner,
+)
 
 
 def _imports(name: str) -> bool:
@@ -87,7 +114,7 @@ def _imports(name: str) -> bool:
 
 def main() -> None:
     module = AnsibleModule(
-        argument_spec={"interface": {"type": "str"}},
+        argument_spec={"interface": {"type": "str"}, "rdma": {"type": "bool", "default": False}},
         supports_check_mode=True,
     )
     release = os.uname().release
@@ -100,7 +127,19 @@ def main() -> None:
     }
     if module.params["interface"]:
         result["interface"] = kernel_caps.netdev_drivers(module.params["interface"], "/")
-    module.exit_json(**result)
+    facts = {}
+    if module.params["rdma"]:
+        facts["rdma"] = gather("/sys", "auto", module_runner(module))
+    facts["rdmaprov"] = {
+        "can_load_modules": result["modules"]["can_load"],
+        "modules_reason": result["modules"]["reason"],
+        "gpus": result["gpus"],
+        "has_gpus": result["gpus"]["count"] > 0,
+        "has_hcas": bool(facts.get("rdma", {}).get("devices")),
+        "ssh_interface": module.params["interface"] or "",
+        "ssh_interface_rdma": bool(result.get("interface", {}).get("rdma_backed")),
+    }
+    module.exit_json(ansible_facts=facts, **result)
 
 
 if __name__ == "__main__":

@@ -151,8 +151,6 @@ rdma:
 """
 
 # Ansible's layout: the documentation strings come first, so imports follow them.
-import subprocess  # noqa: E402
-
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import (  # noqa: E402
     rdma_nccl,
@@ -161,6 +159,7 @@ from ansible_collections.rdmaprov.cluster.plugins.module_utils import (  # noqa:
 from ansible_collections.rdmaprov.cluster.plugins.module_utils.rdma_pyverbs import (  # noqa: E402
     PyverbsMissing,
     gather,
+    module_runner,
 )
 
 
@@ -177,19 +176,9 @@ def main() -> None:
         supports_check_mode=True,
     )
 
-    def run(argv: list[str]) -> tuple[int, str]:
-        # Read-only queries; a missing tool is an answer ("not installed"), not an error.
-        if not module.get_bin_path(argv[0]):
-            return 127, ""
-        try:
-            rc, out, _err = module.run_command(argv, environ_update={"LC_ALL": "C"})
-        except (OSError, subprocess.SubprocessError):
-            return 127, ""
-        return rc, out
-
     try:
         facts = gather(module.params["sysfs_root"], module.params["use_pyverbs"],
-                       run if module.params["versions"] else None)
+                       module_runner(module) if module.params["versions"] else None)
     except PyverbsMissing as exc:
         module.fail_json(msg=str(exc))
     params = module.params
