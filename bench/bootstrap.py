@@ -132,14 +132,20 @@ def main() -> int:
     parser.add_argument("--before", type=Path,
                         help="source tree of an older rdmaprov (a `git archive` export) to run "
                         "with Ansible's defaults as the 'before' figure")
+    parser.add_argument("--variants", nargs="+", action="extend", choices=list(VARIANTS),
+                        metavar="NAME",
+                        help="run only these variants (default: all; "
+                        + ", ".join(repr(v) for v in VARIANTS) + ")")
     parser.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("bench/bootstrap.py needs root (it brings up a lab)", file=sys.stderr)
         return 1
     variants = dict(VARIANTS)
+    if args.variants:
+        variants = {k: v for k, v in variants.items() if k in args.variants}
     if args.before is None:
-        del variants["before, ansible defaults"]
+        variants.pop("before, ansible defaults", None)
     before = args.before.resolve() if args.before else None
     results = [measure(n, args.rounds, variants, before) for n in args.nodes]
     names = list(variants)
@@ -155,7 +161,9 @@ def main() -> int:
         "",
         "Reproduce: `sudo .venv/bin/python bench/bootstrap.py --nodes "
         + " ".join(map(str, args.nodes)) + f" --rounds {args.rounds}"
-        + (" --before DIR" if before else "") + " --write`",
+        + (" --before DIR" if before else "")
+        + (" --variants " + " ".join(f"'{v}'" for v in args.variants) if args.variants else "")
+        + " --write`",
         "",
         "Raw runs (s): " + json.dumps({r["nodes"]: r["runs_s"] for r in results}),
     ])
