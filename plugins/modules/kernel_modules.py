@@ -18,7 +18,9 @@ description:
   - A module that fails to load on a kernel that can load modules fails the task; the message
     carries modprobe's output and the kernel's own lines from dmesg (e.g. nvidia_peermem's
     C(disagrees about version of symbol) after an OFED change).
-  - Options come from /etc/modprobe.d; this module does not pass any.
+  - Options come from /etc/modprobe.d; this module does not pass any. With O(persist) it writes
+    the files that name the set and its options first (modules-load.d, modprobe.d), so that one
+    call persists, loads, verifies and reports the set.
 version_added: "0.1.0"
 author: rdmaprov developers (!UNKNOWN)
 options:
@@ -31,13 +33,39 @@ options:
     description: Load missing modules. With C(false) only report their state.
     type: bool
     default: true
+  persist:
+    description:
+      - Files to keep at exactly this content (owner root, group root), written before anything
+        is loaded; changed when one differs, with a diff of each under C(--diff).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: The file.
+        type: path
+        required: true
+      content:
+        description: Its whole content.
+        type: str
+        required: true
+      mode:
+        description: Its mode.
+        type: str
+        default: "0644"
+  require_uverbs:
+    description:
+      - Fail unless /dev/infiniband/uverbs* exists after loading (a host with HCAs). Not judged
+        under check mode when a module would still be loaded.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
   diff_mode:
-    support: none
+    support: full
   platform:
     platforms: posix
 """
@@ -46,6 +74,13 @@ EXAMPLES = r"""
 - name: Load the RDMA modules
   rdmaprov.cluster.kernel_modules:
     names: [ib_core, ib_uverbs, rdma_ucm, ib_umad, mlx5_core, mlx5_ib]
+
+- name: Persist, load and verify them
+  rdmaprov.cluster.kernel_modules:
+    names: [ib_core, ib_uverbs]
+    persist:
+      - {path: /etc/modules-load.d/rdma.conf, content: "ib_core\nib_uverbs\n"}
+    require_uverbs: true
 """
 
 RETURN = r"""
@@ -70,11 +105,25 @@ modules:
        evidence: "/sys/class/infiniband_verbs exists and ib_uverbs is not a loaded module",
        status: built into the kernel}
     - {name: mlx5_ib, before: absent, state: loaded, loaded: true, status: loaded now}
+written:
+  description: The files of O(persist) that differed (under check mode, that would be written).
+  returned: always
+  type: list
+  elements: str
+rdmaprov_report:
+  description: One line per module (C(name: status)), then one per file written; rdmaprov shows them as the host's report.
+  returned: always
+  type: list
+  elements: str
+  sample: ["ib_core: loaded", "/etc/modules-load.d/rdmaprov.conf: written"]
 """
 
+import glob
 import os
+import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_bytes, to_text
 
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import kernel_caps
 
@@ -88,20 +137,60 @@ def _dmesg_lines(module: AnsibleModule, name: str, limit: int = 5) -> list[str]:
     return lines[-limit:]
 
 
+def _persist(module: AnsibleModule, item: dict) -> tuple[bool, dict]:
+    """Keep one file at its content, owner root and mode; (changed, diff). Check mode: no write."""
+    path, content = item["path"], item["content"]
+    try:
+        with open(path, "rb") as handle:
+            before = to_text(handle.read(), errors="surrogate_or_strict")
+    except FileNotFoundError:
+        before = ""
+        exists = False
+    else:
+        exists = True
+    diff = {"before": before, "after": content, "before_header": path, "after_header": path}
+    changed = not exists or before != content
+    if changed and not module.check_mode:
+        directory = os.path.dirname(path) or "."
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".rdmaprov-")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(to_bytes(content))
+        module.atomic_move(tmp, path)
+    attrs = module.load_file_common_arguments(
+        {"path": path, "mode": item["mode"], "owner": "root", "group": "root"})
+    if exists or not module.check_mode:
+        changed = module.set_fs_attributes_if_different(attrs, changed, diff=None)
+    return changed, diff
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "names": {"type": "list", "elements": "str", "required": True},
             "load": {"type": "bool", "default": True},
+            "persist": {"type": "list", "elements": "dict", "default": [], "options": {
+                "path": {"type": "path", "required": True},
+                "content": {"type": "str", "required": True},
+                "mode": {"type": "str", "default": "0644"},
+            }},
+            "require_uverbs": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
+    if not module.params["names"]:
+        module.fail_json(msg="the module set is empty (every entry absent?)")
+    written, diffs = [], []
+    for item in module.params["persist"]:
+        file_changed, diff = _persist(module, item)
+        if file_changed:
+            written.append(item["path"])
+            diffs.append(diff)
     caps = kernel_caps.module_loading("/", os.uname().release)
     modprobe = module.get_bin_path("modprobe") if caps["can_load"] else None
     if caps["can_load"] and not modprobe:
         caps = {"can_load": False, "reason": "no modprobe on this host (install kmod)"}
 
-    entries, failures, changed = [], [], False
+    entries, failures, changed = [], [], bool(written)
     for name in module.params["names"]:
         found = kernel_caps.module_status(name, "/")
         before = found["state"]
@@ -131,14 +220,25 @@ def main() -> None:
                 entry["status"] = f"failed: {text}"
                 entry["modprobe"] = text
                 entry["dmesg"] = kernel
-                failures.append(f"{name}: {text}" + (f" | dmesg: {' / '.join(kernel)}" if kernel else ""))
+                failures.append(f"could not load {name}: {text}"
+                                + (f" | dmesg: {' / '.join(kernel)}" if kernel else ""))
         entry["loaded"] = entry["state"] in ("loaded", "builtin")
         entries.append(entry)
 
+    loading = any(e["status"] == "would load" for e in entries)
+    if module.params["require_uverbs"] and not (module.check_mode and loading) \
+            and not glob.glob("/dev/infiniband/uverbs*"):
+        failures.append("no /dev/infiniband/uverbs* on a host with RDMA devices: is ib_uverbs "
+                        "loaded, and is /dev/infiniband populated (udev)?")
+    report = [f"{e['name']}: {e['status']}" for e in entries]
+    report += [f"{path}: {'would be written' if module.check_mode else 'written'}"
+               for path in written]
     result = {"changed": changed, "can_load": caps["can_load"], "reason": caps["reason"],
-              "modules": entries}
+              "modules": entries, "written": written, "rdmaprov_report": report}
+    if module._diff and diffs:
+        result["diff"] = diffs
     if failures:
-        module.fail_json(msg="could not load " + "; ".join(failures), **result)
+        module.fail_json(msg="; ".join(failures), **result)
     module.exit_json(**result)
 
 
