@@ -118,7 +118,8 @@ class ProgressState:
         line = self.hosts.setdefault(str(host), HostLine())
         line.status, line.task = status, task_label(data)
         lines = report_lines(event)
-        if lines is not None:
+        # A role that reads its host again after acting reports the same lines again: once.
+        if lines is not None and lines not in [seen for _, seen in self.reports.get(str(host), [])]:
             self.reports.setdefault(str(host), []).append((line.task, lines))
         if status == "running":
             return None

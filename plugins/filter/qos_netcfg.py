@@ -27,40 +27,6 @@ def _wrap(func):
     return inner
 
 
-def qos_plan(probe, settings):
-    """Probe of one interface + role settings → {state, drift, commands, writes}."""
-    want = qos.desired(settings)
-    backend = settings.get("backend", "auto")
-    if backend == "dcb":
-        probe = {**probe, "mlnx_qos": None}
-    state = qos.qos_state(probe)
-    if backend == "mlnx_qos" and state["backend"] != "mlnx_qos" and state["capable"]:
-        state.update(capable=False, reason=f"{state['name']}: roce_qos_backend is mlnx_qos, "
-                     "but mlnx_qos is not installed or cannot read this interface")
-    cmds = []
-    if state["backend"] == "mlnx_qos":
-        cmds = qos.mlnx_qos_commands(state["name"], want)
-    elif state["backend"] == "dcb":
-        cmds = qos.dcb_commands(state["name"], want)
-    cnp = None
-    if settings.get("cnp_dscp") is not None and settings.get("cnp_priority") is not None:
-        cnp = {"dscp": settings["cnp_dscp"], "priority": settings["cnp_priority"]}
-    writes = qos.sysfs_writes(state["name"], state.get("ibdev"), probe.get("ibport") or 1, want, cnp)
-    return {"name": state["name"], "state": state, "drift": qos.drift(state, want),
-            "backend": state["backend"], "capable": state["capable"], "reason": state["reason"],
-            "tos": want["tos"],
-            "commands": [qos.shell_line(c) for c in cmds],
-            "writes": [{"path": p, "value": v} for p, v in writes]}
-
-
-def qos_report(plan):
-    """A plan reduced to what the role reports per interface."""
-    st = plan["state"]
-    return {"name": plan["name"], "capable": plan["capable"], "reason": plan["reason"],
-            "backend": plan["backend"], "drift": plan["drift"], "trust": st.get("trust"),
-            "pfc": st.get("pfc"), "tos": plan["tos"]}
-
-
 class FilterModule:
     def filters(self):
         return {
@@ -74,8 +40,8 @@ class FilterModule:
             "netcfg_mtu_drift": _wrap(mtu.mtu_drift),
             "qos_tos": _wrap(qos.tos_from_dscp),
             "range_problems": _wrap(ranges.problems),
-            "qos_plan": _wrap(qos_plan),
-            "qos_report": _wrap(qos_report),
+            "qos_plan": _wrap(qos.plan),
+            "qos_report": _wrap(qos.report),
             "netcfg_fw_backend": _wrap(fw.pick_backend),
             "netcfg_fw_port_range": _wrap(fw.port_range),
             "netcfg_fw_subnets": _wrap(fw.normalise_subnets),

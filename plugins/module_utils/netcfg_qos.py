@@ -240,3 +240,45 @@ def sysfs_writes(iface, ibdev, port, want, cnp=None):
 
 def shell_line(argv):
     return " ".join(shlex.quote(str(a)) for a in argv)
+
+
+# ----- plan and report (the role's decision per interface) ------------------------------------
+
+def plan(probe, settings):
+    """Probe of one interface + role settings → {state, drift, commands, writes}."""
+    want = desired(settings)
+    backend = settings.get("backend", "auto")
+    if backend == "dcb":
+        probe = {**probe, "mlnx_qos": None}
+    state = qos_state(probe)
+    if backend == "mlnx_qos" and state["backend"] != "mlnx_qos" and state["capable"]:
+        state.update(capable=False, reason=f"{state['name']}: roce_qos_backend is mlnx_qos, "
+                     "but mlnx_qos is not installed or cannot read this interface")
+    cmds = []
+    if state["backend"] == "mlnx_qos":
+        cmds = mlnx_qos_commands(state["name"], want)
+    elif state["backend"] == "dcb":
+        cmds = dcb_commands(state["name"], want)
+    cnp = None
+    if settings.get("cnp_dscp") is not None and settings.get("cnp_priority") is not None:
+        cnp = {"dscp": settings["cnp_dscp"], "priority": settings["cnp_priority"]}
+    writes = sysfs_writes(state["name"], state.get("ibdev"), probe.get("ibport") or 1, want, cnp)
+    return {"name": state["name"], "state": state, "drift": drift(state, want),
+            "backend": state["backend"], "capable": state["capable"], "reason": state["reason"],
+            "tos": want["tos"],
+            "commands": [shell_line(c) for c in cmds],
+            "writes": [{"path": p, "value": v} for p, v in writes]}
+
+
+def report(iface_plan):
+    """A plan reduced to what the role reports per interface."""
+    st = iface_plan["state"]
+    return {"name": iface_plan["name"], "capable": iface_plan["capable"],
+            "reason": iface_plan["reason"], "backend": iface_plan["backend"],
+            "drift": iface_plan["drift"], "trust": st.get("trust"), "pfc": st.get("pfc"),
+            "tos": iface_plan["tos"]}
+
+
+def not_capable_lines(plans):
+    """The report's lines: the interfaces that cannot do DCB, and why."""
+    return ["not capable: " + p["reason"] for p in plans if not p["capable"]]

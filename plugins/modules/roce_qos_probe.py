@@ -15,12 +15,22 @@ description:
     tells the control host whether a converged host needs any further task.
 version_added: "0.2.0"
 author: rdmaprov developers (!UNKNOWN)
+  - With O(settings), also plans each interface on the host (the same rule as the
+    C(rdmaprov.cluster.qos_plan) filter, module_utils/netcfg_qos.py): RV(plans), the
+    not-capable interfaces as RV(rdmaprov_report), and a failure when a listed interface does not
+    exist. The role reads its state, decides and reports in this one call.
 options:
   interfaces:
     description: Interfaces to read.
     type: list
     elements: str
     default: []
+  settings:
+    description:
+      - The role's QoS settings (C(pfc_priority), C(dscp), C(ecn), C(ecn_codepoint),
+        C(cnp_dscp), C(cnp_priority), C(roce_v2), C(backend)), as the C(qos_plan) filter takes
+        them. Omit to read only.
+    type: dict
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - rdmaprov.cluster.state_probe
@@ -47,23 +57,44 @@ unit_state:
   returned: always
   type: dict
   sample: {rdmaprov-mtu.service: enabled}
+plans:
+  description: One plan per interface (state, drift, commands, sysfs writes), as the C(qos_plan) filter gives.
+  returned: when O(settings) is given
+  type: list
+  elements: dict
+rdmaprov_report:
+  description: One line per interface that cannot do DCB, and why (rdmaprov prints it as the host's report).
+  returned: when O(settings) is given
+  type: list
+  elements: str
+  sample: ["not capable: eth1: dcb pfc show answers 'Attribute read: Operation not supported': ..."]
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import netcfg_qos as qos
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import roce_qos_probe as probe
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import state_drift
 
 
 def main() -> None:
     module = AnsibleModule(
-        argument_spec={**{"interfaces": {"type": "list", "elements": "str", "default": []}},
+        argument_spec={"interfaces": {"type": "list", "elements": "str", "default": []},
+                       "settings": {"type": "dict"},
                        "files": state_drift.PATHS_SPEC, "units": state_drift.PATHS_SPEC},
         supports_check_mode=True,
     )
     p = module.params
-    module.exit_json(changed=False, file_state=state_drift.read_files(p["files"]),
-                     unit_state=state_drift.read_units(p["units"]),
-                     **{"interfaces": probe.probe(p["interfaces"])})
+    result = {"changed": False, "file_state": state_drift.read_files(p["files"]),
+              "unit_state": state_drift.read_units(p["units"]),
+              "interfaces": probe.probe(p["interfaces"])}
+    if p["settings"] is not None:
+        plans = [qos.plan(i, p["settings"]) for i in result["interfaces"]]
+        missing = [pl["reason"] for pl, iface in zip(plans, result["interfaces"])
+                   if not iface.get("exists", True)]
+        if missing:
+            module.fail_json(msg="; ".join(missing), **result)
+        result.update(plans=plans, rdmaprov_report=qos.not_capable_lines(plans))
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

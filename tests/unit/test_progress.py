@@ -109,6 +109,9 @@ def test_role_reports_are_collected_per_host_and_printed():
     assert report_lines(ev("ansible.builtin.assert", ["backend nftables"])) == ["backend nftables"]
     assert report_lines(ev("ansible.builtin.assert", "All assertions passed")) is None
     assert report_lines(ev("ansible.builtin.assert", "x", kind="runner_on_failed")) is None
+    # The same lines again from the same host (a role reading its host again after acting): once.
+    state.apply(ev("ansible.builtin.debug", ["GPUs: none visible", "RDMA: none"]))
+    assert len(state.reports["node1"]) == 1
     # A module of the collection that reports on its own.
     own = ev("rdmaprov.cluster.kernel_modules", None)
     own["event_data"]["res"]["rdmaprov_report"] = ["ib_core: loaded"]

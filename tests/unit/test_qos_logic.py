@@ -108,3 +108,43 @@ def test_builders_mlnx_and_sysfs():
     assert writes["/sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos"] == "106"
     assert writes["/sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_mode"] == "RoCE v2"
     assert qos.shell_line(["put", "RoCE v2"]) == "put 'RoCE v2'"
+
+
+def _run_module(tmp_path: Path, name: str, args: dict) -> tuple[int, dict]:
+    """Run one of the collection's modules as Ansible runs it on a node: a Python process with
+    its arguments in a JSON file and the collection importable as ansible_collections."""
+    import subprocess
+    import sys
+
+    from rdmaprov.resources import collection_root
+
+    root = tmp_path / "ansible_collections" / "rdmaprov"
+    root.mkdir(parents=True)
+    (root / "cluster").symlink_to(collection_root())
+    argfile = tmp_path / "args.json"
+    argfile.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    proc = subprocess.run([sys.executable, str(collection_root() / "plugins/modules" / f"{name}.py"),
+                           str(argfile)], capture_output=True, text=True, check=False,
+                          env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+    return proc.returncode, json.loads(proc.stdout)
+
+
+SETTINGS = {"pfc_priority": 3, "dscp": 26, "ecn": True, "ecn_codepoint": "ect0", "cnp_dscp": 48,
+            "cnp_priority": 6, "roce_v2": True, "backend": "auto"}
+
+
+def test_probe_with_settings_plans_reports_and_refuses_a_missing_interface(tmp_path: Path) -> None:
+    # The loopback has no DCB: planned, reported as not capable, nothing refused.
+    rc, out = _run_module(tmp_path, "roce_qos_probe", {"interfaces": ["lo"], "settings": SETTINGS})
+    assert rc == 0, out
+    assert [p["name"] for p in out["plans"]] == ["lo"] and out["plans"][0]["capable"] is False
+    assert len(out["rdmaprov_report"]) == 1
+    assert out["rdmaprov_report"][0].startswith("not capable: lo: "), out["rdmaprov_report"]
+    # A listed interface that does not exist fails the probe, named.
+    rc, out = _run_module(tmp_path / "b", "roce_qos_probe",
+                          {"interfaces": ["lo", "nosuch0"], "settings": SETTINGS})
+    assert rc != 0 and out.get("failed") is True
+    assert out["msg"] == "nosuch0: no such interface", out["msg"]
+    # Without settings it only reads, as before.
+    rc, out = _run_module(tmp_path / "c", "roce_qos_probe", {"interfaces": ["nosuch0"]})
+    assert rc == 0 and "plans" not in out and out["interfaces"][0]["exists"] is False
