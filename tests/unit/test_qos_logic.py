@@ -123,9 +123,10 @@ def _run_module(tmp_path: Path, name: str, args: dict) -> tuple[int, dict]:
     (root / "cluster").symlink_to(collection_root())
     argfile = tmp_path / "args.json"
     argfile.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    proc = subprocess.run([sys.executable, str(collection_root() / "plugins/modules" / f"{name}.py"),
-                           str(argfile)], capture_output=True, text=True, check=False,
-                          env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+    module = collection_root() / "plugins" / "modules" / f"{name}.py"
+    env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    proc = subprocess.run([sys.executable, str(module), str(argfile)], capture_output=True,
+                          text=True, check=False, env=env)
     return proc.returncode, json.loads(proc.stdout)
 
 
