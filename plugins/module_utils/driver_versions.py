@@ -108,3 +108,42 @@ def ofed_plan(installed: dict | None, wanted_version: str) -> dict:
     have = installed["version"] if installed else None
     return {"installed": have, "wanted": wanted_version,
             "install": have != wanted_version}
+
+
+def stack_report(source: str, packages: list[str], plan: dict, mlnx_plan: dict,
+                 before: dict, after: dict | None = None, after_plan: dict | None = None,
+                 check: bool = False) -> str:
+    """The rdma_ofed role's report line: the state the host is left in, and what this run did
+    to get there (under --check: what it would do).
+
+    plan, mlnx_plan: package_plan() and ofed_plan() of the probe before the run. before, after:
+    {"versions": parse_package_query(), "ofed": parse_ofed_info()} of the probe before the run
+    and of the one after an install (None: nothing was installed, the probe's state stands);
+    after_plan: package_plan() of after.
+    """
+    after = after or before
+    after_plan = after_plan or plan
+    found, now = before.get("ofed"), after.get("ofed")
+    if source == "mlnx_ofed":
+        text = f"{(now or {}).get('full') or 'no MLNX_OFED'} installed, wanted {mlnx_plan['wanted']}"
+        if mlnx_plan["install"]:
+            text += ("; would install it" if check else
+                     f"; installed by this run (before: {found['full'] if found else 'none'})")
+        return f"{source}: {text}"
+    versions = after.get("versions") or {}
+    parts = [f"{len(versions)}/{len(packages)} packages installed"
+             + (f" (rdma-core {versions['rdma-core']})" if "rdma-core" in versions else "")]
+    if after_plan["missing"]:
+        parts.append("missing " + ", ".join(after_plan["missing"]))
+    if after_plan["wrong_version"]:
+        parts.append("other versions: " + ", ".join(w["name"] for w in after_plan["wrong_version"]))
+    if found:
+        parts.append(f"ofed_info: {found['full']}")
+    if plan["ok"]:
+        parts.append("nothing to do")
+    elif check:
+        parts.append("would install " + ", ".join(plan["install"]))
+    else:
+        parts.append("installed by this run: " + ", ".join(plan["install"])
+                     + f" (before: {len(before.get('versions') or {})}/{len(packages)})")
+    return f"{source}: " + "; ".join(parts)

@@ -21,6 +21,30 @@ options:
     type: list
     elements: str
     default: []
+  source:
+    description:
+      - Where the RDMA stack comes from. With it the module also plans (the role's
+        package_plan and ofed_plan, the same functions) and reports where nothing differs.
+      - Without it, only the probe's answers are returned.
+    type: str
+    choices: [inbox, doca, mlnx_ofed]
+  pin_version:
+    description: The version to pin O(pinned) to; empty for any version.
+    type: str
+    default: ""
+  pinned:
+    description: The packages that carry O(pin_version).
+    type: list
+    elements: str
+    default: []
+  pin_separator:
+    description: What joins a name and its version in an install request (C(=) apt, C(-) dnf).
+    type: str
+    default: "="
+  mlnx_ofed_version:
+    description: The MLNX_OFED version wanted (O(source=mlnx_ofed)).
+    type: str
+    default: ""
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - rdmaprov.cluster.state_probe
@@ -45,6 +69,22 @@ file_state:
   returned: always
   type: dict
   sample: {/etc/systemd/system/rdmaprov-mtu.service: {exists: true, sha1: 3f78..., mode: "0644", owner: root, group: root}}
+plan:
+  description: What a package install must do (missing, wrong_version, install, ok).
+  returned: when O(source) is given
+  type: dict
+mlnx_plan:
+  description: MLNX_OFED's installed and wanted version, and whether to install.
+  returned: when O(source) is given
+  type: dict
+rdmaprov_report:
+  description:
+    - The role's report line where nothing differs (rdmaprov shows it as the host's report);
+      empty where something differs, which the role's install path reports.
+  returned: when O(source) is given
+  type: list
+  elements: str
+  sample: ["inbox: 7/7 packages installed (rdma-core 44.0-2); nothing to do"]
 unit_state:
   description: For each of O(units), what C(systemctl is-enabled) answers.
   returned: always
@@ -53,13 +93,32 @@ unit_state:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import driver_versions as versions
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import rdma_ofed_probe as probe
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import state_drift
 
 
+def _plan(p: dict, result: dict) -> dict:
+    """The plan the role acts on, and its report line where nothing differs."""
+    before = {"versions": versions.parse_package_query(result["packages_stdout"]),
+              "ofed": versions.parse_ofed_info(result["ofed_info"])}
+    plan = versions.package_plan(p["packages"], before["versions"], p["pin_version"],
+                                 p["pinned"], p["pin_separator"])
+    mlnx_plan = versions.ofed_plan(before["ofed"], p["mlnx_ofed_version"])
+    differs = mlnx_plan["install"] if p["source"] == "mlnx_ofed" else not plan["ok"]
+    report = [] if differs else [versions.stack_report(p["source"], p["packages"], plan,
+                                                       mlnx_plan, before)]
+    return {"plan": plan, "mlnx_plan": mlnx_plan, "rdmaprov_report": report}
+
+
 def main() -> None:
     module = AnsibleModule(
-        argument_spec={**{"packages": {"type": "list", "elements": "str", "default": []}},
+        argument_spec={"packages": {"type": "list", "elements": "str", "default": []},
+                       "source": {"type": "str", "choices": ["inbox", "doca", "mlnx_ofed"]},
+                       "pin_version": {"type": "str", "default": ""},
+                       "pinned": {"type": "list", "elements": "str", "default": []},
+                       "pin_separator": {"type": "str", "default": "="},
+                       "mlnx_ofed_version": {"type": "str", "default": ""},
                        "files": state_drift.PATHS_SPEC, "units": state_drift.PATHS_SPEC},
         supports_check_mode=True,
     )
@@ -67,6 +126,8 @@ def main() -> None:
     result = probe.probe(p["packages"])
     if "error" in result:
         module.fail_json(msg=result["error"])
+    if p["source"]:
+        result.update(_plan(p, result))
     module.exit_json(changed=False, file_state=state_drift.read_files(p["files"]),
                      unit_state=state_drift.read_units(p["units"]), **result)
 

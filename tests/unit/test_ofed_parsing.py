@@ -144,6 +144,42 @@ def test_ofed_plan() -> None:
     assert versions.ofed_plan(None, "24.10-1.1.4.0")["install"] is True
 
 
+def test_report_of_a_host_in_line_and_of_an_install() -> None:
+    have = dict.fromkeys(WANT, "44.0-2")
+    p = versions.package_plan(WANT, have)
+    m = versions.ofed_plan(None, "")
+    before = {"versions": have, "ofed": None}
+    assert versions.stack_report("inbox", WANT, p, m, before) == (
+        "inbox: 4/4 packages installed (rdma-core 44.0-2); nothing to do")
+    # Before: two missing. --check says what it would do; a run, what it did.
+    none_yet = {"rdma-core": "44.0-2", "ibverbs-providers": "44.0-2"}
+    p = versions.package_plan(WANT, none_yet)
+    before = {"versions": none_yet, "ofed": None}
+    assert versions.stack_report("inbox", WANT, p, m, before, check=True) == (
+        "inbox: 2/4 packages installed (rdma-core 44.0-2); missing perftest, python3-pyverbs; "
+        "would install perftest, python3-pyverbs")
+    after = {"versions": have, "ofed": None}
+    assert versions.stack_report("inbox", WANT, p, m, before, after,
+                                 versions.package_plan(WANT, have)) == (
+        "inbox: 4/4 packages installed (rdma-core 44.0-2); installed by this run: "
+        "perftest, python3-pyverbs (before: 2/4)")
+
+
+def test_report_of_mlnx_ofed() -> None:
+    found = versions.parse_ofed_info("MLNX_OFED_LINUX-23.10-1.1.9.0:")
+    p = versions.package_plan([], {})
+    same = versions.ofed_plan(found, "23.10-1.1.9.0")
+    before = {"versions": {}, "ofed": found}
+    assert versions.stack_report("mlnx_ofed", [], p, same, before) == (
+        "mlnx_ofed: MLNX_OFED_LINUX-23.10-1.1.9.0 installed, wanted 23.10-1.1.9.0")
+    other = versions.ofed_plan(found, "24.10-1.1.4.0")
+    assert versions.stack_report("mlnx_ofed", [], p, other, before, check=True).endswith(
+        "wanted 24.10-1.1.4.0; would install it")
+    assert versions.stack_report("mlnx_ofed", [], p, versions.ofed_plan(None, "24.10-1.1.4.0"),
+                                 {"versions": {}, "ofed": None}) == (
+        "mlnx_ofed: no MLNX_OFED installed, wanted 24.10-1.1.4.0; installed by this run "
+        "(before: none)")
+
 # --- connection interface -----------------------------------------------------------------------
 FACTS = {
     "interfaces": ["lo", "eth0", "ib0", "bond0"],
