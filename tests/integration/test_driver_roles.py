@@ -202,7 +202,8 @@ def test_rdma_modules_files_and_truthful_status(lab, collections, tmp_path):
         },
     )
     rc, out, recap = run(lab, collections, book, node)
-    assert rc == 0 and recap["changed"] == 2, out
+    # One task writes both files, loads and reports: one change.
+    assert rc == 0 and recap["changed"] == 1, out
     listed = lab.exec(node, ["cat", "/etc/modules-load.d/rdmaprov.conf"]).stdout.split("\n")
     modules = [line for line in listed if line and not line.startswith("#")]
     assert modules == [
@@ -223,4 +224,14 @@ def test_rdma_modules_files_and_truthful_status(lab, collections, tmp_path):
     rc, out, recap = run(lab, collections, book, node)
     assert rc == 0 and recap["changed"] == 0, out
     rc, out, recap = run(lab, collections, book, node, "--check")
+    assert rc == 0 and recap["changed"] == 0, out
+    # A planted drift: --check --diff shows it and leaves it, the next run repairs it.
+    lab.exec(node, ["sh", "-c", "echo bogus_module >> /etc/modules-load.d/rdmaprov.conf"])
+    rc, out, recap = run(lab, collections, book, node, "--check", "--diff")
+    assert rc == 0 and recap["changed"] == 1 and "-bogus_module" in out, out
+    assert "bogus_module" in lab.exec(node, ["cat", "/etc/modules-load.d/rdmaprov.conf"]).stdout
+    rc, out, recap = run(lab, collections, book, node)
+    assert rc == 0 and recap["changed"] == 1, out
+    assert "bogus_module" not in lab.exec(node, ["cat", "/etc/modules-load.d/rdmaprov.conf"]).stdout
+    rc, out, recap = run(lab, collections, book, node)
     assert rc == 0 and recap["changed"] == 0, out
