@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from rdmaprov.engine import RunnerSession, RunSpec
+from rdmaprov.progress import report_lines
 
 pytestmark = pytest.mark.lab
 
@@ -53,6 +54,21 @@ def _debug_msgs(events: list, task: str) -> dict[str, str]:
     return out
 
 
+# The role's reports (the refusal assert's and the storage check's success lines), per host.
+REPORT = "container_runtime : Refuse what cannot be set up here, or report what does not apply"
+STORAGE = "container_runtime : Assert podman's storage works"
+
+
+def _reports(events: list, task: str) -> dict[str, list[str]]:
+    out = {}
+    for ev in events:
+        d = ev.get("event_data") or {}
+        lines = report_lines(ev)
+        if lines and f"{d.get('role')} : {d.get('task')}" == task:
+            out[d["host"]] = lines
+    return out
+
+
 def test_unlimited_memlock_is_refused_with_the_reason(lab, tmp_path: Path) -> None:
     # The default policy (unlimited), explicitly: the lab's group_vars accept the host limit.
     result = apply(lab, tmp_path, {"container_runtime_engine": "podman",
@@ -78,16 +94,28 @@ def test_apply_reapply_check(lab, tmp_path: Path) -> None:
         assert msg.startswith("podman container: ulimit -l 8192")
         assert "not applicable on this host: no /dev/infiniband" in msg
     # The lab's ext4 directory under /var/lib/containers: podman's own driver, left alone.
-    for msg in _debug_msgs(events, "Report podman's storage").values():
-        assert msg == ("podman storage: overlay (podman's own choice: /var/lib/containers/storage "
-                       "is on ext4 (/var/lib/containers))")
+    storage = _reports(events, STORAGE)
+    assert set(storage) == set(lab.nodes)
+    for lines in storage.values():
+        assert lines == ["podman storage: overlay (podman's own choice: "
+                         "/var/lib/containers/storage is on ext4 (/var/lib/containers))"]
+    # podman ran the check, so the first report leaves its storage out.
+    assert not any(line.startswith("podman storage:")
+                   for lines in _reports(events, REPORT).values() for line in lines)
 
     again_events: list = []
     again = apply(lab, tmp_path, LAB_VARS, events=again_events)
     assert again.ok and all(r.changed == 0 for r in again.hosts.values())
     # Nothing differs: no install, configure or check container, and the reports still come.
     assert _debug_msgs(again_events, "Report what a container gets here") == {}
-    assert set(_debug_msgs(again_events, "Report what does not apply here")) == set(lab.nodes)
+    again_reports = _reports(again_events, REPORT)
+    assert set(again_reports) == set(lab.nodes)
+    for lines in again_reports.values():
+        assert "/dev/infiniband in containers: not applicable on this host: no /dev/infiniband" \
+            in lines
+        assert ("podman storage: as configured (podman's own choice: "
+                "/var/lib/containers/storage is on ext4 (/var/lib/containers))") in lines
+    assert _reports(again_events, STORAGE) == {}
     dry = apply(lab, tmp_path, LAB_VARS, check=True)
     assert dry.ok and all(r.changed == 0 for r in dry.hosts.values())
 
@@ -181,7 +209,7 @@ def test_overlayfs_root_gets_a_storage_driver_that_works(lab, overlayfs_node, tm
     events: list = []
     first = apply(lab, tmp_path, airgap, events=events, limit=node)
     assert first.ok, first.hosts[node].failure
-    storage = _debug_msgs(events, "Report podman's storage")[node]
+    storage = _reports(events, STORAGE)[node][0]
     assert storage.startswith("podman storage: vfs (set by rdmaprov: /var/lib/containers/storage "
                               "is on overlayfs (/), where podman's overlay driver cannot work")
     conf = lab.exec(node, ["cat", "/etc/containers/storage.conf"]).stdout
@@ -217,6 +245,6 @@ def test_check_image_from_a_docker_archive_or_none(lab, tmp_path: Path) -> None:
     none = apply(lab, tmp_path, {**LAB_VARS, "container_runtime_verify_image": "",
                                  "container_runtime_images": []}, events=events, limit=node)
     assert none.ok and none.hosts[node].changed == 0
-    assert _debug_msgs(events, "Report that no check container ran")[node] == (
-        "podman container: not checked: container_runtime_verify_image is empty, so memlock and "
-        "/dev/infiniband inside containers are unproven on this host")
+    assert ("podman container: not checked: container_runtime_verify_image is empty, so memlock "
+            "and /dev/infiniband inside containers are unproven on this host") \
+        in _reports(events, REPORT)[node]
