@@ -111,7 +111,7 @@ written:
   type: list
   elements: str
 rdmaprov_report:
-  description: One line per module (C(name: status)), then one per file written; rdmaprov shows them as the host's report.
+  description: "One line per module (C(name: status)), then one per file written; rdmaprov shows them as the host's report."
   returned: always
   type: list
   elements: str
