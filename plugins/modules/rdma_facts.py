@@ -52,6 +52,11 @@ options:
       - NCCL_* variables to check against this host (for example a container image's
         environment); the findings are returned as C(nccl.lint).
     type: dict
+  nccl_lint_fail:
+    description:
+      - Fail when the lint of C(nccl_lint_env) finds an error; the message lists each one.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
@@ -172,6 +177,7 @@ def main() -> None:
             "nccl_socket_ifname": {"type": "str"},
             "nccl_ib_tc": {"type": "int"},
             "nccl_lint_env": {"type": "dict"},
+            "nccl_lint_fail": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -186,6 +192,9 @@ def main() -> None:
     if params["nccl_lint_env"] is not None:
         env = {str(k): str(v) for k, v in params["nccl_lint_env"].items()}
         nccl["lint"] = rdma_nccl.lint(env, facts, rdma_sysfs.list_netdevs(params["sysfs_root"]))
+        errors = [f["message"] for f in nccl["lint"] if f["level"] == "error"]
+        if params["nccl_lint_fail"] and errors:
+            module.fail_json(msg="NCCL lint: " + "; ".join(errors), rdma=facts, nccl=nccl)
     module.exit_json(changed=False, rdma=facts, nccl=nccl, ansible_facts={"rdma": facts})
 
 

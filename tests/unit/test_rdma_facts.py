@@ -339,6 +339,18 @@ def test_module_on_this_host_without_rdma(tmp_path):
     assert res["rdma"]["kernel"]["uverbs"] is False and res["rdma"]["kernel"]["reason"]
 
 
+def test_module_fails_on_a_lint_error_only_when_asked(tmp_path):
+    base = f"sysfs_root={FIXTURES / 'ib_ndr'} versions=false"
+    bad = base + " nccl_lint_env={'NCCL_IB_ENABLE':'1'}"
+    rc, res = _ansible(tmp_path / "report", bad)
+    assert rc == 0 and res["nccl"]["lint"][0]["level"] == "error"
+    rc, res = _ansible(tmp_path / "fail", bad + " nccl_lint_fail=true")
+    assert rc != 0 and res["msg"].startswith("NCCL lint: NCCL_IB_ENABLE does not exist in NCCL")
+    good = base + " nccl_lint_env={'NCCL_IB_DISABLE':'0'} nccl_lint_fail=true"
+    rc, res = _ansible(tmp_path / "good", good)
+    assert rc == 0 and res["nccl"]["lint"] == []
+
+
 def test_module_rejects_bad_choice(tmp_path):
     rc, res = _ansible(tmp_path, "use_pyverbs=maybe")
     assert rc != 0 and "use_pyverbs" in res["msg"]
@@ -355,6 +367,6 @@ def test_module_documentation_is_valid_yaml_and_matches_the_argument_spec():
     parsed = {k: yaml.safe_load(v) for k, v in docs.items()}
     assert set(parsed["DOCUMENTATION"]["options"]) == {
         "sysfs_root", "use_pyverbs", "versions", "nccl_socket_ifname", "nccl_ib_tc",
-        "nccl_lint_env"}
+        "nccl_lint_env", "nccl_lint_fail"}
     assert set(parsed["RETURN"]) == {"rdma", "nccl"}
     assert parsed["EXAMPLES"][0]["rdmaprov.cluster.rdma_facts"] is None
