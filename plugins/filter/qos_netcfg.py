@@ -48,7 +48,6 @@ class FilterModule:
             "netcfg_fw_nft_summary": _wrap(fw.nft_table_summary),
             "netcfg_fw_admits": _wrap(fw.control_host_allowed),
             "netcfg_fw_live_hash": _wrap(fw.live_hash),
-            "netcfg_fw_plan": _wrap(fw.plan),
             "netcfg_fw_firewalld_rules": _wrap(fw.firewalld_rules),
             "netcfg_fw_firewalld_changes": _wrap(fw.firewalld_changes),
             "netcfg_fw_ufw_rules": _wrap(fw.ufw_rules),
