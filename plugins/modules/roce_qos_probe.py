@@ -13,12 +13,12 @@ description:
   - "The raw answers are parsed on the control host by the qos filters."
   - With O(files) and O(units), also reads the files and units the role keeps, so that one call
     tells the control host whether a converged host needs any further task.
-version_added: "0.2.0"
-author: rdmaprov developers (!UNKNOWN)
   - With O(settings), also plans each interface on the host (the same rule as the
-    C(rdmaprov.cluster.qos_plan) filter, module_utils/netcfg_qos.py): RV(plans), the
+    C(rdmaprov.cluster.qos_plan) filter in module_utils/netcfg_qos.py), giving RV(plans), the
     not-capable interfaces as RV(rdmaprov_report), and a failure when a listed interface does not
     exist. The role reads its state, decides and reports in this one call.
+version_added: "0.2.0"
+author: rdmaprov developers (!UNKNOWN)
 options:
   interfaces:
     description: Interfaces to read.

@@ -205,5 +205,5 @@ def test_roce_qos_preflight_ranges_are_the_tables() -> None:
         "roce_qos_cnp_priority: 'x' is not a number",
         "roce_qos_pfc_priority: 9 is not a valid PFC priority (0..7)"]
     assert ranges.problems({"roce_qos_dscp": 26.0, "nccl_env_ib_tc": "-1"}) == []
-    text = (ROOT / "roles/roce_qos/tasks/preflight.yml").read_text()
+    text = (ROOT / "roles/roce_qos/tasks/main.yml").read_text()
     assert "range(" not in text and "rdmaprov.cluster.range_problems" in text
