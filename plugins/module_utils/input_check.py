@@ -116,6 +116,9 @@ def check_value(path, label, value, spec, link_type=None):
     value, problems = _convert(label, value, _spec_only(spec))
     if problems:
         return problems
+    why = ranges.form_problem(path, value)
+    if why:
+        return ["%s: %s" % (label, why)]
     type_name = str(spec.get("type", "str"))
     if type_name == "list":
         elements = spec.get("elements")

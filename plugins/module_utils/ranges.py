@@ -2,7 +2,8 @@
 # Copyright: rdmaprov developers
 # Apache-2.0
 """The one table of value ranges: which of our variables holds which kind of number, and the
-range of each kind (the MTU's depends on the link type).
+range of each kind (the MTU's depends on the link type); and the few strings and mappings that
+have a form beyond their type (FORMS).
 
 Pure Python, no imports: the control host's input check (rdmaprov/inventory.py through
 input_check.py), the validate_inventory entry point, the roles' filters and modules on the
@@ -50,6 +51,33 @@ VARIABLES = {
     "firewall_allow[].port": "port_range",
     "ansible_port": "port",
 }
+
+# Our variables whose value has a form beyond its type (checked with the ranges, the same way):
+# name -> (form, what it must be).
+FORMS = {
+    "nccl_env_conf_path": ("absolute_path", "an absolute path"),
+    "nccl_env_extra": ("nccl_keys", "a mapping whose keys are NCCL_* names (NCCL_[A-Z0-9_]+)"),
+}
+
+
+def form_problem(name, value):
+    """Why ``value`` of variable ``name`` does not have its form (FORMS), or None."""
+    if name not in FORMS or value is None:
+        return None
+    form, what = FORMS[name]
+    if form == "absolute_path":
+        ok = isinstance(value, str) and value.startswith("/")
+        return None if ok else "%r is not %s" % (value, what)
+    if not isinstance(value, dict):
+        return None  # not a mapping: the type check reports it
+    bad = sorted(str(k) for k in value if not _nccl_name(str(k)))
+    return "%s: keys %s are not NCCL_* names" % (what, ", ".join(bad)) if bad else None
+
+
+def _nccl_name(key):
+    rest = key[len("NCCL_"):] if key.startswith("NCCL_") else ""
+    return bool(rest) and all(c.isupper() or c.isdigit() or c == "_" for c in rest)
+
 
 # The key of a list element that says which link an MTU is for.
 LINK_KEY = "link_type"
@@ -111,6 +139,9 @@ def problems(values):
     for name in sorted(values):
         kind = kind_of(name)
         value = values[name]
+        why = form_problem(name, value)
+        if why:
+            out.append("%s: %s" % (name, why))
         if kind is None or value is None:
             continue
         if isinstance(value, str) and value.strip().lstrip("-").isdigit():

@@ -207,3 +207,17 @@ def test_roce_qos_preflight_ranges_are_the_tables() -> None:
     assert ranges.problems({"roce_qos_dscp": 26.0, "nccl_env_ib_tc": "-1"}) == []
     text = (ROOT / "roles/roce_qos/tasks/main.yml").read_text()
     assert "range(" not in text and "rdmaprov.cluster.range_problems" in text
+
+
+def test_forms_are_checked_with_the_ranges_before_any_host() -> None:
+    # site.yml's first play and the rdmaprov command judge them; nccl_env's main.yml the same.
+    assert ranges.problems({"nccl_env_conf_path": "etc/nccl.conf",
+                            "nccl_env_extra": {"NCCL_DEBUG": "INFO", "nccl_debug": "x",
+                                               "IB_HCA": "mlx5"}}) == [
+        "nccl_env_conf_path: 'etc/nccl.conf' is not an absolute path",
+        "nccl_env_extra: a mapping whose keys are NCCL_* names (NCCL_[A-Z0-9_]+): keys IB_HCA, "
+        "nccl_debug are not NCCL_* names"]
+    assert ranges.problems({"nccl_env_conf_path": "/etc/nccl.conf",
+                            "nccl_env_extra": {"NCCL_IB_GID_INDEX": 3}}) == []
+    text = (ROOT / "roles/nccl_env/tasks/main.yml").read_text()
+    assert "rdmaprov.cluster.range_problems" in text and "match(" not in text
