@@ -161,7 +161,8 @@ def rows(*, profile: str = "tuned", strategy: str = "linear",
         Row("ANSIBLE_NOCOLOR", "True", "the artifacts' stdout stays plain text"),
         Row("ANSIBLE_PYTHON_INTERPRETER", "auto_silent",
             "discover the node's python without a warning per host"),
-        Row("ANSIBLE_TIMEOUT", "10", "seconds to wait for an SSH connection"),
+        Row("ANSIBLE_TIMEOUT", "30", "seconds to wait for an SSH connection: Ansible's 10 s "
+            "calls a busy node's sshd unreachable; a refused connection still fails at once"),
     ]
     if local_temp is not None:
         out.append(Row("ANSIBLE_LOCAL_TEMP", str(local_temp),
