@@ -69,16 +69,26 @@ def tasks_per_host(doc: dict) -> int:
 
 
 def measure(nodes: int, rounds: int, variants: dict, before: Path | None) -> dict:
-    lab = Lab(f"hfb{nodes}")
-    lab.up(nodes=nodes, log=lambda m: print(m, file=sys.stderr))
+    """Each tree on a lab of its own, converged by it: the older roles may want other content
+    (another nccl.conf, another module list), so one lab shared by both trees would change on
+    every run and never be a no-change run. The runs still interleave, so the two labs see the
+    same machine."""
+    log = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    labs = {False: Lab(f"hfb{nodes}")}
+    if any(old for _, old in variants.values()):
+        labs[True] = Lab(f"hfb{nodes}o")
     try:
-        first, doc = bootstrap(lab.inventory, [], None)
-        print(f"{nodes} nodes: first run {first:.1f}s ({doc.get('strategy')})", file=sys.stderr)
+        first = {}
+        for old, lab in labs.items():
+            lab.up(nodes=nodes, log=log)
+            first[old], doc = bootstrap(lab.inventory, [], before if old else None)
+            print(f"{nodes} nodes: first run {first[old]:.1f}s ({doc.get('strategy')}"
+                  f"{', older tree' if old else ''})", file=sys.stderr)
         times: dict[str, list[float]] = {name: [] for name in variants}
         tasks: dict[str, int] = {}
         for _ in range(rounds):
             for name, (extra, old) in variants.items():
-                elapsed, doc = bootstrap(lab.inventory, extra, before if old else None)
+                elapsed, doc = bootstrap(labs[old].inventory, extra, before if old else None)
                 changed = sum(h["changed"] for h in doc["hosts"].values())
                 if changed:
                     raise SystemExit(
@@ -87,11 +97,12 @@ def measure(nodes: int, rounds: int, variants: dict, before: Path | None) -> dic
                 tasks[name] = tasks_per_host(doc)
                 print(f"{nodes} nodes, {name}: {elapsed:.1f}s, {tasks[name]} task results/host",
                       file=sys.stderr)
-        return {"nodes": nodes, "first_run_s": first, "tasks": tasks,
+        return {"nodes": nodes, "first_run_s": first[False], "tasks": tasks,
                 "median_s": {k: statistics.median(v) for k, v in times.items()},
                 "runs_s": times}
     finally:
-        lab.down(log=lambda m: None)
+        for lab in labs.values():
+            lab.down(log=lambda m: None)
 
 
 def table(results: list[dict], variants: list[str]) -> str:
