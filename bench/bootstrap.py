@@ -81,7 +81,11 @@ def measure(nodes: int, rounds: int, variants: dict, before: Path | None) -> dic
         first = {}
         for old, lab in labs.items():
             lab.up(nodes=nodes, log=log)
-            first[old], doc = bootstrap(lab.inventory, [], before if old else None)
+            try:
+                first[old], doc = bootstrap(lab.inventory, [], before if old else None)
+            except SystemExit as exc:  # the first run is setup, not a figure: one more try
+                log(f"first run failed, once more: {exc}")
+                first[old], doc = bootstrap(lab.inventory, [], before if old else None)
             print(f"{nodes} nodes: first run {first[old]:.1f}s ({doc.get('strategy')}"
                   f"{', older tree' if old else ''})", file=sys.stderr)
         times: dict[str, list[float]] = {name: [] for name in variants}
