@@ -303,17 +303,17 @@ class Lab:
         pid = entry.get("pid") or 0
         if not pid:
             return False
-        # While a process execs (unshare -> node-init.sh -> systemd) the kernel shows an empty
-        # cmdline for a moment: read again before calling the node dead. A zombie stays empty.
-        for _ in range(10):
-            try:
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            except OSError:
-                return False
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
             if cmdline:
                 return b"systemd" in cmdline or b"node-init" in cmdline
-            time.sleep(0.05)
-        return False
+            # Empty: a zombie, or a process in the middle of an exec (unshare -> node-init.sh
+            # -> systemd), which on a loaded host shows an empty cmdline for a while. Its state
+            # tells them apart.
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        return stat.rpartition(")")[2].split()[:1] not in (["Z"], ["X"])
 
     def _start_node(self, state: LabState, entry: dict) -> None:
         """Boot a node: fresh network namespace and NICs (as after a power cycle), its own
