@@ -10,7 +10,7 @@ from rdmaprov.lab import Lab
 
 
 def test_a_node_process_is_alive_until_it_is_a_zombie_or_gone() -> None:
-    lab = Lab("unit-running")
+    lab = Lab("urun")
     sleeper = subprocess.Popen(["sh", "-c", "sleep 30", "node-init.sh"])
     try:
         assert lab._running({"pid": sleeper.pid})
