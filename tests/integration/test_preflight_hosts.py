@@ -46,7 +46,7 @@ def test_host_without_iproute2_gets_one_line(lab) -> None:
         lab.exec(node, ["mv", "/usr/bin/ip.rdmaprov-test", "/usr/bin/ip"])
     assert p.returncode == 2, p.stdout[-3000:] + p.stderr[-2000:]
     assert "Traceback" not in p.stderr and "has no attribute" not in p.stdout
-    line = (f"{node}: failed at 'preflight : Check the network facts the roles need are there': "
+    line = (f"{node}: failed at 'preflight : Check the host and report what it has': "
             "no network interface facts: this host has no `ip` command, so Ansible's network "
             "facts have no interface list: install iproute2 (apt-get install iproute2 / dnf "
             "install iproute); rdmaprov needs them to find the interface carrying the "
