@@ -99,6 +99,49 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return proc
 
 
+# inotify instances a booted node's processes hold (systemd, journald, logind, dbus, sshd:
+# 7 counted on a Debian 12 node), and the sysctl that caps them per user on the host.
+INOTIFY_PER_NODE = 8
+INOTIFY_LIMIT = Path("/proc/sys/fs/inotify/max_user_instances")
+
+
+def inotify_in_use(uid: int | None = None) -> int:
+    """inotify instances held now by the processes of ``uid`` (default: this user)."""
+    uid = os.getuid() if uid is None else uid
+    count = 0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if proc.stat().st_uid != uid:
+                continue
+            for fd in (proc / "fd").iterdir():
+                if os.readlink(fd) == "anon_inode:inotify":
+                    count += 1
+        except OSError:
+            continue  # gone, or not ours to read
+    return count
+
+
+def _check_inotify(new_nodes: int) -> None:
+    """Refuse, in one line, to boot nodes the host's inotify cap would kill: a node's systemd
+    that cannot get an inotify instance exits at once, with nothing on its console."""
+    if new_nodes <= 0:
+        return
+    try:
+        limit = int(INOTIFY_LIMIT.read_text())
+    except (OSError, ValueError):
+        return
+    in_use = inotify_in_use()
+    need = new_nodes * INOTIFY_PER_NODE
+    if in_use + need > limit:
+        raise UserError(
+            f"{new_nodes} more lab nodes need about {need} inotify instances, and this host "
+            f"allows {limit} per user with {in_use} in use (fs.inotify.max_user_instances): "
+            f"raise it, e.g. sysctl -w fs.inotify.max_user_instances="
+            f"{max(1024, in_use + need)}, or start fewer nodes")
+
+
 class Lab:
     def __init__(self, name: str = "lab") -> None:
         if not NAME_RE.match(name):
@@ -237,6 +280,7 @@ class Lab:
                 fabric_mac=f"02:72:66:{mac_tail}",
             )))
         state.nodes = [by_name[k] for k in sorted(by_name, key=lambda n: int(n[4:]))]
+        _check_inotify(sum(1 for entry in state.nodes if not self._running(entry)))
         for entry in state.nodes:
             if not self._running(entry):
                 self._start_node(state, entry)
