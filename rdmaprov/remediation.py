@@ -1,0 +1,29 @@
+"""What an operator does about a failure: one small vocabulary shared by check, validate and explain.
+
+Fleet health tools map every failing check to a remediation class so that automation can act
+on it (drain and open a hardware ticket, reset a link, fix a config file) without parsing prose.
+Every diagnosis in rdmaprov (a `check` item, a `validate` host reason, an `explain` rule) names
+one of these. The values are stable strings: they appear in `--json`, the `--nhc` line and the
+Slurm drain reason.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Remedy(str, Enum):
+    """A remediation class. ``str`` so it serialises as its value in JSON and text."""
+
+    CONFIG = "config"            # a setting, file, flag or install is wrong: fix it; the node is not sick
+    REPLACE = "replace"          # hardware fault (HCA, cable, transceiver, GPU): reseat or replace the part
+    RESET_LINK = "reset-link"    # a link flaps, trained down or collects errors: reset/reseat the port or cable
+    REBOOT = "reboot"            # driver or device state that a reboot clears (catastrophic error, stuck module)
+    FIRMWARE = "firmware"        # driver/firmware mismatch or a firmware syndrome: update or reflash
+    INVESTIGATE = "investigate"  # a symptom without a single known cause: look at the named part
+
+    def __str__(self) -> str:  # f"{Remedy.CONFIG}" -> "config"
+        return self.value
+
+
+ALL = tuple(r.value for r in Remedy)
