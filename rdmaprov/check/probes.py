@@ -31,6 +31,26 @@ def _read(path: Path) -> str | None:
         return None
 
 
+def root_problem(root: str = "/") -> str | None:
+    """Why ``root`` is not a node's root, or None. A root has sys/ and proc/, and at least one of
+    sys/class/net and proc/modules reads (every kernel has netdevs; the lab's has no
+    /proc/modules). A wrong --sysroot (a container whose host mount is missing) must be a
+    configuration error, not "no RDMA devices": that would drain every node."""
+    base = Path(root)
+    missing = [d for d in ("sys", "proc") if not (base / d).is_dir()]
+    if missing:
+        return f"--sysroot {root}: not a node's root (no {' and no '.join(m + '/' for m in missing)})"
+    try:
+        next(iter((base / "sys/class/net").iterdir()), None)
+        return None
+    except OSError:
+        pass
+    if _read(base / "proc/modules") is not None:
+        return None
+    return (f"--sysroot {root}: not a node's root (neither sys/class/net nor proc/modules "
+            "can be read)")
+
+
 def rdma(root: str = "/") -> dict[str, Any]:
     """{kernel: {uverbs, reason, modules}, source, devices: [{name, ports: [...]}]} (contract
     shape), read the way the rdma_facts module reads it."""

@@ -22,6 +22,10 @@ from rdmaprov.check import expect, judge, output, probes
 from rdmaprov.check import nccl as nccl_check
 from rdmaprov.errors import UserError
 
+class NotARoot(UserError):
+    """--sysroot names no node root: a configuration error that never drains."""
+
+
 EXIT_HEALTHY = 0
 EXIT_UNHEALTHY = 2
 # What --drain leaves for the end of --budget after the NCCL loopback: scontrol and output.
@@ -35,7 +39,8 @@ exit codes:
      scontrol update nodename=$(hostname) state=drain reason="..."
 
 --drain (Slurm, as LBNL NHC): unhealthy drains this node with "rdmaprov: <reason>"
-(a configuration error with "rdmaprov: config error: ..."), unless it is DOWN or
+(a configuration error with "rdmaprov: config error: ..."; never for a --sysroot
+that is not a node's root), unless it is DOWN or
 already drained for another reason (that reason is kept); healthy resumes it only
 if rdmaprov drained it. The exit code stays the verdict's.
 
@@ -129,7 +134,9 @@ def run(args: argparse.Namespace) -> int:
         return _run(args, started)
     except UserError as exc:  # a configuration error: not judged, and said so everywhere
         _config_error(args.prometheus, str(exc), time.perf_counter() - started)
-        if args.drain:
+        # A root that is not one says nothing about this node (a missing host mount would be
+        # the same on every node): never a drain.
+        if args.drain and not isinstance(exc, NotARoot):
             _drain(args, f"config error: {exc}", quiet=args.nhc or args.json)
         raise
 
@@ -180,7 +187,10 @@ def _run(args: argparse.Namespace, started: float) -> int:
         "nccl_min_busbw": args.nccl_min_busbw,
     })
     if not Path(args.sysroot).is_dir():
-        raise UserError(f"--sysroot {args.sysroot}: no such directory")
+        raise NotARoot(f"--sysroot {args.sysroot}: no such directory")
+    problem = probes.root_problem(args.sysroot)
+    if problem is not None:
+        raise NotARoot(problem)
     if args.prometheus is not None and not (args.prometheus.is_dir()
                                             or args.prometheus.parent.is_dir()):
         raise UserError(f"--prometheus {args.prometheus}: its directory does not exist")

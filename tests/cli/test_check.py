@@ -252,3 +252,33 @@ def test_check_start_imports_no_ansible_and_no_other_command(tmp_path: Path) -> 
         assert not [m for m in ours if m == other or m.startswith(other + ".")], ours
     # The check did parse its file with the shared rule (and so did import it).
     assert "rdmaprov.values" in mods and "yaml" in mods
+
+
+# -- a --sysroot that is not a node's root (issue 23): a config error, never a drain ------------
+
+
+def test_a_sysroot_that_is_not_a_root_is_a_config_error(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    only_sys = tmp_path / "only_sys"
+    (only_sys / "sys/class/net/eth0").mkdir(parents=True)
+    unreadable = tmp_path / "unreadable"
+    (unreadable / "sys").mkdir(parents=True)
+    (unreadable / "proc").mkdir()
+    for root, said in [(empty, "no sys/ and no proc/"), (only_sys, "no proc/"),
+                       (unreadable, "neither sys/class/net nor proc/modules")]:
+        out = tmp_path / f"{root.name}.prom"
+        p = check("--sysroot", str(root), *BASE, "--nhc", "--prometheus", str(out))
+        assert p.returncode == 1, (root, p.stdout, p.stderr)
+        assert p.stdout == "" and len(p.stderr.splitlines()) == 1 and said in p.stderr, p.stderr
+        assert "rdmaprov_check_config_error 1\n" in out.read_text()
+        assert "rdmaprov_check_healthy 0\n" in out.read_text()
+    # Through the prolog with --drain: exit 1 and not one Slurm call.
+    env = slurm_env(tmp_path, empty)
+    p = hook("rdmaprov-prolog.sh", env)
+    assert p.returncode == 1 and "not a node's root" in p.stderr, p.stderr
+    assert scontrol_log(tmp_path) == ""
+    # The same tree with proc/modules is a root (the lab's kernel has no /proc/modules, so
+    # either one will do): judged, not refused.
+    (unreadable / "proc/modules").write_text("")
+    assert check("--sysroot", str(unreadable), *BASE, "--nhc").returncode == 2
