@@ -39,7 +39,8 @@ def root_problem(root: str = "/") -> str | None:
     base = Path(root)
     missing = [d for d in ("sys", "proc") if not (base / d).is_dir()]
     if missing:
-        return f"--sysroot {root}: not a node's root (no {' and no '.join(m + '/' for m in missing)})"
+        gone = " and no ".join(m + "/" for m in missing)
+        return f"--sysroot {root}: not a node's root (no {gone})"
     try:
         next(iter((base / "sys/class/net").iterdir()), None)
         return None

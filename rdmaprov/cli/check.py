@@ -22,6 +22,7 @@ from rdmaprov.check import expect, judge, output, probes
 from rdmaprov.check import nccl as nccl_check
 from rdmaprov.errors import UserError
 
+
 class NotARoot(UserError):
     """--sysroot names no node root: a configuration error that never drains."""
 
