@@ -322,3 +322,144 @@ def collect(sysfs_root: str = "/sys", run=None) -> dict:
 def list_netdevs(sysfs_root: str = "/sys") -> list[str]:
     """Network interfaces of this host (what NCCL_SOCKET_IFNAME can name)."""
     return sorted(_listdir(os.path.join(sysfs_root, "class/net")))
+
+
+# -- GPUDirect RDMA: by capability, not by module ---------------------------------------------
+# Two paths let an HCA read and write GPU memory (NVIDIA's GPUDirect RDMA documentation):
+# - nvidia_peermem (or MOFED's legacy nv_peer_mem) loaded: the peer-memory path;
+# - DMA-BUF: the NVIDIA open kernel module (R515 and later export GPU memory as dma-buf), a
+#   kernel >= 5.12 whose RDMA core imports dma-bufs (ib_umem_dmabuf: CONFIG_INFINIBAND_USER_MEM,
+#   which selects DMA_SHARED_BUFFER since 5.12, so any kernel with ib_uverbs has it), and an
+#   rdma-core with ibv_reg_dmabuf_mr (libibverbs symbol version IBVERBS_1.12, rdma-core 34;
+#   the library file is libibverbs.so.1.<abi>.<rdma-core version>). NCCL >= 2.13 uses it by
+#   default (NCCL_DMABUF_ENABLE). No peermem is needed then.
+PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
+DMABUF_MIN_KERNEL = (5, 12)
+DMABUF_MIN_NVIDIA = 515
+DMABUF_MIN_VERBS_ABI = 12
+LIB_DIRS = ("usr/lib/x86_64-linux-gnu", "usr/lib/aarch64-linux-gnu", "usr/lib64", "usr/lib",
+            "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu", "lib64", "lib")
+_NV_VERSION = re.compile(r"NVRM version:\s*NVIDIA UNIX (Open )?.*?Kernel Module.*?\s(\d+)\.(\d+)"
+                         r"(?:\.(\d+))?\s")
+_VERBS_LIB = re.compile(r"^libibverbs\.so\.1\.(\d+)\.(\S+)$")
+
+
+def nvidia_module(root: str) -> dict:
+    """{"open": bool|None, "version": str|None, "why": str} from /proc/driver/nvidia/version
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ..."
+    for the open module; "NVIDIA UNIX x86_64 Kernel Module  535.104.05 ..." for the
+    proprietary one), else /sys/module/nvidia/version for the version alone."""
+    text = read(os.path.join(root, "proc/driver/nvidia/version"))
+    m = _NV_VERSION.search(text or "")
+    if m:
+        version = ".".join(g for g in m.group(2, 3, 4) if g)
+        flavour = "open" if m.group(1) else "proprietary"
+        return {"open": bool(m.group(1)), "version": version,
+                "why": f"NVIDIA {flavour} kernel module {version} (/proc/driver/nvidia/version)"}
+    version = read(os.path.join(root, "sys/module/nvidia/version")) or None
+    if version:
+        return {"open": None, "version": version,
+                "why": f"NVIDIA kernel module {version}; its flavour (open or proprietary) is "
+                       "not readable: no /proc/driver/nvidia/version"}
+    return {"open": None, "version": None,
+            "why": "no NVIDIA kernel module (no /proc/driver/nvidia/version)"}
+
+
+def _release_tuple(release: str | None) -> tuple[int, int] | None:
+    m = re.match(r"^(\d+)\.(\d+)", release or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def kernel_config(root: str, release: str | None, option: str) -> str | None:
+    """'y', 'm' or 'n' for a CONFIG_ option from /boot/config-<release> or /proc/config.gz;
+    None when neither is readable."""
+    import gzip
+
+    texts = []
+    if release:
+        texts.append(read(os.path.join(root, "boot", f"config-{release}")))
+    try:
+        with gzip.open(os.path.join(root, "proc/config.gz"), "rt", errors="replace") as fh:
+            texts.append(fh.read())
+    except (OSError, EOFError):
+        pass
+    for text in texts:
+        if not text:
+            continue
+        for line in text.splitlines():
+            if line.startswith(option + "="):
+                return line.split("=", 1)[1].strip()
+            if line.strip() == f"# {option} is not set":
+                return "n"
+    return None
+
+
+def libibverbs(root: str) -> dict | None:
+    """{"path", "abi", "version"} of the newest libibverbs.so.1.<abi>.<version> under the
+    root's library directories; None when there is none."""
+    best = None
+    for d in LIB_DIRS:
+        for name in _listdir(os.path.join(root, d)):
+            m = _VERBS_LIB.match(name)
+            if m and (best is None or int(m.group(1)) > best["abi"]):
+                best = {"path": "/" + os.path.join(d, name), "abi": int(m.group(1)),
+                        "version": m.group(2)}
+    return best
+
+
+def gpudirect(root: str = "/") -> dict:
+    """Can an HCA reach GPU memory here, and by which path? {"path": "peermem" | "dmabuf" |
+    None, "why": one line, "peermem": {...}, "dmabuf": {"available", "parts": {...}}}."""
+    peer = {m: kernel_caps.module_status(m, root) for m in PEERMEM_MODULES}
+    loaded = [m for m, s in peer.items() if s["state"] in kernel_caps.PRESENT]
+    nv = nvidia_module(root)
+    release = kernel_caps.kernel_release(root)
+    parts: dict = {"nvidia": {"ok": False, "why": nv["why"]}}
+    major = int(nv["version"].split(".")[0]) if nv["version"] else None
+    if nv["open"] and major is not None and major >= DMABUF_MIN_NVIDIA:
+        parts["nvidia"]["ok"] = True
+    elif nv["open"] is False:
+        parts["nvidia"]["why"] += ": the proprietary module exports no dma-buf (the open one does)"
+    elif nv["open"] and major is not None:
+        parts["nvidia"]["why"] += f": dma-buf needs R{DMABUF_MIN_NVIDIA} or later"
+    rel = _release_tuple(release)
+    config = kernel_config(root, release, "CONFIG_DMA_SHARED_BUFFER")
+    uverbs = kernel_caps.module_status("ib_uverbs", root)["state"] in kernel_caps.PRESENT
+    if rel is None:
+        kern = {"ok": False, "why": "kernel release not readable"}
+    elif rel < DMABUF_MIN_KERNEL:
+        kern = {"ok": False, "why": f"Linux {release} is older than 5.12 (no RDMA dma-buf import)"}
+    elif config == "y":
+        kern = {"ok": True, "why": f"Linux {release} with CONFIG_DMA_SHARED_BUFFER=y"}
+    elif config is not None:
+        kern = {"ok": False, "why": f"Linux {release} without CONFIG_DMA_SHARED_BUFFER"}
+    elif uverbs:
+        kern = {"ok": True, "why": f"Linux {release} with ib_uverbs (its INFINIBAND_USER_MEM "
+                                   "selects DMA_SHARED_BUFFER since 5.12)"}
+    else:
+        kern = {"ok": False, "why": f"Linux {release} without ib_uverbs"}
+    parts["kernel"] = kern
+    lib = libibverbs(root)
+    if lib is None:
+        # NCCL loads libibverbs where the job runs (in a container: the image's own), so a
+        # host without one does not rule the path out; the job's must have the symbol.
+        parts["rdma_core"] = {"ok": True, "why": "no libibverbs on this root: the job's own "
+                                                 "(its image's) needs rdma-core >= 34"}
+    elif lib["abi"] >= DMABUF_MIN_VERBS_ABI:
+        parts["rdma_core"] = {"ok": True, "why": f"rdma-core {lib['version']} "
+                                                 f"({lib['path']}: ibv_reg_dmabuf_mr)"}
+    else:
+        parts["rdma_core"] = {"ok": False, "why": f"rdma-core {lib['version']} ({lib['path']}) "
+                                                  "has no ibv_reg_dmabuf_mr (needs 34+)"}
+    dmabuf_ok = all(p["ok"] for p in parts.values())
+    dmabuf = {"available": dmabuf_ok, "parts": parts}
+    if loaded:
+        why = f"{loaded[0]} {kernel_caps.STATE_WORDS.get(peer[loaded[0]]['state'], 'loaded')}"
+        return {"path": "peermem", "why": why, "peermem": peer[loaded[0]], "dmabuf": dmabuf}
+    if dmabuf_ok:
+        why = ("DMA-BUF: " + "; ".join(p["why"] for p in parts.values())
+               + " (no nvidia_peermem needed)")
+        return {"path": "dmabuf", "why": why, "peermem": None, "dmabuf": dmabuf}
+    missing = "; ".join(p["why"] for p in parts.values() if not p["ok"])
+    return {"path": None, "why": f"neither nvidia_peermem loaded nor DMA-BUF: {missing}",
+            "peermem": None, "dmabuf": dmabuf}

@@ -20,7 +20,8 @@ from rdmaprov.values import check_value, convert
 DEFAULT_CONFIG = Path("/etc/rdmaprov/check.yml")
 # The verbs stack every RDMA job needs (kernel_caps.VERBS_STACK); the HCA driver is a site choice.
 DEFAULT_MODULES: tuple[str, ...] = tuple(module_utils("kernel_caps").VERBS_STACK)
-PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")  # inbox name, then the legacy MOFED one
+# inbox name, then the legacy MOFED one: the collection's list (rdma_sysfs.gpudirect reads them)
+PEERMEM_MODULES: tuple[str, ...] = tuple(module_utils("rdma_sysfs").PEERMEM_MODULES)
 
 
 @dataclass
@@ -34,7 +35,7 @@ class Expectations:
     modules: list[str] = field(default_factory=lambda: list(DEFAULT_MODULES))
     pfc_priority: int | None = None  # RoCE: the one lossless priority; None: QoS not checked
     gpus: int | None = None  # None: at least one; 0: not a GPU node
-    peermem: bool = True  # GPUDirect RDMA module required on GPU nodes
+    peermem: bool = True  # GPUDirect RDMA (peermem or DMA-BUF) required on GPU nodes
     memlock: str = "unlimited"  # or a minimum in KiB, e.g. "65536"
     nccl: bool = False  # run the single-node NCCL loopback (slower: starts torch)
     nccl_min_busbw: float | None = None  # GB/s the loopback must reach
@@ -56,6 +57,7 @@ SPEC: dict[str, dict[str, Any]] = {
     "pfc_priority": {"type": "int"},
     "gpus": {"type": "int"},
     "peermem": {"type": "bool"},
+    "gpudirect": {"type": "bool"},  # the same as peermem (its older name), read as one
     "memlock": {"type": "str"},
     "nccl": {"type": "bool"},
     "nccl_min_busbw": {"type": "float"},
@@ -122,4 +124,7 @@ def build(config: Path | None, flags: dict[str, Any]) -> Expectations:
         if value is not None:
             flag = FLAG_NAMES.get(name, "--" + name.replace("_", "-"))
             values[name] = _convert(name, value, flag)
+    if "gpudirect" in values:
+        gdr = values.pop("gpudirect")
+        values["peermem"] = gdr if gdr is not None else values.get("peermem", True)
     return Expectations(**values)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rdmaprov.check.expect import PEERMEM_MODULES, Expectations
+from rdmaprov.check.expect import Expectations
 from rdmaprov.probe._collection import module_utils
 
 State = Mapping[str, Any]
@@ -176,18 +176,22 @@ def check_gpus(state: State, exp: Expectations) -> Item:
     return Item("gpus", "pass", f"{count} visible" + (f" ({', '.join(models)})" if models else ""))
 
 
-def check_peermem(state: State, exp: Expectations) -> Item:
+def check_gpudirect(state: State, exp: Expectations) -> Item:
+    """GPUDirect RDMA by capability (rdma_sysfs.gpudirect): nvidia_peermem loaded, or DMA-BUF
+    (open NVIDIA module, Linux >= 5.12, rdma-core with ibv_reg_dmabuf_mr). Fails only when
+    neither path is there; says which one it found and why."""
     if exp.gpus == 0 or not exp.peermem:
-        return Item("peermem", "n/a", "GPUDirect RDMA not expected")
-    loaded = [m for m in PEERMEM_MODULES if _state(state, m) in ("loaded", "builtin")]
-    if loaded:
-        return Item("peermem", "pass", module_utils("kernel_caps").describe(
-            state["modules"][loaded[0]]))
-    return Item("peermem", "fail", "nvidia_peermem not loaded: no GPUDirect RDMA")
+        return Item("gpudirect", "n/a", "GPUDirect RDMA not expected")
+    gdr = state.get("gpudirect") or {}
+    if not int(state["gpus"].get("count") or 0):
+        return Item("gpudirect", "n/a", "no GPU visible (see gpus)")
+    if gdr.get("path") is None:
+        return Item("gpudirect", "fail", str(gdr.get("why") or "GPUDirect RDMA not readable"))
+    return Item("gpudirect", "pass", str(gdr["why"]))
 
 
 CHECKS: tuple[Callable[[State, Expectations], Item], ...] = (
-    check_ports, check_modules, check_mtu, check_qos, check_memlock, check_gpus, check_peermem,
+    check_ports, check_modules, check_mtu, check_qos, check_memlock, check_gpus, check_gpudirect,
 )
 
 

@@ -134,6 +134,7 @@ def gather(exp: Expectations, root: str = "/") -> dict[str, Any]:
         "module_support": module_support(root),
         "modules": modules(list(dict.fromkeys([*exp.modules, *PEERMEM_MODULES])), root),
         "gpus": gpus(root),
+        "gpudirect": module_utils("rdma_sysfs").gpudirect(root),
         "mtu": mtus(_mtu_interfaces(state, exp), root),
         "memlock": memlock(),
         # DCB tools only when PFC is expected: they are the slow part of a check.

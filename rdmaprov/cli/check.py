@@ -1,5 +1,5 @@
 """`rdmaprov check`: is this node fit to run an RDMA job right now? Local, no Ansible, no
-network: RDMA ports, kernel modules, MTU, RoCE QoS, memlock, GPUs, nvidia_peermem, and on
+network: RDMA ports, kernel modules, MTU, RoCE QoS, memlock, GPUs, GPUDirect RDMA (peermem or DMA-BUF), and on
 request a single-node NCCL loopback. Made for a Slurm prolog or health-check program: with
 --drain it also drains this node (or resumes it) the way NHC does, see rdmaprov/check/slurm.py.
 
@@ -90,8 +90,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="RoCE: PFC must be on this priority only, trust dscp")
     e.add_argument("--expect-gpus", metavar="N",
                    help="GPUs that must be visible (default: at least 1; 0: not a GPU node)")
-    e.add_argument("--no-peermem", dest="peermem", action="store_const", const=False,
-                   help="do not require nvidia_peermem (GPUDirect RDMA)")
+    e.add_argument("--no-gpudirect", "--no-peermem", dest="peermem", action="store_const",
+                   const=False, help="do not require GPUDirect RDMA (nvidia_peermem loaded, or "
+                                     "DMA-BUF: open NVIDIA module, Linux >= 5.12, rdma-core 34+)")
     e.add_argument("--expect-memlock", metavar="KIB",
                    help="'unlimited' (default) or a minimum memlock limit in KiB")
     e.add_argument("--nccl", action="store_const", const=True,

@@ -121,15 +121,15 @@ def test_mtu_and_several_failures_in_one_line(tmp_path: Path) -> None:
                      mtus={"ib0": 2044, "ib1": 4092})
     items, reason = verdict(root, mtu=4092)
     assert by_name(items)["mtu"].detail == "ib0 MTU 2044, want 4092"
-    assert reason == "ib0 MTU 2044, want 4092 (+1 more: peermem)"
+    assert reason == "ib0 MTU 2044, want 4092 (+1 more: gpudirect)"
     assert "\n" not in reason
 
 
-def test_no_gpu_node_skips_gpu_and_peermem(tmp_path: Path) -> None:
+def test_no_gpu_node_skips_gpu_and_gpudirect(tmp_path: Path) -> None:
     items, reason = verdict(fake_node(tmp_path, gpus=0, modules=("ib_core", "ib_uverbs",
                                                                 "rdma_ucm")), gpus=0)
     assert reason is None
-    assert by_name(items)["gpus"].status == "n/a" and by_name(items)["peermem"].status == "n/a"
+    assert by_name(items)["gpus"].status == "n/a" and by_name(items)["gpudirect"].status == "n/a"
 
 
 def test_gpu_count(tmp_path: Path) -> None:
