@@ -18,6 +18,9 @@ from rdmaprov.probe._collection import module_utils
 from rdmaprov.values import check_value, convert
 
 DEFAULT_CONFIG = Path("/etc/rdmaprov/check.yml")
+# Survives reboots (a flap before a reboot still counts for its window) and is root's, as a
+# prolog or health check runs; counters themselves reset at boot, which the judge allows for.
+DEFAULT_LINK_STATE = Path("/var/lib/rdmaprov/check-links.json")
 # The verbs stack every RDMA job needs (kernel_caps.VERBS_STACK); the HCA driver is a site choice.
 DEFAULT_MODULES: tuple[str, ...] = tuple(module_utils("kernel_caps").VERBS_STACK)
 # inbox name, then the legacy MOFED one: the collection's list (rdma_sysfs.gpudirect reads them)
@@ -39,6 +42,13 @@ class Expectations:
     memlock: str = "unlimited"  # or a minimum in KiB, e.g. "65536"
     nccl: bool = False  # run the single-node NCCL loopback (slower: starts torch)
     nccl_min_busbw: float | None = None  # GB/s the loopback must reach
+    # Link health over time (plugins/module_utils/link_counters.py): the per-node state file
+    # ("" keeps none: only this run's snapshot is judged), thresholds per counter class, the
+    # stable time that clears a flap and the window counter growth is summed over.
+    link_state: str = str(DEFAULT_LINK_STATE)
+    link_thresholds: dict[str, int] = field(default_factory=dict)
+    link_stable_s: int = int(module_utils("link_counters").STABLE_S)
+    link_window_s: int = int(module_utils("link_counters").WINDOW_S)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -61,6 +71,10 @@ SPEC: dict[str, dict[str, Any]] = {
     "memlock": {"type": "str"},
     "nccl": {"type": "bool"},
     "nccl_min_busbw": {"type": "float"},
+    "link_state": {"type": "str"},
+    "link_thresholds": {"type": "raw"},  # {counter class: int >= 1}, checked by link_counters
+    "link_stable_s": {"type": "int"},
+    "link_window_s": {"type": "int"},
 }
 
 
@@ -68,11 +82,20 @@ SPEC: dict[str, dict[str, Any]] = {
 FLAG_NAMES = {"ports": "--expect-ports", "rate": "--expect-rate", "mtu": "--expect-mtu",
               "pfc_priority": "--expect-pfc", "gpus": "--expect-gpus",
               "link_layer": "--expect-link-layer", "hcas": "--hca", "interfaces": "--interface",
-              "modules": "--module", "memlock": "--expect-memlock"}
+              "modules": "--module", "memlock": "--expect-memlock", "link_state": "--link-state"}
 
 
 def _convert(name: str, value: Any, label: str) -> Any:
     spec = SPEC[name]
+    if name == "link_thresholds":
+        if not isinstance(value, dict):
+            raise UserError(f"{label}: must be a mapping of counter class to a number, e.g. "
+                            "{symbol: 10}")
+        try:
+            module_utils("link_counters").thresholds(value)
+        except ValueError as exc:
+            raise UserError(f"{label}: {exc}") from None
+        return dict(value)
     problems = check_value(name, label, value, spec)
     if problems:
         raise UserError(problems[0])

@@ -23,6 +23,7 @@ class Item:
     name: str
     status: str  # pass | fail | n/a
     detail: str
+    remedy: str | None = None  # rdmaprov.remediation.Remedy value, on a failure
 
     def as_dict(self) -> dict[str, str]:
         return asdict(self)
@@ -190,8 +191,35 @@ def check_gpudirect(state: State, exp: Expectations) -> Item:
     return Item("gpudirect", "pass", str(gdr["why"]))
 
 
+def check_links(state: State, exp: Expectations) -> Item:
+    """Port error counters and flaps over time (rdmaprov.check.history, the rule in
+    link_counters): fails while a port is in its sticky window; old totals never fail."""
+    links = state.get("links")
+    if not links:
+        return Item("links", "n/a", "link history not judged")
+    wanted = {f"{p['device']}/{p['port']}" for p in _ports(state, exp)}
+    findings = [f for f in links["findings"] if f"{f['device']}/{f['port']}" in wanted]
+    fails = [f for f in findings if f["severity"] == "fail"]
+    warns = [f["text"] for f in findings if f["severity"] != "fail"]
+    notes = [*(f"warn: {w}" for w in warns),
+             *(f"saturated, cannot grow: {s}" for s in links.get("saturated") or []),
+             *([links["problem"]] if links.get("problem") else [])]
+    tail = f" ({'; '.join(notes)})" if notes else ""
+    if fails:
+        return Item("links", "fail", "; ".join(f["text"] for f in fails) + tail,
+                    remedy=fails[0]["remedy"])
+    if links.get("first") or not links.get("file"):
+        why = ("no state file (link_state ''): counters not judged over time"
+               if not links.get("file") else f"first sample in {links['file']}: counters "
+                                              "judged from the next check on")
+        return Item("links", "n/a", why + tail)
+    return Item("links", "pass", f"no flap or error growth on {len(wanted)} port(s) "
+                                 f"(thresholds per counter class){tail}")
+
+
 CHECKS: tuple[Callable[[State, Expectations], Item], ...] = (
     check_ports, check_modules, check_mtu, check_qos, check_memlock, check_gpus, check_gpudirect,
+    check_links,
 )
 
 

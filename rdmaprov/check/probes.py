@@ -59,12 +59,16 @@ def rdma(root: str = "/") -> dict[str, Any]:
     sys_root = str(Path(root) / "sys")
     kernel = sysfs.kernel_support(sys_root)
     devices: list[dict[str, Any]] = []
-    for name in sysfs.list_devices(sys_root):
+    full = [sysfs.read_device(sys_root, name) for name in sysfs.list_devices(sys_root)]
+    for dev in full:
         ports = [{key: p[key] for key in ("port", "state", "rate_gbps", "link_layer", "netdev")}
-                 for p in sysfs.read_device(sys_root, name)["ports"]]
+                 for p in dev["ports"]]
         if ports:
-            devices.append({"name": name, "ports": ports})
-    return {"kernel": kernel, "source": "sysfs" if devices else "none", "devices": devices}
+            devices.append({"name": dev["name"], "ports": ports})
+    # Error counters per port ({"dev/port": {state, counters}}), for the judgement over time.
+    counters = module_utils("link_counters").snapshot(full)
+    return {"kernel": kernel, "source": "sysfs" if devices else "none", "devices": devices,
+            "counters": counters}
 
 
 def modules(names: list[str], root: str = "/") -> dict[str, dict[str, str]]:

@@ -1,6 +1,7 @@
 """`rdmaprov check`: is this node fit to run an RDMA job right now? Local, no Ansible, no
-network: RDMA ports, kernel modules, MTU, RoCE QoS, memlock, GPUs, GPUDirect RDMA (peermem or DMA-BUF), and on
-request a single-node NCCL loopback. Made for a Slurm prolog or health-check program: with
+network: RDMA ports, kernel modules, MTU, RoCE QoS, memlock, GPUs, GPUDirect RDMA (peermem or
+DMA-BUF), port error counters over time, and on request a single-node NCCL loopback. Made for
+a Slurm prolog or health-check program: with
 --drain it also drains this node (or resumes it) the way NHC does, see rdmaprov/check/slurm.py.
 
 Every outcome rewrites the --prometheus textfile, a configuration error included (then
@@ -18,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from rdmaprov.check import expect, judge, output, probes
+from rdmaprov.check import expect, history, judge, output, probes
 from rdmaprov.check import nccl as nccl_check
 from rdmaprov.errors import UserError
 
@@ -123,6 +124,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    default=env("SLURMD_NODENAME") or None,
                    help="this node's Slurm name (env SLURMD_NODENAME, which slurmd sets for a "
                         "prolog or health check; default: the short host name)")
+    p.add_argument("--link-state", metavar="FILE", default=env("RDMAPROV_CHECK_LINK_STATE"),
+                   help="state file of port counters between checks (env "
+                        "RDMAPROV_CHECK_LINK_STATE; default "
+                        f"{expect.DEFAULT_LINK_STATE}, under --sysroot when one is given; "
+                        "'' keeps none)")
     p.add_argument("--sysroot", default=env("RDMAPROV_CHECK_SYSROOT", "/"), metavar="DIR",
                    help="read /sys, /proc, /dev and /lib/modules under DIR, e.g. a host's "
                         "mounted in a container, or a fixture root for tests and diagnosis "
@@ -186,7 +192,7 @@ def _run(args: argparse.Namespace, started: float) -> int:
         "interfaces": _csv(args.interface), "modules": _csv(args.module),
         "pfc_priority": args.expect_pfc, "gpus": args.expect_gpus, "peermem": args.peermem,
         "memlock": args.expect_memlock, "nccl": args.nccl,
-        "nccl_min_busbw": args.nccl_min_busbw,
+        "nccl_min_busbw": args.nccl_min_busbw, "link_state": args.link_state,
     })
     if not Path(args.sysroot).is_dir():
         raise NotARoot(f"--sysroot {args.sysroot}: no such directory")
@@ -196,7 +202,11 @@ def _run(args: argparse.Namespace, started: float) -> int:
     if args.prometheus is not None and not (args.prometheus.is_dir()
                                             or args.prometheus.parent.is_dir()):
         raise UserError(f"--prometheus {args.prometheus}: its directory does not exist")
+    if exp.link_state == str(expect.DEFAULT_LINK_STATE) and os.path.realpath(args.sysroot) != "/":
+        # The history belongs to the root it describes (a fixture, a host mounted elsewhere).
+        exp.link_state = str(Path(args.sysroot) / str(expect.DEFAULT_LINK_STATE).lstrip("/"))
     state = probes.gather(exp, args.sysroot)
+    state["links"] = history.step(state["rdma"]["counters"], exp)
     items = judge.judge(state, exp)
     if exp.nccl:
         gpus = int(state["gpus"].get("count") or 0)
