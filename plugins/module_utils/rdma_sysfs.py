@@ -463,3 +463,195 @@ def gpudirect(root: str = "/") -> dict:
     missing = "; ".join(p["why"] for p in parts.values() if not p["ok"])
     return {"path": None, "why": f"neither nvidia_peermem loaded nor DMA-BUF: {missing}",
             "peermem": None, "dmabuf": dmabuf}
+
+
+# -- PCIe: link training and GPU <-> NIC topology ------------------------------------------------
+# /sys/bus/pci/devices/<addr>/{current,max}_link_{speed,width} (drivers/pci/pci-sysfs.c): speed
+# "32.0 GT/s PCIe" (older kernels "8 GT/s"; "Unknown" when the link is down or virtual), width
+# a number ("16"). /sys/bus/pci/slots/<name>/address holds "dddd:bb:dd" (no function).
+_PCI_ADDR = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+_SPEED = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*GT/s")
+NVIDIA_VENDOR = "0x10de"
+
+
+def parse_link_speed(text: str | None) -> float | None:
+    """'32.0 GT/s PCIe' -> 32.0; '2.5 GT/s' -> 2.5; 'Unknown' or garbage -> None."""
+    m = _SPEED.match(text or "")
+    return float(m.group(1)) if m else None
+
+
+def parse_link_width(text: str | None) -> int | None:
+    """'16' -> 16; '0' (no link) or garbage -> None."""
+    return int(text) if text and text.strip().isdigit() and int(text) > 0 else None
+
+
+def pci_chain(sysfs_root: str, addr: str) -> list[str]:
+    """The PCI addresses from the root port down to ``addr`` (its bridges, then itself), from
+    the device's real path under /sys/devices/pci<domain>:<bus>/..."""
+    real = os.path.realpath(os.path.join(sysfs_root, "bus/pci/devices", addr))
+    return [part for part in real.split(os.sep) if _PCI_ADDR.match(part)]
+
+
+def pci_slots(sysfs_root: str) -> dict:
+    """{"dddd:bb:dd": slot name} from /sys/bus/pci/slots/*/address."""
+    out = {}
+    for name in sorted(_listdir(os.path.join(sysfs_root, "bus/pci/slots"))):
+        address = read(os.path.join(sysfs_root, "bus/pci/slots", name, "address"))
+        if address:
+            out[address.lower()] = name
+    return out
+
+
+def pci_link(sysfs_root: str, addr: str, slots: dict | None = None) -> dict:
+    """One PCI function's link: its speed and width now and at most, the upstream port's
+    maxima (a card is no faster than its slot), NUMA node and slot."""
+    base = os.path.join(sysfs_root, "bus/pci/devices", addr)
+    chain = pci_chain(sysfs_root, addr)
+    upstream = chain[-2] if len(chain) >= 2 else None
+    up = os.path.join(sysfs_root, "bus/pci/devices", upstream) if upstream else None
+    numa = read(os.path.join(base, "numa_node"))
+    slots = pci_slots(sysfs_root) if slots is None else slots
+    return {
+        "address": addr,
+        "slot": slots.get(addr.rsplit(".", 1)[0]),
+        "numa_node": int(numa) if numa and numa.lstrip("-").isdigit() and int(numa) >= 0
+        else None,
+        "current_speed": parse_link_speed(read(os.path.join(base, "current_link_speed"))),
+        "max_speed": parse_link_speed(read(os.path.join(base, "max_link_speed"))),
+        "current_width": parse_link_width(read(os.path.join(base, "current_link_width"))),
+        "max_width": parse_link_width(read(os.path.join(base, "max_link_width"))),
+        "upstream": upstream,
+        "upstream_max_speed": parse_link_speed(read(os.path.join(up, "max_link_speed")))
+        if up else None,
+        "upstream_max_width": parse_link_width(read(os.path.join(up, "max_link_width")))
+        if up else None,
+        "chain": chain,
+    }
+
+
+def pcie_trained_down(link: dict, idle_downclock: bool) -> str | None:
+    """Why a link runs below what the device and its slot can do, or None.
+
+    Width is judged strictly: a link trains to its width once and keeps it (x16 -> x8 halves
+    the bandwidth, a reseat or a bad riser). Speed is judged only for devices that keep their
+    speed when idle: NVIDIA GPUs drop to 2.5 GT/s (Gen1) when idle to save power and return to
+    full speed under load (nvidia-smi's "PCIe Generation Current 1, Max 5" on an idle GPU),
+    so a GPU's speed is reported, never failed; an HCA (ConnectX) keeps its trained speed.
+    The expected value is the smaller of the device's and its upstream port's maximum: a Gen5
+    card in a Gen4 slot at 16 GT/s is as built, not trained down."""
+    def limit(own, up):
+        return min(v for v in (own, up) if v is not None) if (own or up) else None
+
+    want_w = limit(link.get("max_width"), link.get("upstream_max_width"))
+    have_w = link.get("current_width")
+    if want_w and have_w and have_w < want_w:
+        return f"x{have_w} of x{want_w}"
+    want_s = limit(link.get("max_speed"), link.get("upstream_max_speed"))
+    have_s = link.get("current_speed")
+    if not idle_downclock and want_s and have_s and have_s < want_s:
+        return f"{have_s:g} GT/s of {want_s:g} GT/s"
+    return None
+
+
+def _common(a: list[str], b: list[str]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def pci_distance(a: list[str], b: list[str]) -> int | None:
+    """Hops between two devices through their common upstream bridge (PCIe switch); None when
+    they share none (different root ports: the path crosses the CPU's root complex)."""
+    common = _common(a, b)
+    if common == 0:
+        return None
+    return (len(a) - common) + (len(b) - common)
+
+
+def hca_pci_address(sysfs_root: str, device: str) -> str | None:
+    real = os.path.realpath(os.path.join(sysfs_root, "class/infiniband", device, "device"))
+    name = os.path.basename(real)
+    return name if _PCI_ADDR.match(name) else None
+
+
+def gpu_pci_addresses(root: str) -> list[str]:
+    """NVIDIA GPUs' PCI addresses: /proc/driver/nvidia/gpus/<addr>, else the PCI devices of
+    vendor 0x10de and a display class (0x03xxxx)."""
+    found = [n.lower() for n in _listdir(os.path.join(root, "proc/driver/nvidia/gpus"))
+             if _PCI_ADDR.match(n.lower())]
+    if found:
+        return sorted(found)
+    devs = os.path.join(root, "sys/bus/pci/devices")
+    return sorted(a for a in _listdir(devs)
+                  if read(os.path.join(devs, a, "vendor")) == NVIDIA_VENDOR
+                  and (read(os.path.join(devs, a, "class")) or "").startswith("0x03"))
+
+
+ACS_CAP_ID = 0x000D
+ACS_REDIRECT = {0x04: "RR (P2P request redirect)", 0x08: "CR (P2P completion redirect)",
+                0x10: "UF (upstream forwarding)"}
+
+
+def acs_state(sysfs_root: str, addr: str) -> dict:
+    """{"readable": bool, "enabled": [bits that redirect peer-to-peer] , "why"} from the
+    bridge's config space: the ACS extended capability (ID 0x000D) control register. Beyond
+    the first 64 bytes config space is readable by root only; a short read says so."""
+    path = os.path.join(sysfs_root, "bus/pci/devices", addr, "config")
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(4096)
+    except OSError as exc:
+        return {"readable": False, "enabled": [], "why": f"config space not readable: "
+                                                         f"{exc.strerror}"}
+    if len(data) < 0x104:
+        return {"readable": False, "enabled": [],
+                "why": "extended config space not readable (root only)"}
+    offset, seen = 0x100, 0
+    while offset and offset + 8 <= len(data) and seen < 64:
+        header = int.from_bytes(data[offset:offset + 4], "little")
+        if header in (0, 0xFFFFFFFF):
+            break
+        if header & 0xFFFF == ACS_CAP_ID:
+            control = int.from_bytes(data[offset + 6:offset + 8], "little")
+            on = [name for bit, name in ACS_REDIRECT.items() if control & bit]
+            return {"readable": True, "enabled": on,
+                    "why": f"ACS redirects peer-to-peer: {', '.join(on)}" if on
+                    else "ACS present, no peer-to-peer redirect"}
+        offset, seen = (header >> 20) & 0xFFC, seen + 1
+    return {"readable": True, "enabled": [], "why": "no ACS capability"}
+
+
+def pcie_topology(root: str = "/") -> dict:
+    """{"hcas": {name: link}, "gpus": {addr: link}, "affinity": [{gpu, nic, distance,
+    same_numa}], "acs": {bridge: acs_state}} for the check's PCIe item."""
+    sysfs_root = os.path.join(root, "sys")
+    slots = pci_slots(sysfs_root)
+    hcas = {}
+    for name in list_devices(sysfs_root):
+        addr = hca_pci_address(sysfs_root, name)
+        hcas[name] = pci_link(sysfs_root, addr, slots) if addr else None
+    gpus = {addr: pci_link(sysfs_root, addr, slots) for addr in gpu_pci_addresses(root)}
+    affinity, bridges = [], []
+    for addr, g in gpus.items():
+        best = None
+        for name, h in hcas.items():
+            if not h:
+                continue
+            dist = pci_distance(g["chain"], h["chain"])
+            key = (dist is None, dist or 0, name)
+            if best is None or key < best[0]:
+                best = (key, name, dist, h)
+        if best is None:
+            continue
+        _, name, dist, h = best
+        affinity.append({"gpu": addr, "nic": name, "distance": dist,
+                         "same_numa": (g["numa_node"] == h["numa_node"]
+                                       if None not in (g["numa_node"], h["numa_node"])
+                                       else None)})
+        if dist is not None:  # the downstream ports below the common bridge carry P2P
+            common = _common(g["chain"], h["chain"])
+            bridges += [b for b in g["chain"][common:-1] + h["chain"][common:-1]
+                        if b not in bridges]
+    acs = {b: acs_state(sysfs_root, b) for b in bridges}
+    return {"hcas": hcas, "gpus": gpus, "affinity": affinity, "acs": acs}

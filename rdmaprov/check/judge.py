@@ -217,9 +217,74 @@ def check_links(state: State, exp: Expectations) -> Item:
                                  f"(thresholds per counter class){tail}")
 
 
+def _where(name: str | None, link: Mapping[str, Any]) -> str:
+    """'mlx5_1 (0000:2a:00.0, slot 3)' / 'GPU 0000:17:00.0 (slot 5)': a part named by identity."""
+    slot = f"slot {link['slot']}" if link.get("slot") else None
+    if name:
+        return f"{name} ({', '.join(x for x in (link['address'], slot) if x)})"
+    return f"GPU {link['address']}" + (f" ({slot})" if slot else "")
+
+
+def check_pcie(state: State, exp: Expectations) -> Item:
+    """Each HCA's and GPU's PCIe link against what it and its slot can do (width strictly,
+    speed only where the device keeps it when idle: rdma_sysfs.pcie_trained_down), GPU <-> NIC
+    affinity reported, ACS peer-to-peer redirect between a GPU and its NIC a failure when
+    GPUDirect is expected."""
+    topo = state.get("pcie")
+    if not topo:
+        return Item("pcie", "n/a", "PCIe not read")
+    sysfs = module_utils("rdma_sysfs")
+    hcas = {n: h for n, h in topo["hcas"].items() if not exp.hcas or n in exp.hcas}
+    gpus = topo["gpus"] if exp.gpus != 0 else {}
+    down, unread = [], []
+    for name, link in [*hcas.items(), *((None, g) for g in gpus.values())]:
+        if link is None:
+            unread.append(f"{name} (no PCI device)")
+            continue
+        if link.get("current_width") is None:
+            unread.append(_where(name, link))
+            continue
+        why = sysfs.pcie_trained_down(link, idle_downclock=name is None)
+        if why:
+            down.append(f"{_where(name, link)} PCIe {why}")
+    if down:
+        return Item("pcie", "fail", f"trained down: {'; '.join(down)}", remedy="replace")
+    gdr = exp.gpus != 0 and exp.peermem
+    redirect = [f"{b} {a['why']}" for b, a in topo["acs"].items() if a["enabled"]]
+    if gdr and redirect:
+        return Item("pcie", "fail", "between GPU and NIC: " + "; ".join(redirect)
+                    + " (GPUDirect traffic goes up to the root complex: disable ACS, e.g. "
+                      "setpci or the BIOS)", remedy="config")
+    if not hcas and not gpus:
+        return Item("pcie", "n/a", "no HCA or GPU on PCI")
+    parts = []
+    judged = [link for link in [*hcas.values(), *gpus.values()]
+              if link and link.get("current_width") is not None]
+    if judged:
+        parts.append(f"{len(judged)} device(s) at full width"
+                     + ("" if not hcas else ", HCAs at full speed"))
+    gpu_speeds = sorted({f"{g['current_speed']:g}/{g['max_speed']:g} GT/s x{g['current_width']}"
+                         for g in gpus.values() if g.get("current_speed") and g.get("max_speed")
+                         and g.get("current_width")})
+    if gpu_speeds:
+        parts.append(f"GPU link {', '.join(gpu_speeds)} (speed drops when idle: not judged)")
+    for a in topo["affinity"]:
+        hops = "via the root complex" if a["distance"] is None else f"{a['distance']} hops"
+        numa = {True: ", same NUMA", False: ", other NUMA node", None: ""}[a["same_numa"]]
+        parts.append(f"GPU {a['gpu']} -> {a['nic']} ({hops}{numa})")
+    unreadable_acs = sorted({a["why"] for a in topo["acs"].values() if not a["readable"]})
+    if gdr and unreadable_acs:
+        parts.append(f"ACS: {'; '.join(unreadable_acs)}")
+    if unread:
+        parts.append(f"link not readable: {', '.join(unread)}")
+    if not judged:  # nothing read is nothing known: never a pass
+        return Item("pcie", "n/a", "; ".join(parts))
+    return Item("pcie", "pass", "; ".join(parts))
+
+
 CHECKS: tuple[Callable[[State, Expectations], Item], ...] = (
     check_ports, check_modules, check_mtu, check_qos, check_memlock, check_gpus, check_gpudirect,
-    check_links,
+    check_links, check_pcie,
 )
 
 

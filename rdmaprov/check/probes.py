@@ -139,6 +139,7 @@ def gather(exp: Expectations, root: str = "/") -> dict[str, Any]:
         "modules": modules(list(dict.fromkeys([*exp.modules, *PEERMEM_MODULES])), root),
         "gpus": gpus(root),
         "gpudirect": module_utils("rdma_sysfs").gpudirect(root),
+        "pcie": module_utils("rdma_sysfs").pcie_topology(root),
         "mtu": mtus(_mtu_interfaces(state, exp), root),
         "memlock": memlock(),
         # DCB tools only when PFC is expected: they are the slow part of a check.
