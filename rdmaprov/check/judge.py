@@ -13,6 +13,10 @@ from typing import Any
 
 from rdmaprov.check.expect import Expectations
 from rdmaprov.probe._collection import module_utils
+from rdmaprov.remediation import Remedy
+
+CONFIG, REPLACE, RESET_LINK = Remedy.CONFIG.value, Remedy.REPLACE.value, Remedy.RESET_LINK.value
+REBOOT, INVESTIGATE = Remedy.REBOOT.value, Remedy.INVESTIGATE.value
 
 State = Mapping[str, Any]
 REASON_MAX = 200  # slurm keeps the whole reason, but `sinfo -R` columns should stay readable
@@ -51,27 +55,33 @@ def check_ports(state: State, exp: Expectations) -> Item:
     rdma = state["rdma"]
     if not rdma["devices"]:
         why = rdma["kernel"].get("reason") or "no RDMA devices in /sys/class/infiniband"
-        return Item("ports", "fail", f"no RDMA devices: {why}")
+        # A kernel without uverbs is set up wrong; devices gone from a kernel that has it is a
+        # card or driver that did not come up.
+        remedy = CONFIG if not rdma["kernel"].get("uverbs") else INVESTIGATE
+        return Item("ports", "fail", f"no RDMA devices: {why}", remedy=remedy)
     present = {d["name"] for d in rdma["devices"]}
     missing = [h for h in exp.hcas if h not in present]
     if missing:
         return Item("ports", "fail", f"HCA {', '.join(missing)} not present "
-                                     f"(found {', '.join(sorted(present))})")
+                                     f"(found {', '.join(sorted(present))})", remedy=REPLACE)
     ports = _ports(state, exp)
     if not ports:
-        return Item("ports", "fail", f"no {exp.link_layer} port on {', '.join(sorted(present))}")
+        return Item("ports", "fail", f"no {exp.link_layer} port on {', '.join(sorted(present))}",
+                    remedy=CONFIG)
     active = [p for p in ports if p.get("state") == "ACTIVE"]
     down = [f"{_label(p)} {p.get('state') or 'unknown'}" for p in ports
             if p.get("state") != "ACTIVE"]
     wanted = exp.ports if exp.ports is not None else 1
     if len(active) < wanted:
         detail = f"{len(active)} of {wanted} RDMA ports ACTIVE"
-        return Item("ports", "fail", detail + (f": {', '.join(down)}" if down else ""))
+        return Item("ports", "fail", detail + (f": {', '.join(down)}" if down else ""),
+                    remedy=RESET_LINK)
     if exp.rate is not None:
         slow = [f"{_label(p)} at {p.get('rate_gbps')} Gb/s" for p in active
                 if p.get("rate_gbps") is None or p["rate_gbps"] < exp.rate]
         if slow:
-            return Item("ports", "fail", f"{', '.join(slow)}, want {exp.rate} Gb/s")
+            return Item("ports", "fail", f"{', '.join(slow)}, want {exp.rate} Gb/s",
+                        remedy=RESET_LINK)
     rates = sorted({str(p.get("rate_gbps")) for p in active})
     return Item("ports", "pass", f"{len(active)} ACTIVE at {'/'.join(rates)} Gb/s"
                                  + (f" ({', '.join(down)})" if down else ""))
@@ -91,7 +101,7 @@ def check_modules(state: State, exp: Expectations) -> Item:
         why = support["reason"] if not support["can_load"] and support["by"] == "kernel" else None
         return Item("modules", "fail", f"kernel module {', '.join(missing)} not in the kernel "
                                        "(neither loaded nor built in)"
-                                       + (f": {why}" if why else ""))
+                                       + (f": {why}" if why else ""), remedy=CONFIG)
     caps = module_utils("kernel_caps")
     return Item("modules", "pass", caps.summary([state["modules"][m] for m in exp.modules]))
 
@@ -107,14 +117,15 @@ def check_mtu(state: State, exp: Expectations) -> Item:
     names = _mtu_interfaces(state, exp)
     if not names:
         return Item("mtu", "fail", f"MTU {exp.mtu} expected but no interface to check "
-                                   "(no RDMA netdev; give --interface)")
+                                   "(no RDMA netdev; give --interface)", remedy=CONFIG)
     have = state["mtu"]
     missing = [n for n in names if have.get(n) is None]
     if missing:
-        return Item("mtu", "fail", f"interface {', '.join(missing)} does not exist")
+        return Item("mtu", "fail", f"interface {', '.join(missing)} does not exist",
+                    remedy=CONFIG)
     wrong = [f"{n} MTU {have[n]}" for n in names if have[n] != exp.mtu]
     if wrong:
-        return Item("mtu", "fail", f"{', '.join(wrong)}, want {exp.mtu}")
+        return Item("mtu", "fail", f"{', '.join(wrong)}, want {exp.mtu}", remedy=CONFIG)
     return Item("mtu", "pass", f"{', '.join(names)} at {exp.mtu}")
 
 
@@ -144,7 +155,7 @@ def check_qos(state: State, exp: Expectations) -> Item:
             bad.append(f"{name} trust {s.get('trust')}")
     if bad:
         return Item("qos", "fail", f"{'; '.join(bad)} (want PFC on {exp.pfc_priority} only, "
-                                   "trust dscp)")
+                                   "trust dscp)", remedy=CONFIG)
     if not_capable and len(not_capable) == len(qos):
         return Item("qos", "n/a", "not applicable: " + "; ".join(not_capable))
     return Item("qos", "pass", f"PFC on priority {exp.pfc_priority}, trust dscp")
@@ -160,7 +171,8 @@ def check_memlock(state: State, exp: Expectations) -> Item:
     if ok:
         return Item("memlock", "pass", shown)
     want = exp.memlock if exp.memlock == "unlimited" else f">= {exp.memlock} KiB"
-    return Item("memlock", "fail", f"memlock {shown}, want {want} (RDMA pins memory)")
+    return Item("memlock", "fail", f"memlock {shown}, want {want} (RDMA pins memory)",
+                remedy=CONFIG)
 
 
 def check_gpus(state: State, exp: Expectations) -> Item:
@@ -170,9 +182,12 @@ def check_gpus(state: State, exp: Expectations) -> Item:
     count = int(g.get("count") or 0)
     if count == 0:
         return Item("gpus", "fail", "no NVIDIA GPU visible (no /proc/driver/nvidia/gpus, "
-                                    "no /dev/nvidiaN: driver not loaded or no GPU)")
+                                    "no /dev/nvidiaN: driver not loaded or no GPU)",
+                    remedy=CONFIG)
     if exp.gpus is not None and count != exp.gpus:
-        return Item("gpus", "fail", f"{count} of {exp.gpus} GPUs visible")
+        # A GPU gone from a loaded driver has fallen off the bus: a reboot brings it back or
+        # shows it is dead.
+        return Item("gpus", "fail", f"{count} of {exp.gpus} GPUs visible", remedy=REBOOT)
     models = sorted(set(g.get("models") or []))
     return Item("gpus", "pass", f"{count} visible" + (f" ({', '.join(models)})" if models else ""))
 
@@ -187,7 +202,8 @@ def check_gpudirect(state: State, exp: Expectations) -> Item:
     if not int(state["gpus"].get("count") or 0):
         return Item("gpudirect", "n/a", "no GPU visible (see gpus)")
     if gdr.get("path") is None:
-        return Item("gpudirect", "fail", str(gdr.get("why") or "GPUDirect RDMA not readable"))
+        return Item("gpudirect", "fail", str(gdr.get("why") or "GPUDirect RDMA not readable"),
+                    remedy=CONFIG)
     return Item("gpudirect", "pass", str(gdr["why"]))
 
 
@@ -248,13 +264,13 @@ def check_pcie(state: State, exp: Expectations) -> Item:
         if why:
             down.append(f"{_where(name, link)} PCIe {why}")
     if down:
-        return Item("pcie", "fail", f"trained down: {'; '.join(down)}", remedy="replace")
+        return Item("pcie", "fail", f"trained down: {'; '.join(down)}", remedy=REPLACE)
     gdr = exp.gpus != 0 and exp.peermem
     redirect = [f"{b} {a['why']}" for b, a in topo["acs"].items() if a["enabled"]]
     if gdr and redirect:
         return Item("pcie", "fail", "between GPU and NIC: " + "; ".join(redirect)
                     + " (GPUDirect traffic goes up to the root complex: disable ACS, e.g. "
-                      "setpci or the BIOS)", remedy="config")
+                      "setpci or the BIOS)", remedy=CONFIG)
     if not hcas and not gpus:
         return Item("pcie", "n/a", "no HCA or GPU on PCI")
     parts = []
@@ -297,7 +313,8 @@ def reason(items: list[Item]) -> str | None:
     failed = [i for i in items if i.status == "fail"]
     if not failed:
         return None
-    text = failed[0].detail
+    # The remedy class first: automation reads it without parsing prose, and a cut keeps it.
+    text = (f"[{failed[0].remedy}] " if failed[0].remedy else "") + failed[0].detail
     if len(failed) > 1:
         text += f" (+{len(failed) - 1} more: {', '.join(i.name for i in failed[1:])})"
     text = " ".join(text.replace('"', "'").split())

@@ -15,6 +15,7 @@ from typing import Any
 
 from rdmaprov.check.expect import Expectations
 from rdmaprov.check.judge import Item
+from rdmaprov.remediation import Remedy
 
 TIMEOUT_S = 180
 
@@ -55,7 +56,8 @@ def check(result: dict[str, Any] | None, exp: Expectations) -> Item:
     if result is None:
         return Item("nccl", "n/a", "loopback not run (--nccl)")
     if not result["ok"]:
-        return Item("nccl", "fail", f"NCCL loopback failed: {result['error']}")
+        return Item("nccl", "fail", f"NCCL loopback failed: {result['error']}",
+                    remedy=Remedy.INVESTIGATE.value)
     doc = result["doc"]
     rows = doc.get("results") or []
     world = int(doc.get("world_size") or 1)
@@ -70,5 +72,5 @@ def check(result: dict[str, Any] | None, exp: Expectations) -> Item:
     peak = max((float(r.get("busbw_GBps") or 0) for r in rows), default=0.0)
     if exp.nccl_min_busbw is not None and peak < exp.nccl_min_busbw:
         return Item("nccl", "fail", f"NCCL loopback busbw {peak:.1f} GB/s, want "
-                                    f">= {exp.nccl_min_busbw}")
+                                    f">= {exp.nccl_min_busbw}", remedy=Remedy.INVESTIGATE.value)
     return Item("nccl", "pass", f"{world} ranks, peak busbw {peak:.1f} GB/s{via}")

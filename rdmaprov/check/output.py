@@ -43,7 +43,8 @@ def error_document(message: str, elapsed: float) -> dict[str, Any]:
 def table(items: list[Item], reason: str | None, stream: TextIO) -> None:
     width = max(len(i.name) for i in items)
     for i in items:
-        stream.write(f"{i.name:<{width}}  {i.status.upper():<4}  {i.detail}\n")
+        remedy = f" [{i.remedy}]" if i.status == "fail" and i.remedy else ""
+        stream.write(f"{i.name:<{width}}  {i.status.upper():<4}  {i.detail}{remedy}\n")
     stream.write("HEALTHY\n" if reason is None else f"UNHEALTHY: {reason}\n")
 
 

@@ -41,11 +41,11 @@ def test_unhealthy_node_exits_2_with_one_reason(tmp_path: Path) -> None:
         ("mlx5_1", 1, "1: DOWN", "10 Gb/sec (4X SDR)", "InfiniBand", "ib1")])
     p = check("--sysroot", str(root), *BASE, "--expect-ports", "2", "--nhc")
     assert p.returncode == 2
-    assert p.stdout == "1 of 2 RDMA ports ACTIVE: mlx5_1/1 DOWN\n"
+    assert p.stdout == "[reset-link] 1 of 2 RDMA ports ACTIVE: mlx5_1/1 DOWN\n"
     j = check("--sysroot", str(root), *BASE, "--expect-ports", "2", "--json")
     doc = json.loads(j.stdout)
     assert j.returncode == 2 and doc["healthy"] is False
-    assert doc["reason"] == "1 of 2 RDMA ports ACTIVE: mlx5_1/1 DOWN"
+    assert doc["reason"] == "[reset-link] 1 of 2 RDMA ports ACTIVE: mlx5_1/1 DOWN"
     assert {c["name"]: c["status"] for c in doc["checks"]}["ports"] == "fail"
 
 
@@ -124,7 +124,7 @@ def test_this_machine_says_plainly_what_is_missing() -> None:
     elapsed = time.monotonic() - t0
     doc = json.loads(p.stdout)
     assert p.returncode == 2
-    assert doc["reason"].startswith("no RDMA devices: ")
+    assert doc["reason"].startswith("[config] no RDMA devices: ")
     assert elapsed < 5, f"check took {elapsed:.1f} s"
 
 
@@ -170,7 +170,7 @@ def test_prolog_drains_with_the_reason(tmp_path: Path) -> None:
     p = hook("rdmaprov-prolog.sh", slurm_env(tmp_path, root))
     assert p.returncode == 1
     assert scontrol_log(tmp_path) == (
-        "update nodename=gpu17 state=drain reason=rdmaprov: 1 of 2 RDMA ports ACTIVE: "
+        "update nodename=gpu17 state=drain reason=rdmaprov: [reset-link] 1 of 2 RDMA ports ACTIVE: "
         "mlx5_1/1 INIT\n")
 
 
@@ -212,7 +212,7 @@ def test_nhc_plugin_calls_die_with_the_reason(tmp_path: Path) -> None:
     p = subprocess.run(["bash", "-c", f'die() {{ echo "DIE $1 $2"; }}; . {HOOKS}/rdmaprov.nhc; '
                         "check_rdmaprov --expect-gpus 2"], env=env, capture_output=True,
                        text=True, timeout=60, check=False)
-    assert p.stdout == "DIE 1 rdmaprov: 1 of 2 GPUs visible\n", p.stderr
+    assert p.stdout == "DIE 1 rdmaprov: [reboot] 1 of 2 GPUs visible\n", p.stderr
     assert scontrol_log(tmp_path) == ""  # NHC drains itself
     p = subprocess.run(["bash", "-c", f'die() {{ echo "DIE $1 $2"; }}; . {HOOKS}/rdmaprov.nhc; '
                         "check_rdmaprov --expct-gpus 2"], env=env, capture_output=True,

@@ -67,7 +67,7 @@ def test_flap_deltas_reset_and_recovery_over_several_runs(tmp_path: Path) -> Non
     assert rc == 2 and c["links"]["status"] == "fail"
     assert c["links"]["detail"].startswith("mlx5_1/1 link_downed +1 (unhealthy until stable")
     assert c["links"]["remedy"] == "reset-link"
-    assert c["_reason"].startswith("mlx5_1/1 link_downed +1"), c["_reason"]
+    assert c["_reason"].startswith("[reset-link] mlx5_1/1 link_downed +1"), c["_reason"]
     rc, c = check(root, cfg)  # nothing new, but inside the sticky window
     assert rc == 2 and c["links"]["status"] == "fail"
     time.sleep(2.2)  # link_stable_s: 2
@@ -101,7 +101,8 @@ def test_a_port_that_left_active_stays_unhealthy_after_it_is_back(tmp_path: Path
     set_port(root, "mlx5_1", state="4: ACTIVE", link_downed=3)  # back, and the PMA saw it
     rc, c = check(root, cfg)
     assert rc == 2 and c["ports"]["status"] == "pass" and c["links"]["status"] == "fail"
-    assert c["_reason"].startswith("mlx5_1/1 link_downed +1 (unhealthy until stable"), c["_reason"]
+    assert c["_reason"].startswith(
+        "[reset-link] mlx5_1/1 link_downed +1 (unhealthy until stable"), c["_reason"]
 
 
 def test_thresholds_come_from_the_config_and_bad_ones_are_config_errors(tmp_path: Path) -> None:

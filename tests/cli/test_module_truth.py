@@ -68,7 +68,7 @@ def test_h200_kernel_is_not_called_not_loaded(tmp_path: Path) -> None:
     assert "not loaded" not in p.stdout and "not in the kernel" not in p.stdout
     # What is really missing on that machine is named instead: no HCA.
     assert p.returncode == 2
-    assert ("UNHEALTHY: no RDMA devices: ib_uverbs is built into the kernel but "
+    assert ("UNHEALTHY: [investigate] no RDMA devices: ib_uverbs is built into the kernel but "
             "/sys/class/infiniband is empty") in p.stdout
     pr = rdmaprov("probe", "--sysfs-root", str(root / "sys"))
     assert "Kernel modules: built in: ib_core, ib_uverbs, rdma_ucm." in pr.stdout, pr.stdout

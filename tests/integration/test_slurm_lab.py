@@ -155,7 +155,7 @@ def test_an_unhealthy_node_is_drained_and_the_job_lands_elsewhere(
     # node1 is the scheduler's first pick among idle equals; its prolog fails.
     job = ctl(cluster, "sbatch", "--parsable", "-N1", "--wrap", "hostname").strip()
     done = wait_job(cluster, job)
-    assert node(cluster)["node1"] == ("drain", "rdmaprov: eth1 MTU 9000, want 1500")
+    assert node(cluster)["node1"] == ("drain", "rdmaprov: [config] eth1 MTU 9000, want 1500")
     assert done["JobState"] == "COMPLETED" and done["Restarts"] == "1", done
     assert done["NodeList"] not in ("", "node1"), done
 
@@ -176,7 +176,7 @@ def test_an_admin_drain_keeps_its_reason_and_is_not_resumed(cluster: dict[str, A
 def test_a_fixed_node_is_resumed_by_the_next_check(cluster: dict[str, Any]) -> None:
     set_mtu(cluster, "node1", 9000)
     healthcheck(cluster, "node1")
-    assert node(cluster)["node1"] == ("drain", "rdmaprov: eth1 MTU 9000, want 1500")
+    assert node(cluster)["node1"] == ("drain", "rdmaprov: [config] eth1 MTU 9000, want 1500")
     set_mtu(cluster, "node1", 1500)
     healthcheck(cluster, "node1")
     assert node(cluster)["node1"] == ("idle", "none")
@@ -213,8 +213,8 @@ def test_slurmd_runs_the_health_check_itself(cluster: dict[str, Any]) -> None:
 
     set_mtu(cluster, "node3", 9000)
     try:
-        assert wait_for(("drain", "rdmaprov: eth1 MTU 9000, want 1500")) == (
-            "drain", "rdmaprov: eth1 MTU 9000, want 1500")
+        assert wait_for(("drain", "rdmaprov: [config] eth1 MTU 9000, want 1500")) == (
+            "drain", "rdmaprov: [config] eth1 MTU 9000, want 1500")
     finally:
         set_mtu(cluster, "node3", 1500)
     assert wait_for(("idle", "none")) == ("idle", "none")

@@ -101,19 +101,19 @@ def test_port_down_is_the_reason(tmp_path: Path) -> None:
         ("mlx5_0", 1, "4: ACTIVE", "400 Gb/sec (4X NDR)", "InfiniBand", "ib0"),
         ("mlx5_1", 1, "1: DOWN", "10 Gb/sec (4X SDR)", "InfiniBand", "ib1")])
     _, reason = verdict(root, ports=2)
-    assert reason == "1 of 2 RDMA ports ACTIVE: mlx5_1/1 DOWN"
+    assert reason == "[reset-link] 1 of 2 RDMA ports ACTIVE: mlx5_1/1 DOWN"
 
 
 def test_slow_port(tmp_path: Path) -> None:
     root = fake_node(tmp_path, ports=[
         ("mlx5_0", 1, "4: ACTIVE", "200 Gb/sec (4X HDR)", "InfiniBand", "ib0")])
     _, reason = verdict(root, rate=400)
-    assert reason == "mlx5_0/1 at 200 Gb/s, want 400 Gb/s"
+    assert reason == "[reset-link] mlx5_0/1 at 200 Gb/s, want 400 Gb/s"
 
 
 def test_named_hca_missing(tmp_path: Path) -> None:
     _, reason = verdict(fake_node(tmp_path), hcas=["mlx5_7"])
-    assert reason is not None and reason.startswith("HCA mlx5_7 not present")
+    assert reason is not None and reason.startswith("[replace] HCA mlx5_7 not present")
 
 
 def test_mtu_and_several_failures_in_one_line(tmp_path: Path) -> None:
@@ -121,7 +121,7 @@ def test_mtu_and_several_failures_in_one_line(tmp_path: Path) -> None:
                      mtus={"ib0": 2044, "ib1": 4092})
     items, reason = verdict(root, mtu=4092)
     assert by_name(items)["mtu"].detail == "ib0 MTU 2044, want 4092"
-    assert reason == "ib0 MTU 2044, want 4092 (+1 more: gpudirect)"
+    assert reason == "[config] ib0 MTU 2044, want 4092 (+1 more: gpudirect)"
     assert "\n" not in reason
 
 
@@ -134,13 +134,13 @@ def test_no_gpu_node_skips_gpu_and_gpudirect(tmp_path: Path) -> None:
 
 def test_gpu_count(tmp_path: Path) -> None:
     _, reason = verdict(fake_node(tmp_path, gpus=7), gpus=8)
-    assert reason == "7 of 8 GPUs visible"
+    assert reason == "[reboot] 7 of 8 GPUs visible"
 
 
 def test_no_rdma_at_all_names_the_kernel_reason(tmp_path: Path) -> None:
     _, reason = verdict(fake_node(tmp_path, ports=[], modules=()))
     assert reason is not None
-    assert reason.startswith("no RDMA devices: no /sys/class/infiniband_verbs")
+    assert reason.startswith("[config] no RDMA devices: no /sys/class/infiniband_verbs")
 
 
 def test_mtu_expected_without_interface_is_a_failure(tmp_path: Path) -> None:
@@ -275,4 +275,25 @@ def test_two_rank_loopback_is_judged_on_busbw() -> None:
     assert nccl.check(loop, Expectations()).detail == (
         "2 ranks, peak busbw 180.5 GB/s, NCCL network IB")
     bad = nccl.check(loop, Expectations(nccl_min_busbw=200.0))
-    assert bad == judge.Item("nccl", "fail", "NCCL loopback busbw 180.5 GB/s, want >= 200.0")
+    assert bad == judge.Item("nccl", "fail", "NCCL loopback busbw 180.5 GB/s, want >= 200.0",
+                             remedy="investigate")
+
+
+def test_every_failing_item_names_a_remedy_class(tmp_path: Path) -> None:
+    from rdmaprov.remediation import ALL
+
+    scenarios = [
+        (fake_node(tmp_path / "a", ports=[], modules=(), gpus=0), {"gpus": 2, "mtu": 9000}),
+        (fake_node(tmp_path / "b", mtus={"ib0": 1500, "ib1": 1500}),
+         {"mtu": 4092, "ports": 3, "gpus": 4, "memlock": "unlimited", "hcas": ["mlx5_9"]}),
+        (fake_node(tmp_path / "c", modules=("ib_core",)), {"rate": 800}),
+        (fake_node(tmp_path / "d"), {"mtu": 4092, "interfaces": ["eth9"]}),
+    ]
+    seen = set()
+    for root, exp in scenarios:
+        items, _ = verdict(root, **exp)
+        for i in items:
+            if i.status == "fail":
+                assert i.remedy in ALL, i
+                seen.add(i.name)
+    assert {"ports", "modules", "mtu", "gpus", "gpudirect"} <= seen, seen
