@@ -44,7 +44,9 @@ exit codes:
 (a configuration error with "rdmaprov: config error: ..."; never for a --sysroot
 that is not a node's root), unless it is DOWN or
 already drained for another reason (that reason is kept); healthy resumes it only
-if rdmaprov drained it. The exit code stays the verdict's.
+if rdmaprov drained it (a local marker, drained-by-rdmaprov beside the link state
+file, says so: a healthy node without it makes no Slurm call at all). The exit
+code stays the verdict's.
 
 configuration file (YAML, same names as the flags; flags win), e.g. /etc/rdmaprov/check.yml:
   ports: 8          # ACTIVE RDMA ports wanted
@@ -171,14 +173,41 @@ def _node_name(args: argparse.Namespace) -> str:
     return args.node_name or socket.gethostname().split(".")[0]
 
 
+MARKER = "drained-by-rdmaprov"
+
+
+def _marker(args: argparse.Namespace) -> Path:
+    """The local note that rdmaprov drained this node, beside the link state file (under
+    --sysroot when one is given, as that file is). While it is absent a healthy check asks
+    Slurm nothing: no RPC per job start on a healthy fleet."""
+    state = getattr(args, "link_state_resolved", None) or args.link_state
+    if not state:
+        state = str(expect.DEFAULT_LINK_STATE)
+        if os.path.realpath(args.sysroot) != "/":
+            state = str(Path(args.sysroot) / state.lstrip("/"))
+    return Path(state).parent / MARKER
+
+
 def _drain(args: argparse.Namespace, problem: str | None, quiet: bool) -> None:
     from rdmaprov.check import slurm
 
+    marker = _marker(args)
+    if problem is None and not marker.exists():
+        return  # healthy, and not drained by us: nothing to undo, so no call to slurmctld
     try:
         action = slurm.apply(_node_name(args), problem)
     except slurm.SlurmError as exc:
         print(f"rdmaprov check: --drain: {exc}", file=sys.stderr)
         return
+    try:
+        if problem is None:
+            marker.unlink(missing_ok=True)  # resumed, or someone else's drain now: not ours
+        elif action.kind == "drain" or action.why == "already drained with this reason":
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(action.reason or slurm.reason_text(problem))
+    except OSError as exc:
+        print(f"rdmaprov check: --drain: {marker}: {exc.strerror or exc} (a healthy check "
+              "will not know to resume this node)", file=sys.stderr)
     if not quiet or action.kind != "none":
         print(f"slurm {_node_name(args)}: {action.why}", file=sys.stderr)
 
@@ -205,6 +234,7 @@ def _run(args: argparse.Namespace, started: float) -> int:
     if exp.link_state == str(expect.DEFAULT_LINK_STATE) and os.path.realpath(args.sysroot) != "/":
         # The history belongs to the root it describes (a fixture, a host mounted elsewhere).
         exp.link_state = str(Path(args.sysroot) / str(expect.DEFAULT_LINK_STATE).lstrip("/"))
+    args.link_state_resolved = exp.link_state or None
     state = probes.gather(exp, args.sysroot)
     state["links"] = history.step(state["rdma"]["counters"], exp)
     items = judge.judge(state, exp)

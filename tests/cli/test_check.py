@@ -163,6 +163,13 @@ def scontrol_log(tmp_path: Path) -> str:
     return log.read_text() if log.exists() else ""
 
 
+def drained_by_us(root: Path) -> Path:
+    marker = root / "var/lib/rdmaprov/drained-by-rdmaprov"
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text("rdmaprov: 1 of 2 GPUs visible")
+    return root
+
+
 def test_prolog_drains_with_the_reason(tmp_path: Path) -> None:
     root = fake_node(tmp_path / "n", ports=[
         ("mlx5_0", 1, "4: ACTIVE", "400 Gb/sec (4X NDR)", "InfiniBand", "ib0"),
@@ -196,11 +203,12 @@ def test_healthcheck_keeps_an_admin_reason_and_resumes_only_its_own(tmp_path: Pa
     (tmp_path / "gpus.yml").write_text("memlock: '1'\ngpus: 2\n")
     assert hook("rdmaprov-healthcheck.sh", env).returncode == 0
     assert scontrol_log(tmp_path) == ""  # unhealthy, but someone else's drain: reason kept
-    env = slurm_env(tmp_path, fake_node(tmp_path / "ok"), state="drain",
+    # rdmaprov drained both before (its marker says so); an admin has since taken the first.
+    env = slurm_env(tmp_path, drained_by_us(fake_node(tmp_path / "ok")), state="drain",
                     reason="hardware swap ticket 1234")
     assert hook("rdmaprov-healthcheck.sh", env).returncode == 0
     assert scontrol_log(tmp_path) == ""  # healthy, but not rdmaprov's drain: not resumed
-    env = slurm_env(tmp_path, fake_node(tmp_path / "ok2"), state="drain",
+    env = slurm_env(tmp_path, drained_by_us(fake_node(tmp_path / "ok2")), state="drain",
                     reason="rdmaprov: 1 of 2 GPUs visible")
     assert hook("rdmaprov-healthcheck.sh", env).returncode == 0
     assert scontrol_log(tmp_path) == "update nodename=gpu17 state=resume\n"
@@ -282,3 +290,42 @@ def test_a_sysroot_that_is_not_a_root_is_a_config_error(tmp_path: Path) -> None:
     # either one will do): judged, not refused.
     (unreadable / "proc/modules").write_text("")
     assert check("--sysroot", str(unreadable), *BASE, "--nhc").returncode == 2
+
+
+# -- no RPC when healthy (issue 24): a healthy node asks slurmctld nothing ----------------------
+
+
+def test_a_healthy_node_makes_no_slurm_call_unless_rdmaprov_drained_it(tmp_path: Path) -> None:
+    root = fake_node(tmp_path / "n")
+    # A flap's sticky window is link_stable_s: none here, so the port's return is health.
+    env = slurm_env(tmp_path, root, config="memlock: '1'\nports: 2\nlink_stable_s: 0\n")
+    calls = tmp_path / "calls.log"
+    bindir = tmp_path / "bin"
+    # sinfo answers from a state file the fake scontrol keeps, and both count their calls.
+    (tmp_path / "slurm_state").write_text("idle|none")
+    (bindir / "sinfo").write_text(f'#!/bin/sh\necho sinfo >> {calls}\ncat {tmp_path}/slurm_state\n')
+    (bindir / "scontrol").write_text(
+        f'#!/bin/sh\necho "scontrol $*" >> {calls}\n'
+        f'case "$*" in *state=drain*) r="${{*##*reason=}}"; printf "drain|%s" "$r" > '
+        f'{tmp_path}/slurm_state;; *state=resume*) printf "idle|none" > {tmp_path}/slurm_state;;'
+        f' esac\n')
+    marker = root / "var/lib/rdmaprov/drained-by-rdmaprov"
+
+    def prolog() -> tuple[int, list[str]]:
+        calls.write_text("")
+        rc = hook("rdmaprov-prolog.sh", env).returncode
+        # "sinfo", or "scontrol update nodename=gpu17 state=drain reason=..." as
+        # "scontrol state=drain"
+        return rc, [" ".join(w for i, w in enumerate(c.split()) if i == 0 or w.startswith("state="))
+                    for c in calls.read_text().splitlines()]
+
+    for _ in range(3):
+        assert prolog() == (0, [])  # healthy: not one call
+    (root / "sys/class/infiniband/mlx5_1/ports/1/state").write_text("1: DOWN\n")
+    assert prolog() == (1, ["sinfo", "scontrol state=drain"])
+    assert marker.is_file()
+    assert prolog() == (1, ["sinfo"])  # still sick, already drained with this reason
+    (root / "sys/class/infiniband/mlx5_1/ports/1/state").write_text("4: ACTIVE\n")
+    assert prolog() == (0, ["sinfo", "scontrol state=resume"])
+    assert not marker.exists()
+    assert prolog() == (0, [])  # healthy again: silent again
