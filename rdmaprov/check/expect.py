@@ -42,6 +42,7 @@ class Expectations:
     memlock: str = "unlimited"  # or a minimum in KiB, e.g. "65536"
     nccl: bool = False  # run the single-node NCCL loopback (slower: starts torch)
     nccl_min_busbw: float | None = None  # GB/s the loopback must reach
+    nccl_python: str | None = None  # the Python (with torch) the loopback runs in; None: ours
     # Link health over time (plugins/module_utils/link_counters.py): the per-node state file
     # ("" keeps none: only this run's snapshot is judged), thresholds per counter class, the
     # stable time that clears a flap and the window counter growth is summed over.
@@ -71,6 +72,7 @@ SPEC: dict[str, dict[str, Any]] = {
     "memlock": {"type": "str"},
     "nccl": {"type": "bool"},
     "nccl_min_busbw": {"type": "float"},
+    "nccl_python": {"type": "str"},
     "link_state": {"type": "str"},
     "link_thresholds": {"type": "raw"},  # {counter class: int >= 1}, checked by link_counters
     "link_stable_s": {"type": "int"},
@@ -82,7 +84,8 @@ SPEC: dict[str, dict[str, Any]] = {
 FLAG_NAMES = {"ports": "--expect-ports", "rate": "--expect-rate", "mtu": "--expect-mtu",
               "pfc_priority": "--expect-pfc", "gpus": "--expect-gpus",
               "link_layer": "--expect-link-layer", "hcas": "--hca", "interfaces": "--interface",
-              "modules": "--module", "memlock": "--expect-memlock", "link_state": "--link-state"}
+              "modules": "--module", "memlock": "--expect-memlock", "link_state": "--link-state",
+              "nccl_python": "--nccl-python"}
 
 
 def _convert(name: str, value: Any, label: str) -> Any:

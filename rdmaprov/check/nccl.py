@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from rdmaprov.check.expect import Expectations
@@ -18,13 +20,36 @@ from rdmaprov.check.judge import Item
 from rdmaprov.remediation import Remedy
 
 TIMEOUT_S = 180
+# The worker is one stdlib-only file (it imports nothing from rdmaprov), so it runs as a script
+# in any Python that has torch: rdmaprov need not be installed there.
+WORKER = Path(__file__).resolve().parents[1] / "validate" / "worker.py"
+_HAS_TORCH = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else 3)"
+
+
+def python_problem(python: str) -> str | None:
+    """Why ``python`` cannot run the loopback (missing, or no torch in it), or None. A
+    configuration problem, never the node's: the check says so with exit 1."""
+    exe = shutil.which(python)
+    if exe is None:
+        return f"--nccl-python {python}: no such interpreter"
+    try:
+        p = subprocess.run([exe, "-c", _HAS_TORCH], capture_output=True, text=True, timeout=30,
+                           check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"--nccl-python {python}: cannot run it ({exc})"
+    if p.returncode == 3:
+        return (f"--nccl-python {python}: no torch in that Python; name one that has it "
+                "(e.g. the validation venv's python; nccl_python in the config)")
+    if p.returncode != 0:
+        return f"--nccl-python {python}: exits {p.returncode}: {p.stderr.strip()[:120]}"
+    return None
 
 
 def run(gpus: int, python: str | None = None, max_bytes: str = "256M",
         timeout: float = TIMEOUT_S) -> dict[str, Any]:
     """{ok, error, doc, nccl} from one loopback run on ``gpus`` local ranks."""
     argv = [python or sys.executable, "-m", "torch.distributed.run", "--standalone",
-            f"--nproc-per-node={max(1, gpus)}", "-m", "rdmaprov.validate.worker",
+            f"--nproc-per-node={max(1, gpus)}", str(WORKER),
             "--backend", "nccl", "--max-bytes", max_bytes, "--timeout", "60"]
     env = {**os.environ, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,ENV"}
     try:

@@ -100,6 +100,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="'unlimited' (default) or a minimum memlock limit in KiB")
     e.add_argument("--nccl", action="store_const", const=True,
                    help="also run a single-node NCCL all_reduce loopback (needs torch; slower)")
+    e.add_argument("--nccl-python", metavar="PYTHON",
+                   default=env("RDMAPROV_CHECK_NCCL_PYTHON") or None,
+                   help="the Python with torch the loopback runs in (env "
+                        "RDMAPROV_CHECK_NCCL_PYTHON; default: rdmaprov's own). No torch there "
+                        "is a configuration error (exit 1), not an unhealthy node")
     e.add_argument("--nccl-min-busbw", metavar="GBPS",
                    help="bus bandwidth the loopback must reach, GB/s (2+ GPUs)")
     e.add_argument("--budget", type=float, metavar="SECONDS",
@@ -222,12 +227,17 @@ def _run(args: argparse.Namespace, started: float) -> int:
         "pfc_priority": args.expect_pfc, "gpus": args.expect_gpus, "peermem": args.peermem,
         "memlock": args.expect_memlock, "nccl": args.nccl,
         "nccl_min_busbw": args.nccl_min_busbw, "link_state": args.link_state,
+        "nccl_python": args.nccl_python,
     })
     if not Path(args.sysroot).is_dir():
         raise NotARoot(f"--sysroot {args.sysroot}: no such directory")
     problem = probes.root_problem(args.sysroot)
     if problem is not None:
         raise NotARoot(problem)
+    if exp.nccl:
+        problem = nccl_check.python_problem(exp.nccl_python or sys.executable)
+        if problem is not None:
+            raise UserError(problem)
     if args.prometheus is not None and not (args.prometheus.is_dir()
                                             or args.prometheus.parent.is_dir()):
         raise UserError(f"--prometheus {args.prometheus}: its directory does not exist")
@@ -246,7 +256,8 @@ def _run(args: argparse.Namespace, started: float) -> int:
             timeout = float(nccl_check.TIMEOUT_S)
             if args.budget is not None:
                 timeout = args.budget - BUDGET_RESERVE_S - (time.perf_counter() - started)
-            loop = (nccl_check.run(gpus, timeout=timeout) if timeout > 0 else
+            loop = (nccl_check.run(gpus, python=exp.nccl_python, timeout=timeout)
+                    if timeout > 0 else
                     {"ok": False, "error": f"--budget {args.budget:g} s leaves no time for it",
                      "doc": None, "nccl": None})
             state["nccl"] = {k: v for k, v in loop.items() if k != "doc"}

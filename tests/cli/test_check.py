@@ -329,3 +329,26 @@ def test_a_healthy_node_makes_no_slurm_call_unless_rdmaprov_drained_it(tmp_path:
     assert prolog() == (0, ["sinfo", "scontrol state=resume"])
     assert not marker.exists()
     assert prolog() == (0, [])  # healthy again: silent again
+
+
+# -- the loopback's Python (issue 24): torch missing there is a config error, not a sick node ----
+
+
+def test_nccl_python_without_torch_is_a_config_error(tmp_path: Path) -> None:
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True,
+                   timeout=120)
+    root = str(fake_node(tmp_path / "n"))
+    out = tmp_path / "check.prom"
+    for python, said in [(str(bare / "bin/python"), "no torch in that Python"),
+                         (str(tmp_path / "nope/python"), "no such interpreter")]:
+        p = check("--sysroot", root, *BASE, "--nccl", "--nccl-python", python, "--nhc",
+                  "--prometheus", str(out))
+        assert p.returncode == 1, (p.stdout, p.stderr)
+        assert p.stdout == "" and len(p.stderr.splitlines()) == 1 and said in p.stderr, p.stderr
+        assert "rdmaprov_check_config_error 1\n" in out.read_text()
+    # The setting in the file does the same.
+    cfg = tmp_path / "check.yml"
+    cfg.write_text(f"nccl: true\nnccl_python: {bare / 'bin/python'}\nmemlock: '1'\n")
+    p = check("--sysroot", root, "--config", str(cfg))
+    assert p.returncode == 1 and "no torch in that Python" in p.stderr, p.stderr
