@@ -382,11 +382,24 @@ def _init(args: argparse.Namespace) -> _Ctx:
     return _Ctx(torch, dist, backend, rank, world, local_rank)
 
 
+def _node_rank(ctx: _Ctx) -> int:
+    for name in ("GROUP_RANK", "NODE_RANK"):
+        v = os.environ.get(name, "")
+        if v.isdecimal():
+            return int(v)
+    local = os.environ.get("LOCAL_WORLD_SIZE", "")
+    return ctx.rank // (int(local) if local.isdecimal() and int(local) > 0 else 1)
+
+
 def _rank_info(ctx: _Ctx) -> dict[str, Any]:
     info: dict[str, Any] = {
         "rank": ctx.rank,
         "local_rank": ctx.local_rank,
         "hostname": socket.gethostname(),
+        # The node (launch host) this rank runs on: torchrun's GROUP_RANK (its --node-rank),
+        # else rank // local world size. Hosts are told apart by it, never by hostname: fresh
+        # nodes all say localhost, and containers share their host's name.
+        "node": _node_rank(ctx),
         "pid": os.getpid(),
     }
     if ctx.backend == "nccl":
@@ -525,8 +538,8 @@ def line_rate_bar(ranks: list[dict[str, Any]], backend: str, bw_fraction: float,
     rates: dict[str, float] = {}
     for r in ranks:
         ports = (r.get("preflight") or {}).get("ports") or []
-        rates[r["hostname"]] = sum(float(p.get("rate_gbps") or 0) for p in ports
-                                   if p.get("state") == "ACTIVE") / 8
+        rates[str(r.get("node", r["hostname"]))] = sum(
+            float(p.get("rate_gbps") or 0) for p in ports if p.get("state") == "ACTIVE") / 8
     return bw_fraction * min(rates.values()) if rates and all(rates.values()) else None
 
 
@@ -549,13 +562,16 @@ def pair_rounds(ctx: _Ctx, args: argparse.Namespace, ranks: list[dict[str, Any]]
                 ) -> list[dict[str, Any]]:
     """Rounds 1-2 on the ring, then confirm rounds while they settle something (at most 4)."""
     R = _rounds()
-    hosts: list[str] = []
+    hosts: list[str] = []  # one key per node: "node<N>"
     host_ranks: dict[str, list[int]] = {}
+    hostname: dict[str, str] = {}
     for r in sorted(ranks, key=lambda r: r["rank"]):
-        if r["hostname"] not in host_ranks:
-            hosts.append(r["hostname"])
-        host_ranks.setdefault(r["hostname"], []).append(int(r["rank"]))
-    me = socket.gethostname()
+        key = f"node{r.get('node', r['rank'])}"
+        if key not in host_ranks:
+            hosts.append(key)
+            hostname[key] = r["hostname"]
+        host_ranks.setdefault(key, []).append(int(r["rank"]))
+    me = f"node{_node_rank(ctx)}"
     out: list[dict[str, Any]] = []
     figures: dict[tuple[str, str], float | None] = {}
     plan = R.ring_rounds(hosts)
@@ -579,18 +595,23 @@ def pair_rounds(ctx: _Ctx, args: argparse.Namespace, ranks: list[dict[str, Any]]
                 except Exception as exc:  # a pair that fails is a figure, not the end of the run
                     rows, bw, err = [], None, one_line(exc)
                 if sub.rank == 0 or err:
-                    entry = {"round": number, "step": step_no, "hosts": list(pair),
+                    entry = {"round": number, "step": step_no,
+                             "hosts": [hostname[k] for k in pair],
+                             "nodes": [int(k[4:]) for k in pair],
                              "busbw_GBps": bw, "error": err, "results": rows}
                 ctx.dist.destroy_process_group(mine)
             for e in _gather_json(ctx, entry):
-                if e and (tuple(e["hosts"]) not in figures or e.get("error")):
-                    figures[tuple(e["hosts"])] = e["busbw_GBps"]
-                    out = [o for o in out if o["hosts"] != e["hosts"]] + [e]
+                if not e:
+                    continue
+                a, b = (f"node{n}" for n in e["nodes"])
+                if (a, b) not in figures or e.get("error"):
+                    figures[(a, b)] = e["busbw_GBps"]
+                    out = [o for o in out if o["nodes"] != e["nodes"]] + [e]
         if not plan:
             slow, _, _ = R.slow_pairs(figures, bar, args.pair_fraction)
             if not R.blame(hosts, slow).settled:
                 plan = [R.confirm_round(hosts, slow)] if R.confirm_round(hosts, slow) else []
-    return sorted(out, key=lambda e: (e["round"], e["step"], e["hosts"]))
+    return sorted(out, key=lambda e: (e["round"], e["step"], e["nodes"]))
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -617,7 +638,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                   "local_rank": ctx.local_rank, "cpu": cpu})
         bar = line_rate_bar(ranks, ctx.backend, args.bw_fraction, args.min_busbw)
         peak = max((r["busbw_GBps"] for r in rows), default=None)
-        nhosts = len({r["hostname"] for r in ranks})
+        nhosts = len({r["node"] for r in ranks})
         run_pairs, why = want_pairs(args.pairs, nhosts, peak, bar)
         pairs: list[dict[str, Any]] = []
         if run_pairs:
