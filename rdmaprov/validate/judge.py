@@ -199,6 +199,8 @@ class HostFiles:
     doc: dict[str, Any] | None  # its result.json (rank 0's is the run's document)
     unreadable: list[str] = field(default_factory=list)  # "result.json unreadable: why"
     hostname: str | None = None  # what its worker's ranks call it (gethostname)
+    ports_before: list[dict[str, Any]] | None = None  # counters_before.json's ports
+    ports_after: list[dict[str, Any]] | None = None  # counters_after.json's ports
 
 
 @dataclass
@@ -238,18 +240,47 @@ def _host_files(run_dir: Path, host: str) -> HostFiles:
         if not report.nccl_lines:
             report = None
     facts = None
-    for name in ("counters_before.json", "preflight.json"):
+    ports: dict[str, list[dict[str, Any]] | None] = {}
+    for name in ("counters_before.json", "counters_after.json", "preflight.json"):
         doc, bad = _load_json(d / name)
         if bad:
             unreadable.append(bad)
-        if doc is not None and isinstance(doc.get("ports"), list):
-            facts = port_facts(doc["ports"])
+        ports[name] = doc["ports"] if doc is not None and isinstance(doc.get("ports"),
+                                                                     list) else None
+    for name in ("counters_before.json", "preflight.json"):
+        if ports[name] is not None:
+            facts = port_facts(ports[name] or [])
             break
     result, bad = _load_json(d / "result.json")
     if bad:
         unreadable.append(bad)
     return HostFiles(rc.strip() if rc is not None else None, worker_outcome(rc, log, report),
-                     report, facts, result, unreadable)
+                     report, facts, result, unreadable,
+                     ports_before=ports["counters_before.json"],
+                     ports_after=ports["counters_after.json"])
+
+
+def _sample(ports: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """counters_*.json's ports as a link_counters sample: {"dev/port": {state, counters}}."""
+    out = {}
+    for p in ports:
+        if isinstance(p, dict) and p.get("device") and isinstance(p.get("port"), int):
+            counters = {k: v for k, v in (p.get("counters") or {}).items()
+                        if isinstance(v, int) and not isinstance(v, bool)}
+            out[f"{p['device']}/{p['port']}"] = {"state": str(p.get("state") or ""),
+                                                 "counters": counters}
+    return out
+
+
+def counters_during_run(before: list[dict[str, Any]] | None,
+                        after: list[dict[str, Any]] | None) -> list[Any]:
+    """The ports whose error counters rose during the run, by the pre-job check's rule and
+    classes (plugins/module_utils/link_counters.py, judge_deltas: one rule, one place)."""
+    if before is None or after is None:
+        return []
+    from rdmaprov.probe._collection import module_utils
+
+    return list(module_utils("link_counters").judge_deltas(_sample(before), _sample(after)))
 
 
 def _meta(run_dir: Path) -> dict[str, Any] | None:
@@ -542,6 +573,12 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
                 rows[h].fail(c.reason)
     for h in fabric.hosts:
         f = fabric.files[h]
+        for found in counters_during_run(f.ports_before, f.ports_after):
+            text = f"during the run: {found.text} ({found.klass}: {found.remedy})"
+            if found.severity == "fail":
+                rows[h].fail(text)
+            elif text not in rows[h].warnings:
+                rows[h].warnings.append(text)
         rows[h].line_rate_GBps = V.line_rate_GBps(f.facts, f.report, used[h])
         rows[h].ports = V.ports_text(f.facts, f.report, used[h])
 

@@ -50,6 +50,7 @@ class HostResult:
     error: bool = False  # it never produced a result (unreachable, preflight, hung, crashed)
     reasons: list[str] = field(default_factory=list)
     hostname: str | None = None  # what its worker reported (gethostname); may be shared
+    warnings: list[str] = field(default_factory=list)  # reported, not failing (counter classes)
 
     def fail(self, reason: str, error: bool = False) -> None:
         self.passed = False
@@ -174,6 +175,8 @@ def print_table(report: Report, out: TextIO) -> None:
           file=out)
     for h in d["hosts"]:
         reason = "; ".join(h["reasons"]) or h["transport"]
+        if h["warnings"]:
+            reason += "; warn: " + "; ".join(h["warnings"])
         print(f"{h['host']:{width}}  {'PASS' if h['passed'] else 'FAIL':6}  "
               f"{_bw(h['line_rate_GBps']):>11}  {_bw(h['pair_busbw_GBps']):>11}  {reason}",
               file=out)

@@ -549,3 +549,45 @@ def test_line_rate_counts_the_nics_the_channels_used(tmp_path: Path, capsys) -> 
     assert [h["line_rate_GBps"] for h in doc["hosts"]] == [50.0, 50.0]
     assert [h["ports"] for h in doc["hosts"]] == ["mlx5_2:1 400 Gb/s"] * 2
     assert doc["exit_code"] == 0
+
+
+# ----- counters during the run: the pre-job check's rule (plugins/module_utils/link_counters) --
+
+def _after(run: Path, host: str, grow: dict[str, int]) -> None:
+    """counters_after.json: the host's counters_before.json with ``grow`` added to mlx5_0/1."""
+    doc = json.loads((run / host / "counters_before.json").read_text())
+    for p in doc["ports"]:
+        if (p["device"], p["port"]) == ("mlx5_0", 1):
+            for name, add in grow.items():
+                p["counters"][name] = p["counters"].get(name, 0) + add
+    (run / host / "counters_after.json").write_text(json.dumps(doc))
+
+
+def test_counters_that_rose_during_the_run_fail_or_warn_by_class(tmp_path: Path,
+                                                                  capsys) -> None:
+    hosts = {"n1": (HDR, IB_LOG), "n2": (HDR, IB_LOG), "n3": (HDR, IB_LOG)}
+    run = make_run(tmp_path, "fabric", hosts, worker_doc(list(hosts), 0.9 * 25.0))
+    _after(run, "n1", {})
+    _after(run, "n2", {"symbol_error": 37})
+    _after(run, "n3", {"port_xmit_discards": 500})
+    doc = json_report(tmp_path, capsys=capsys)
+    by = {h["host"]: h for h in doc["hosts"]}
+    assert doc["exit_code"] == 2  # busbw passed; n2's link did not
+    assert by["n2"]["reasons"] == ["during the run: mlx5_0/1 symbol_error +37 "
+                                   "(symbol: reset-link)"]
+    assert by["n3"]["passed"] and by["n3"]["warnings"] == [
+        "during the run: mlx5_0/1 port_xmit_discards +500 (discards: investigate)"]
+    assert by["n1"]["passed"] and not by["n1"]["warnings"]
+
+
+def test_the_counters_script_reads_every_counter_the_rule_judges() -> None:
+    import importlib.util
+
+    from rdmaprov.probe._collection import module_utils
+
+    spec = importlib.util.spec_from_file_location("counters", COUNTERS)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    read = {n for _, names in mod.COUNTERS for n in names}
+    assert set(module_utils("link_counters").COUNTER_CLASS) <= read

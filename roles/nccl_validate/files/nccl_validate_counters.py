@@ -45,6 +45,21 @@ def rate_gbps(text):
         return None
 
 
+# Traffic, and every counter of the error classes in plugins/module_utils/link_counters.py
+# (CLASSES: the pre-job check's rule, which judges them before and after a run too); this file
+# runs alone in the container, so it lists them (tests/cli/test_validate_judge.py holds the two
+# together).
+COUNTERS = (
+    ("counters", ("port_xmit_data", "port_rcv_data", "port_xmit_packets", "port_rcv_packets",
+                  "symbol_error", "link_downed", "link_error_recovery",
+                  "local_link_integrity_errors", "port_rcv_errors",
+                  "excessive_buffer_overrun_errors", "port_rcv_remote_physical_errors",
+                  "port_xmit_discards")),
+    ("hw_counters", ("out_of_sequence", "packet_seq_err", "implied_nak_seq_err",
+                     "local_ack_timeout_err", "rnr_nak_retry_err")),
+)
+
+
 def pci_function(dev_dir, link=None):
     """The PCI address of the device (link None) or of its SR-IOV parent (link "physfn")."""
     path = os.path.join(dev_dir, "device", *([link] if link else []))
@@ -65,12 +80,11 @@ def ports():
                 continue
             port = int(base)
             counters = {}
-            for name in ("port_xmit_data", "port_rcv_data", "port_xmit_packets",
-                         "port_rcv_packets", "symbol_error", "link_downed", "port_rcv_errors",
-                         "port_xmit_discards"):
-                value = read(f"{port_dir}/counters/{name}")
-                if value is not None and value.isdigit():
-                    counters[name] = int(value)
+            for sub, names in COUNTERS:
+                for name in names:
+                    value = read(f"{port_dir}/{sub}/{name}")
+                    if value is not None and value.isdigit():
+                        counters[name] = int(value)
             state = (read(f"{port_dir}/state") or "").split(":")[-1].strip()
             rate = read(f"{port_dir}/rate")
             out.append({"device": dev, "port": port, "state": state,
