@@ -20,14 +20,17 @@ with any policy flags, running nothing.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rdmaprov.errors import UserError
 from rdmaprov.parsers.nccl_log import parse_nccl_log
 from rdmaprov.validate import rounds as R
 from rdmaprov.validate import verdict as V
+from rdmaprov.validate.nics import channel_devices
 from rdmaprov.validate.report import CompareRow, HostResult, Pair, Pairwise, Report
 
 # Without a bar from the line rate, a pair slower than this fraction of the best pair is slow;
@@ -38,12 +41,33 @@ DEFAULT_PAIR_FRACTION = 0.4
 KILLED = ("124", "137")
 
 
+class BadResults(UserError):
+    """A results directory whose run.json cannot be judged: one line, exit 1."""
+
+
 def _read_json(path: Path) -> dict[str, Any] | None:
+    doc, _ = _load_json(path)
+    return doc
+
+
+def _load_json(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(document, None), (None, None) when the file is absent, or (None, why) when it is there
+    but cannot be read as one JSON object (truncated, not JSON, not an object, unreadable)."""
     try:
-        doc = json.loads(path.read_text(errors="replace").strip() or "null")
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"{path.name} unreadable: {exc.strerror or exc}"
+    if not text.strip():
+        return None, f"{path.name} unreadable: empty"
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        return None, f"{path.name} unreadable: not JSON ({exc})"
+    if not isinstance(doc, dict):
+        return None, f"{path.name} unreadable: a JSON {type(doc).__name__}, not an object"
+    return doc, None
 
 
 def _read_text(path: Path) -> str | None:
@@ -70,17 +94,70 @@ def port_facts(ports: list[dict[str, Any]]) -> dict[str, Any]:
         devices.setdefault(str(p["device"]), []).append({
             "port": p.get("port"), "state": str(p.get("state") or ""),
             "rate_gbps": _rate_gbps(p), "link_layer": p.get("link_layer"),
-            "netdev": p.get("netdev")})
+            "netdev": p.get("netdev"), "pci": p.get("pci"), "physfn": p.get("physfn")})
     return {"rdma": {"devices": [{"name": n, "ports": ps} for n, ps in sorted(devices.items())]}}
 
 
-def worker_outcome(rc: str | None, log: str | None) -> str | None:
-    """Why a host's part of a run failed, in one line; None when it succeeded. The worker's and
-    the launch's own one-line JSON errors come first: a ``watchdog:`` line (the worker hung and
-    was killed) or a ``stopped:`` line (a peer could not run), then the last error line."""
+# Our worker's own one-line errors, naming the run's cause when no NCCL error does.
+_OWN = ("watchdog:", "stopped:")
+# Error kinds a host shows when another thing failed first (a peer gone, an abort, a timeout):
+# never the start of a failed host's reason while its log has a cause.
+_CONSEQUENCES = frozenset({"proxy", "nccl_error", "remote_error", "timeout", "system_error",
+                           "comm_abort", "no_libibverbs"})
+_WEAK = frozenset({"socket", "peer_lost"})  # a lost peer: a cause only when nothing else is
+_EXC = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Exit|Interrupt)\b:?\s*(.*)$")
+_LOG_HEAD = re.compile(r"[\w.-]+:\d+:\d+ \[\d*")  # NCCL's "host:pid:tid [dev]", maybe cut
+_FRAME = re.compile(r"^(?:frame #\d+|#\d+\s|0x[0-9a-f]+|Exception raised from |"
+                    r"File \"|Traceback |terminate called|\^+$|~+)")
+
+
+def _nccl_text(line: str) -> str:
+    """An NCCL error as its own words: the text after ``NCCL WARN`` (or 2.2's ``WARN``), else
+    the line without torch's ``[rank N]:`` tag."""
+    for marker in ("NCCL WARN ", " WARN "):
+        i = line.find(marker)
+        if i >= 0:
+            return line[i + len(marker):].strip()
+    return re.sub(r"^\[[^\]]*\]:\s*", "", line.strip())
+
+
+def first_nccl_error(report: Any) -> str | None:
+    """A host's own first NCCL error from the parser's list (in order of appearance): the first
+    cause, else the first lost peer; never a consequence of an earlier failure."""
+    errors = list(getattr(report, "errors", None) or [])
+    for kinds in (lambda k: k not in _CONSEQUENCES and k not in _WEAK, lambda k: k in _WEAK):
+        e = next((e for e in errors if kinds(e.kind)), None)
+        if e is not None:
+            return _nccl_text(e.line)[:300]
+    return None
+
+
+def _exception(lines: list[str]) -> str | None:
+    """The Python/C++ exception that ended the worker: a ``what():`` text or an ``XError: ...``
+    line, never a stack frame printed after an abort."""
+    for ln in lines:
+        if ln.startswith("what():"):
+            return ln[7:].strip()
+    found = None
+    for ln in lines:
+        if _FRAME.match(ln):
+            continue
+        m = _EXC.match(ln)
+        if m and m.group(1):
+            found = ln
+    return found
+
+
+def worker_outcome(rc: str | None, log: str | None, report: Any = None) -> str | None:
+    """Why a host's part of a run failed, in one line; None when it succeeded. It starts with
+    the host's own first NCCL error from its log (the parser's list), then the worker's and the
+    launch's one-line JSON errors (a ``watchdog:`` line: the worker hung and was killed; a
+    ``stopped:`` line: a peer could not run), then the exception that ended it."""
     rc = (rc or "").strip()
     if rc == "0":
         return None
+    own = first_nccl_error(report)
+    lead = f"{own}; " if own else ""
     lines = [ln.strip() for ln in (log or "").splitlines() if ln.strip()]
     errors = []
     for ln in lines:
@@ -91,19 +168,26 @@ def worker_outcome(rc: str | None, log: str | None) -> str | None:
                 continue
             if err:
                 errors.append(str(err))
-    why = next((e for e in errors if e.startswith(("watchdog:", "stopped:"))), None)
+    why = next((e for e in errors if e.startswith(_OWN)), None)
     if not rc:
-        return "no exit status: the run did not finish on this host (connection lost?)"
+        return lead + "no exit status: the run did not finish on this host (connection lost?)"
     if rc in KILLED:
-        return ("worker hung: killed at the run's timeout (a peer never joined, or NCCL/gloo "
-                "hung)" + (f": {why}" if why else "") + ("" if lines else "; its log is empty"))
+        return lead + ("worker hung: killed at the run's timeout (a peer never joined, or "
+                       "NCCL/gloo hung)" + (f": {why}" if why else "")
+                       + ("" if lines else "; its log is empty"))
     if why:
-        return f"{why} (rc {rc})"
-    # The last line that is not NCCL's or torch's own chatter.
-    chatter = ("NCCL INFO", "NCCL WARN", "[rank", "[W", "[I", "[E", "W0", "I0", "E0")
-    last = next((ln for ln in reversed(lines)
-                 if not any(c in ln[:40] for c in chatter) and not ln.startswith("{")), None)
-    return f"worker failed (rc {rc}): {errors[-1] if errors else last or 'no message'}"
+        return f"{lead}{why} (rc {rc})"
+    chatter = ("NCCL INFO", "NCCL WARN", " INFO ", " WARN ", "NCCL version", "[rank", "[W",
+               "[I", "[E", "W0", "I0", "E0")
+    plain = [ln for ln in lines if not ln.startswith("{")]
+    last = _exception(plain)
+    if last is None and not own:
+        last = next((ln for ln in reversed(plain) if not any(c in ln for c in chatter)
+                     and not _FRAME.match(ln) and not _LOG_HEAD.search(ln[:80])), None)
+    tail = errors[-1] if errors else last
+    if own:
+        return f"{own} (rc {rc})" + (f"; then: {tail}" if tail else "")
+    return f"worker failed (rc {rc}): {tail or 'no message'}"
 
 
 @dataclass
@@ -113,6 +197,10 @@ class HostFiles:
     report: Any  # NcclLogReport | None (None: no NCCL lines in its log)
     facts: dict[str, Any] | None  # None: no port list came back
     doc: dict[str, Any] | None  # its result.json (rank 0's is the run's document)
+    unreadable: list[str] = field(default_factory=list)  # "result.json unreadable: why"
+    hostname: str | None = None  # what its worker's ranks call it (gethostname)
+    ports_before: list[dict[str, Any]] | None = None  # counters_before.json's ports
+    ports_after: list[dict[str, Any]] | None = None  # counters_after.json's ports
 
 
 @dataclass
@@ -125,17 +213,25 @@ class Run:
     files: dict[str, HostFiles]
     doc: dict[str, Any] | None  # the rank-0 document
     name_of: dict[str, str] = field(default_factory=dict)  # worker hostname -> inventory host
+    shared: dict[str, list[str]] = field(default_factory=dict)  # hostname -> hosts sharing it
 
     @property
     def ok(self) -> bool:
         return bool(self.doc and self.doc.get("ok"))
 
     def worker_name(self, host: str) -> str:
-        return next((w for w, h in self.name_of.items() if h == host), host)
+        f = self.files.get(host)
+        return (f.hostname if f and f.hostname else None) or next(
+            (w for w, h in self.name_of.items() if h == host), host)
+
+    def inventory_name(self, worker: str) -> str | None:
+        """The inventory host of a worker hostname; None when two hosts share that name."""
+        return None if worker in self.shared else self.name_of.get(worker)
 
 
 def _host_files(run_dir: Path, host: str) -> HostFiles:
     d = run_dir / host
+    unreadable = []
     rc = _read_text(d / "rc")
     log = _read_text(d / "worker.log")
     report = None
@@ -144,33 +240,120 @@ def _host_files(run_dir: Path, host: str) -> HostFiles:
         if not report.nccl_lines:
             report = None
     facts = None
+    ports: dict[str, list[dict[str, Any]] | None] = {}
+    for name in ("counters_before.json", "counters_after.json", "preflight.json"):
+        doc, bad = _load_json(d / name)
+        if bad:
+            unreadable.append(bad)
+        ports[name] = doc["ports"] if doc is not None and isinstance(doc.get("ports"),
+                                                                     list) else None
     for name in ("counters_before.json", "preflight.json"):
-        doc = _read_json(d / name)
-        if doc is not None and isinstance(doc.get("ports"), list):
-            facts = port_facts(doc["ports"])
+        if ports[name] is not None:
+            facts = port_facts(ports[name] or [])
             break
-    return HostFiles(rc.strip() if rc is not None else None, worker_outcome(rc, log), report,
-                     facts, _read_json(d / "result.json"))
+    result, bad = _load_json(d / "result.json")
+    if bad:
+        unreadable.append(bad)
+    return HostFiles(rc.strip() if rc is not None else None, worker_outcome(rc, log, report),
+                     report, facts, result, unreadable,
+                     ports_before=ports["counters_before.json"],
+                     ports_after=ports["counters_after.json"])
+
+
+def _sample(ports: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """counters_*.json's ports as a link_counters sample: {"dev/port": {state, counters}}."""
+    out = {}
+    for p in ports:
+        if isinstance(p, dict) and p.get("device") and isinstance(p.get("port"), int):
+            counters = {k: v for k, v in (p.get("counters") or {}).items()
+                        if isinstance(v, int) and not isinstance(v, bool)}
+            out[f"{p['device']}/{p['port']}"] = {"state": str(p.get("state") or ""),
+                                                 "counters": counters}
+    return out
+
+
+def counters_during_run(before: list[dict[str, Any]] | None,
+                        after: list[dict[str, Any]] | None) -> list[Any]:
+    """The ports whose error counters rose during the run, by the pre-job check's rule and
+    classes (plugins/module_utils/link_counters.py, judge_deltas: one rule, one place)."""
+    if before is None or after is None:
+        return []
+    from rdmaprov.probe._collection import module_utils
+
+    return list(module_utils("link_counters").judge_deltas(_sample(before), _sample(after)))
+
+
+def _meta(run_dir: Path) -> dict[str, Any] | None:
+    """run.json, checked: None when absent, BadResults (one line, exit 1) when it cannot say
+    which hosts ran."""
+    meta, bad = _load_json(run_dir / "run.json")
+    if bad:
+        raise BadResults(f"{run_dir / 'run.json'}: {bad.split(': ', 1)[1]}")
+    if meta is None:
+        return None
+    hosts = meta.get("hosts")
+    where = run_dir / "run.json"
+    if not isinstance(hosts, list) or not hosts:
+        raise BadResults(f"{where}: 'hosts' must be a non-empty list of inventory names, not "
+                         f"{type(hosts).__name__} {str(hosts)[:40]!r}")
+    for h in hosts:
+        if (not isinstance(h, str) or not h or h in (".", "..") or "/" in h or "\0" in h):
+            raise BadResults(f"{where}: host {str(h)[:40]!r} is not an inventory name")
+    if len(set(hosts)) != len(hosts):
+        raise BadResults(f"{where}: a host is listed twice in 'hosts'")
+    nproc = meta.get("nproc_per_node", 1)
+    if nproc is None:
+        nproc = 1
+    if isinstance(nproc, bool) or not isinstance(nproc, int | str) or \
+            not str(nproc).isdecimal() or int(nproc) < 1:
+        raise BadResults(f"{where}: 'nproc_per_node' must be a positive integer, not {nproc!r}")
+    master = meta.get("master")
+    if master not in (None, "") and master not in hosts:
+        raise BadResults(f"{where}: 'master' {str(master)[:40]!r} is not one of its hosts")
+    return {**meta, "nproc_per_node": int(nproc)}
+
+
+def rank_host(rank: Mapping[str, Any], hosts: list[str], nproc: int) -> str | None:
+    """The inventory host of one of the document's ranks: by its node rank (the launch gives
+    host i node rank i), never by the hostname it reports (fresh nodes all say localhost)."""
+    node = rank.get("node")
+    if not isinstance(node, int) or isinstance(node, bool):
+        r = rank.get("rank")
+        if not isinstance(r, int) or isinstance(r, bool) or r < 0:
+            return None
+        node = r // nproc
+    return hosts[node] if 0 <= node < len(hosts) else None
 
 
 def load_run(run_dir: Path) -> Run | None:
-    meta = _read_json(run_dir / "run.json")
+    meta = _meta(run_dir)
     if meta is None:
         return None
-    hosts = [str(h) for h in meta.get("hosts") or []]
+    hosts = [str(h) for h in meta["hosts"]]
     files = {h: _host_files(run_dir, h) for h in hosts}
-    master = str(meta.get("master") or (hosts[0] if hosts else ""))
-    doc = files[master].doc if master in files else None
+    master = str(meta.get("master") or hosts[0])
+    doc = files[master].doc
     name_of: dict[str, str] = {}
-    nproc = max(1, int(meta.get("nproc_per_node") or 1))
-    for r in (doc or {}).get("ranks") or []:
-        idx = int(r.get("rank", 0)) // nproc
-        if idx < len(hosts) and r.get("hostname"):
-            name_of.setdefault(str(r["hostname"]), hosts[idx])
-    run = Run(str(meta.get("label") or run_dir.name), meta, hosts, files, doc, name_of)
-    # Hosts whose document lacks its ports (an older worker) get them from rank 0's pre-flight.
-    for worker, pre in ((doc or {}).get("preflight") or {}).items():
-        host = name_of.get(worker)
+    names: dict[str, set[str]] = {}
+    ranks = (doc or {}).get("ranks")
+    for r in ranks if isinstance(ranks, list) else []:
+        if not isinstance(r, dict):
+            continue
+        host = rank_host(r, hosts, meta["nproc_per_node"])
+        if host is None or not r.get("hostname"):
+            continue
+        w = str(r["hostname"])
+        name_of.setdefault(w, host)
+        names.setdefault(w, set()).add(host)
+        if files[host].hostname is None:
+            files[host].hostname = w
+    shared = {w: [h for h in hosts if h in hs] for w, hs in names.items() if len(hs) > 1}
+    run = Run(str(meta.get("label") or run_dir.name), meta, hosts, files, doc, name_of, shared)
+    # Hosts whose document lacks its ports (an older worker) get them from rank 0's pre-flight,
+    # when their hostname is their own.
+    pre_all = (doc or {}).get("preflight")
+    for worker, pre in (pre_all.items() if isinstance(pre_all, dict) else ()):
+        host = run.inventory_name(str(worker))
         if host and files[host].facts is None and isinstance((pre or {}).get("ports"), list):
             files[host].facts = port_facts(pre["ports"])
     return run
@@ -231,9 +414,17 @@ def _in_process_pairs(fabric: Run | None) -> list[Pair]:
     out: list[Pair] = []
     if fabric is None:
         return out
+    nodes_known = fabric.hosts
     for p in (fabric.doc or {}).get("pairs") or []:
-        names = [fabric.name_of.get(str(h), str(h)) for h in p.get("hosts") or []]
-        if len(names) != 2:
+        if not isinstance(p, dict):
+            continue
+        nodes = p.get("nodes")
+        if isinstance(nodes, list) and all(isinstance(n, int) and 0 <= n < len(nodes_known)
+                                           for n in nodes):
+            names = [nodes_known[n] for n in nodes]
+        else:
+            names = [fabric.inventory_name(str(h)) or str(h) for h in p.get("hosts") or []]
+        if len(names) != 2 or len(set(names)) != 2:
             continue
         bw = p.get("busbw_GBps")
         rnd = p.get("round")
@@ -295,11 +486,19 @@ def compare_row(label: str, run: Run | None) -> CompareRow:
 
 # ----- the whole directory --------------------------------------------------------------------
 
+def _used_devices(run_dir: Path, host: str) -> set[str] | None:
+    text = _read_text(run_dir / host / "worker.log")
+    return channel_devices(text.splitlines()) if text else None
+
+
 def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_FRACTION,
           hosts: list[str] | None = None, failures: Mapping[str, str] | None = None) -> Report:
     """The report of a results directory. ``hosts``: the inventory hosts that were asked to run
     (default: the fabric run's); ``failures``: hosts that failed before the run (unreachable,
-    preflight), with Ansible's reason."""
+    preflight), with Ansible's reason.
+
+    Every host is its inventory name: the document's ranks map to hosts by rank, never by the
+    hostname a worker reports (fresh nodes all say localhost, containers share the host's)."""
     fabric = load_run(results / "fabric")
     names = list(hosts or (fabric.hosts if fabric else []))
     rows = {h: HostResult(h) for h in names}
@@ -311,34 +510,50 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
                else f"no fabric run in {results} (no fabric/run.json)")
         return Report(None, None, None, V.Bar(None, "no fabric run"), [], list(rows.values()),
                       error=why, source=str(results))
+    notes = []
     for h in fabric.hosts:
         row = rows.setdefault(h, HostResult(h))
-        if fabric.files[h].outcome and h not in (failures or {}):
-            row.fail(fabric.files[h].outcome or "", error=True)
+        f = fabric.files[h]
+        row.hostname = f.hostname
+        for bad in f.unreadable:
+            row.fail(bad, error=True)
+        if f.outcome and h not in (failures or {}):
+            row.fail(f.outcome, error=True)
+    for worker, shared in sorted(fabric.shared.items()):
+        notes.append(f"{', '.join(shared)} report the same hostname {worker!r}: judged as "
+                     f"{len(shared)} hosts by rank")
 
     doc = fabric.doc
     error = None
     checks: list[V.Check] = []
     bar = V.Bar(None, "the worker gave no result")
     busbw = None
+    reports = {h: fabric.files[h].report for h in fabric.hosts}
+    facts: dict[str, dict[str, Any]] = {}
+    for h in fabric.hosts:
+        hf = fabric.files[h].facts
+        if hf is not None:
+            facts[h] = hf
+    used = {h: _used_devices(results / "fabric", h) for h in fabric.hosts}
+    backend = str((doc or {}).get("backend") or fabric.meta.get("backend") or "nccl")
     if doc is None:
-        error = "no result: no document from the rendezvous host's worker"
+        master = str(fabric.meta.get("master") or fabric.hosts[0])
+        bad = "; ".join(fabric.files[master].unreadable)
+        error = ("no result: " + (bad if bad else
+                 "no document from the rendezvous host's worker"))
     else:
-        worker_of = {h: fabric.worker_name(h) for h in fabric.hosts}
-        reports = {worker_of[h]: fabric.files[h].report for h in fabric.hosts}
-        facts: dict[str, dict[str, Any]] = {}
-        for h in fabric.hosts:
-            hf = fabric.files[h].facts
-            if hf is not None:
-                facts[worker_of[h]] = hf
-        fv = V.fabric_verdict(doc, reports, facts, policy)
+        pre_doc = doc.get("preflight")
+        pre_doc = pre_doc if isinstance(pre_doc, dict) else {}
+        preflight = {h: pre_doc.get(fabric.worker_name(h)) for h in fabric.hosts
+                     if fabric.worker_name(h) not in fabric.shared}
+        fv = V.fabric_verdict(doc, reports, facts, policy, hosts=list(fabric.hosts),
+                              preflight=preflight, used=used)
         checks, bar, busbw = fv.checks, fv.bar, fv.busbw_GBps
         if not doc.get("ok"):
             error = f"worker failed: {doc.get('error') or 'unknown'}"
             checks = [c for c in checks if c.name != "worker"]
-        inv_of = {w: h for h, w in worker_of.items()}
         for hv in fv.hosts:
-            found = rows.get(inv_of.get(hv.host, hv.host))
+            found = rows.get(hv.host)
             if found is None:
                 continue
             for c in hv.checks:
@@ -346,11 +561,26 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
                     found.transport = c.reason
                 if c.status == V.FAIL:
                     found.fail(c.reason)
+    if doc is None or not doc.get("ok"):
+        # A failed or hung run: each host's own log still says which transport NCCL chose
+        # (the host that fell back to Socket is the usual cause of the hang).
         for h in fabric.hosts:
-            f = fabric.files[h]
-            row = rows[h]
-            row.line_rate_GBps = V.line_rate_GBps(f.facts, f.report)
-            row.ports = V.ports_text(f.facts, f.report)
+            if reports[h] is None:
+                continue
+            c = V.check_transport(backend, reports[h], policy)
+            rows[h].transport = c.reason
+            if c.status == V.FAIL:
+                rows[h].fail(c.reason)
+    for h in fabric.hosts:
+        f = fabric.files[h]
+        for found in counters_during_run(f.ports_before, f.ports_after):
+            text = f"during the run: {found.text} ({found.klass}: {found.remedy})"
+            if found.severity == "fail":
+                rows[h].fail(text)
+            elif text not in rows[h].warnings:
+                rows[h].warnings.append(text)
+        rows[h].line_rate_GBps = V.line_rate_GBps(f.facts, f.report, used[h])
+        rows[h].ports = V.ports_text(f.facts, f.report, used[h])
 
     pairwise = judge_pairs(bar.GBps, pair_fraction, rows, fabric)
     compare = None
@@ -366,4 +596,4 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
         world_size=(doc or {}).get("world_size"), busbw_GBps=busbw, bar=bar, checks=checks,
         hosts=[rows[h] for h in rows], error=error, pairwise=pairwise,
         results=(doc or {}).get("results") if fabric.ok else None, compare=compare,
-        source=str(results))
+        source=str(results), notes=notes)

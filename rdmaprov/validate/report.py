@@ -49,6 +49,8 @@ class HostResult:
     pair_busbw_GBps: float | None = None  # its best pair, when pairwise rounds ran
     error: bool = False  # it never produced a result (unreachable, preflight, hung, crashed)
     reasons: list[str] = field(default_factory=list)
+    hostname: str | None = None  # what its worker reported (gethostname); may be shared
+    warnings: list[str] = field(default_factory=list)  # reported, not failing (counter classes)
 
     def fail(self, reason: str, error: bool = False) -> None:
         self.passed = False
@@ -102,6 +104,7 @@ class Report:
     results: list[dict[str, Any]] | None = None  # the fabric run's per-size rows
     compare: list[CompareRow] | None = None
     source: str = ""  # the results directory judged
+    notes: list[str] = field(default_factory=list)  # facts of the run worth a line (shared names)
 
     @property
     def passed(self) -> bool:
@@ -122,7 +125,7 @@ class Report:
                "pairwise": asdict(self.pairwise) if self.pairwise else None,
                "results": self.results,
                "compare": [asdict(r) for r in self.compare] if self.compare else None,
-               "source": self.source}
+               "source": self.source, "notes": self.notes}
         return _cleaned(doc)
 
 
@@ -144,6 +147,8 @@ def print_table(report: Report, out: TextIO) -> None:
         print(f"  {c['status']:5} {c['name']:10} {c['reason']}", file=out)
     if d["error"]:
         print(f"  fail  worker     {d['error']}", file=out)
+    for note in d["notes"]:
+        print(f"  note: {note}", file=out)
     pw = d["pairwise"]
     if pw:
         print(f"pairwise rounds (bar {_bw(pw['bar_GBps'])}: {pw['bar_source']}):", file=out)
@@ -170,6 +175,8 @@ def print_table(report: Report, out: TextIO) -> None:
           file=out)
     for h in d["hosts"]:
         reason = "; ".join(h["reasons"]) or h["transport"]
+        if h["warnings"]:
+            reason += "; warn: " + "; ".join(h["warnings"])
         print(f"{h['host']:{width}}  {'PASS' if h['passed'] else 'FAIL':6}  "
               f"{_bw(h['line_rate_GBps']):>11}  {_bw(h['pair_busbw_GBps']):>11}  {reason}",
               file=out)

@@ -28,6 +28,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rdmaprov.validate.nics import physical_port
+
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 
 DEFAULT_BW_FRACTION = 0.8
@@ -55,6 +57,11 @@ class Policy:
         if self.transport:
             return self.transport
         return "IB" if backend == "nccl" else "Socket"
+
+    def requires_ib(self, backend: str) -> bool:
+        """Whether a host must show IB: --allow-socket and --transport Socket mean the same
+        for every check (transport, ports, the relative line-rate rule)."""
+        return self.required_transport(backend) == "IB" and not self.allow_socket
 
 
 @dataclass
@@ -142,10 +149,8 @@ def _hca_names(report: Any) -> set[str]:
     return {n.split(":")[0] for n in names}
 
 
-def active_ports(facts: Mapping[str, Any] | None,
-                 only_devices: Iterable[str] = ()) -> list[tuple[str, int, float]]:
-    """(device, port, rate_gbps) for each ACTIVE port in rdma facts, optionally only the named
-    devices (those NCCL said it uses)."""
+def _ports(facts: Mapping[str, Any] | None,
+           only_devices: Iterable[str] = ()) -> list[dict[str, Any]]:
     if not facts:
         return []
     rdma = facts.get("rdma", facts)
@@ -156,19 +161,45 @@ def active_ports(facts: Mapping[str, Any] | None,
             continue
         for port in dev.get("ports") or ():
             if str(port.get("state", "")).upper().endswith("ACTIVE"):
-                out.append((dev.get("name"), port.get("port"), float(port.get("rate_gbps") or 0)))
+                out.append({**port, "name": dev.get("name")})
     return out
 
 
-def line_rate_GBps(facts: Mapping[str, Any] | None, report: Any = None) -> float | None:
-    """Sum of the ACTIVE ports' rates in GB/s; restricted to NCCL's HCAs when it named any
-    that the facts know. None when nothing is known."""
-    ports = active_ports(facts)
-    used = _hca_names(report)
-    if used:
-        narrowed = active_ports(facts, used)
-        ports = narrowed or ports
-    total = sum(rate for _, _, rate in ports)
+def active_ports(facts: Mapping[str, Any] | None,
+                 only_devices: Iterable[str] = ()) -> list[tuple[str, Any, float]]:
+    """(device, port, rate_gbps) for each ACTIVE port in rdma facts, optionally only the named
+    devices (those NCCL said it uses)."""
+    return [(str(p["name"]), p.get("port"), float(p.get("rate_gbps") or 0))
+            for p in _ports(facts, only_devices)]
+
+
+def counted_ports(facts: Mapping[str, Any] | None, report: Any = None,
+                  used: Iterable[str] | None = None) -> list[tuple[str, Any, float]]:
+    """The ACTIVE ports a host's line rate counts: those of the devices its channels ran on
+    (``used``, rdmaprov/validate/nics.py), else those of NCCL's ``Using`` list, else all; SR-IOV
+    functions on one physical port once."""
+    ports: list[dict[str, Any]] = []
+    for names in (set(used or ()), _hca_names(report)):
+        if names:
+            ports = _ports(facts, names)
+            if ports:
+                break
+    ports = ports or _ports(facts)
+    seen: set[tuple[str, Any]] = set()
+    out = []
+    for p in ports:
+        key = physical_port(p)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append((str(p["name"]), p.get("port"), float(p.get("rate_gbps") or 0)))
+    return out
+
+
+def line_rate_GBps(facts: Mapping[str, Any] | None, report: Any = None,
+                   used: Iterable[str] | None = None) -> float | None:
+    """Sum of the counted ports' rates in GB/s (counted_ports). None when nothing is known."""
+    total = sum(rate for _, _, rate in counted_ports(facts, report, used))
     return total / 8 if total > 0 else None
 
 
@@ -188,9 +219,8 @@ def check_transport(backend: str, report: Any, policy: Policy,
 
 
 def _check_transport(backend: str, report: Any, policy: Policy) -> Check:
-    want = policy.required_transport(backend)
     if backend != "nccl":
-        if want == "IB":
+        if policy.requires_ib(backend):
             return Check("transport", FAIL, f"backend {backend} cannot use IB: it runs on TCP")
         return Check("transport", PASS, f"backend {backend} runs on TCP sockets")
     if report is None:
@@ -204,13 +234,13 @@ def _check_transport(backend: str, report: Any, policy: Policy) -> Check:
     if socket:
         cause = _get(report, "fallback_cause")
         text = "NCCL fell back to Socket" + (f" ({cause})" if cause else "")
-        if want == "IB" and not policy.allow_socket:
+        if policy.requires_ib(backend):
             return Check("transport", FAIL, text)
         return Check("transport", PASS, text + ": allowed")
     if is_ib_network(network):
         hcas = ", ".join(_hca_label(h) for h in _get(report, "hcas") or ()) or "HCAs not logged"
         return Check("transport", PASS, f"NCCL used network {network} ({hcas})")
-    return Check("transport", FAIL if want == "IB" else PASS,
+    return Check("transport", FAIL if policy.requires_ib(backend) else PASS,
                  f"NCCL used network {network}, not IB")
 
 
@@ -240,7 +270,7 @@ def check_gdr(backend: str, report: Any, policy: Policy) -> Check:
 
 
 def check_ports(backend: str, facts: Mapping[str, Any] | None, policy: Policy) -> Check:
-    if policy.required_transport(backend) != "IB":
+    if not policy.requires_ib(backend):
         return Check("ports", SKIP, "IB not required")
     if facts is None:
         return Check("ports", SKIP, "no RDMA facts for this host")
@@ -350,45 +380,50 @@ def host_verdict(host: str, backend: str, report: Any, facts: Mapping[str, Any] 
     return v
 
 
-def ports_text(facts: Mapping[str, Any] | None, report: Any = None) -> str:
+def ports_text(facts: Mapping[str, Any] | None, report: Any = None,
+               used: Iterable[str] | None = None) -> str:
     """'mlx5_0:1 200 Gb/s IB' for the ports a host's line rate counts."""
-    used = _hca_names(report)
-    ports = (active_ports(facts, used) if used else []) or active_ports(facts)
-    return ", ".join(f"{d}:{p} {r:g} Gb/s" for d, p, r in ports)
+    return ", ".join(f"{d}:{p} {r:g} Gb/s" for d, p, r in counted_ports(facts, report, used))
 
 
 def fabric_verdict(doc: Mapping[str, Any], reports: Mapping[str, Any],
                    facts: Mapping[str, Mapping[str, Any]] | None = None,
-                   policy: Policy | None = None) -> FabricVerdict:
+                   policy: Policy | None = None, hosts: list[str] | None = None,
+                   preflight: Mapping[str, Any] | None = None,
+                   used: Mapping[str, Iterable[str] | None] | None = None) -> FabricVerdict:
     """Verdict of one worker run over every host in it.
 
-    ``reports`` and ``facts`` are keyed by the host names the worker recorded (``doc['hosts']``).
-    The bar is ``bw_fraction`` x the slowest host's line rate (its ACTIVE ports of the HCAs NCCL
-    used), unless ``min_busbw_GBps`` is given; a host whose line rate is below the best host's
-    fails its ``line_rate`` check.
+    ``hosts``: the hosts of the run, one per node (the judge gives inventory names, mapped from
+    the document's ranks by rank); default the hostnames the worker recorded (``doc['hosts']``).
+    ``reports``, ``facts``, ``preflight`` and ``used`` (the devices each host's channels ran on)
+    are keyed by those names. The bar is ``bw_fraction`` x the slowest host's line rate, unless
+    ``min_busbw_GBps`` is given; a host whose line rate is below the best host's fails its
+    ``line_rate`` check.
     """
     policy = policy or Policy()
     facts = facts or {}
+    used = used or {}
     backend = doc.get("backend", "nccl")
     checks: list[Check] = []
     if not doc.get("ok"):
         checks.append(Check("worker", FAIL, f"worker failed: {doc.get('error') or 'unknown'}"))
-        hosts = [doc["hostname"]] if doc.get("hostname") else []
-        return FabricVerdict([HostVerdict(h) for h in hosts], checks, None,
+        names = hosts if hosts is not None else (
+            [doc["hostname"]] if doc.get("hostname") else [])
+        return FabricVerdict([HostVerdict(h) for h in names], checks, None,
                              Bar(None, "the worker gave no result"))
     checks.append(Check("worker", PASS,
                         f"{len(doc.get('results') or [])} sizes, sums correct, "
                         f"{doc.get('world_size')} ranks"))
 
-    hosts = list(doc.get("hosts") or [])
-    pre = doc.get("preflight") or {}
+    hosts = list(hosts if hosts is not None else doc.get("hosts") or [])
+    pre = preflight if preflight is not None else (doc.get("preflight") or {})
     verdicts = [host_verdict(h, backend, reports.get(h), facts.get(h), policy,
                              preflight=pre.get(h)) for h in hosts]
-    rates = {h: line_rate_GBps(facts.get(h), reports.get(h)) for h in hosts}
-    ports = {h: ports_text(facts.get(h), reports.get(h)) for h in hosts}
+    rates = {h: line_rate_GBps(facts.get(h), reports.get(h), used.get(h)) for h in hosts}
+    ports = {h: ports_text(facts.get(h), reports.get(h), used.get(h)) for h in hosts}
     # RDMA port rates say nothing about a run that went over TCP.
     on_tcp = backend != "nccl" or any(_on_socket(reports.get(h)) for h in hosts)
-    if not on_tcp and policy.required_transport(backend) == "IB":
+    if not on_tcp and policy.requires_ib(backend):
         relative = check_line_rates(rates, ports)
         for v in verdicts:
             if v.host in relative:

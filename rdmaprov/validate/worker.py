@@ -382,11 +382,24 @@ def _init(args: argparse.Namespace) -> _Ctx:
     return _Ctx(torch, dist, backend, rank, world, local_rank)
 
 
+def _node_rank(ctx: _Ctx) -> int:
+    for name in ("GROUP_RANK", "NODE_RANK"):
+        v = os.environ.get(name, "")
+        if v.isdecimal():
+            return int(v)
+    local = os.environ.get("LOCAL_WORLD_SIZE", "")
+    return ctx.rank // (int(local) if local.isdecimal() and int(local) > 0 else 1)
+
+
 def _rank_info(ctx: _Ctx) -> dict[str, Any]:
     info: dict[str, Any] = {
         "rank": ctx.rank,
         "local_rank": ctx.local_rank,
         "hostname": socket.gethostname(),
+        # The node (launch host) this rank runs on: torchrun's GROUP_RANK (its --node-rank),
+        # else rank // local world size. Hosts are told apart by it, never by hostname: fresh
+        # nodes all say localhost, and containers share their host's name.
+        "node": _node_rank(ctx),
         "pid": os.getpid(),
     }
     if ctx.backend == "nccl":
@@ -424,10 +437,33 @@ def _versions(torch: Any) -> dict[str, Any]:
     return out
 
 
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0-100) of values, interpolated between the two nearest ranks (numpy's
+    default). With fewer than 100 iterations p99 lies between the two slowest."""
+    v = sorted(values)
+    if not v:
+        raise ValueError("no values")
+    k = (len(v) - 1) * q / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+def iteration_stats(per_iter_s: list[float]) -> dict[str, Any]:
+    """p50/p99/max of one size's iteration times, in microseconds."""
+    return {"n": len(per_iter_s),
+            "p50_us": round(percentile(per_iter_s, 50) * 1e6, 3),
+            "p99_us": round(percentile(per_iter_s, 99) * 1e6, 3),
+            "max_us": round(max(per_iter_s) * 1e6, 3)}
+
+
 def _time_size(ctx: _Ctx, nbytes: int, dtype: Any, elem: int, warmup: int, iters: int,
-               check: bool, cpu: dict[str, Any] | None = None) -> tuple[float, bool]:
-    """Mean seconds per all_reduce of nbytes on this rank, and whether the sum was right.
-    With ``cpu`` (a dict), the host's busy cores during the timed loop are put in it."""
+               check: bool, cpu: dict[str, Any] | None = None,
+               ) -> tuple[float, bool, list[float]]:
+    """Mean seconds per all_reduce of nbytes on this rank, whether the sum was right, and each
+    iteration's seconds. nccl: a CUDA event between iterations (recorded on the stream, no host
+    sync inside the loop); gloo: the monotonic perf_counter around each blocking call. With
+    ``cpu`` (a dict), the host's busy cores during the timed loop are put in it."""
     torch, dist = ctx.torch, ctx.dist
     count = nbytes // elem
     buf = torch.full((count,), float(ctx.rank + 1), dtype=dtype, device=ctx.device)
@@ -445,31 +481,34 @@ def _time_size(ctx: _Ctx, nbytes: int, dtype: Any, elem: int, warmup: int, iters
     dist.barrier(group=ctx.group)
     cpu_before = _cpu_jiffies() if cpu is not None else None
     if ctx.backend == "nccl":
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
+        marks = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
+        marks[0].record()
+        for i in range(iters):
             dist.all_reduce(buf, group=ctx.group)
-        end.record()
-        end.synchronize()
-        seconds = start.elapsed_time(end) / 1e3 / iters
+            marks[i + 1].record()
+        marks[-1].synchronize()
+        per_iter = [marks[i].elapsed_time(marks[i + 1]) / 1e3 for i in range(iters)]
+        seconds = marks[0].elapsed_time(marks[-1]) / 1e3 / iters
     else:
-        t0 = time.perf_counter()
+        stamps = [time.perf_counter()]
         for _ in range(iters):
             dist.all_reduce(buf, group=ctx.group)
-        seconds = (time.perf_counter() - t0) / iters
+            stamps.append(time.perf_counter())
+        per_iter = [stamps[i + 1] - stamps[i] for i in range(iters)]
+        seconds = (stamps[-1] - stamps[0]) / iters
     if cpu is not None:
         after = _cpu_jiffies()
         cores = busy_cores(cpu_before, after)
         cpu.update({"bytes": nbytes, "busy_cores": None if cores is None else round(cores, 3),
                     "cpus": after[2] if after else None})
     del buf
-    return seconds, correct
+    return seconds, correct, per_iter
 
 
 def sweep(ctx: _Ctx, sizes: list[int], dtype_name: str, warmup: int,
           iters: int, cpu: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """One row per size: the slowest rank's time, algbw, busbw and whether the sum was right.
+    """One row per size: the slowest rank's time, algbw, busbw, whether the sum was right, and
+    the distribution of the iterations (each iteration's time is the slowest rank's in it).
     ``cpu`` gets this host's busy cores during the largest size's timed loop."""
     torch, dist = ctx.torch, ctx.dist
     elem = _DTYPES[dtype_name]
@@ -477,14 +516,18 @@ def sweep(ctx: _Ctx, sizes: list[int], dtype_name: str, warmup: int,
     rows = []
     for nbytes in sizes:
         progress(f"all_reduce of {nbytes} bytes")
-        seconds, correct = _time_size(ctx, nbytes, dtype, elem, warmup, iters, check=True,
-                                      cpu=cpu if nbytes == sizes[-1] else None)
+        seconds, correct, per_iter = _time_size(ctx, nbytes, dtype, elem, warmup, iters,
+                                                check=True,
+                                                cpu=cpu if nbytes == sizes[-1] else None)
         # The slowest rank's time is the collective's time; the mean is kept for comparison.
         stats = torch.tensor([seconds, seconds, 0.0 if correct else 1.0],
                              dtype=torch.float64, device=ctx.device)
         mx = stats.clone()
         dist.all_reduce(mx, op=dist.ReduceOp.MAX, group=ctx.group)
         dist.all_reduce(stats, op=dist.ReduceOp.SUM, group=ctx.group)
+        each = torch.tensor(per_iter, dtype=torch.float64, device=ctx.device)
+        dist.all_reduce(each, op=dist.ReduceOp.MAX, group=ctx.group)
+        each_s = [float(x) for x in each.tolist()]
         t_max, t_avg = mx[0].item(), stats[1].item() / ctx.world
         algbw, busbw = rates(nbytes, t_max, ctx.world)
         rows.append({
@@ -497,6 +540,10 @@ def sweep(ctx: _Ctx, sizes: list[int], dtype_name: str, warmup: int,
             "algbw_GBps": float(f"{algbw:.6g}"),
             "busbw_GBps": float(f"{busbw:.6g}"),
             "correct": mx[2].item() == 0.0,
+            # Every iteration (the slowest rank's time in it) and its p50/p99/max: a fabric
+            # that pauses or retransmits shows here while its mean may pass.
+            "iter_us": iteration_stats(each_s),
+            "iters_us": [round(x * 1e6, 3) for x in each_s],
         })
     return rows
 
@@ -525,8 +572,8 @@ def line_rate_bar(ranks: list[dict[str, Any]], backend: str, bw_fraction: float,
     rates: dict[str, float] = {}
     for r in ranks:
         ports = (r.get("preflight") or {}).get("ports") or []
-        rates[r["hostname"]] = sum(float(p.get("rate_gbps") or 0) for p in ports
-                                   if p.get("state") == "ACTIVE") / 8
+        rates[str(r.get("node", r["hostname"]))] = sum(
+            float(p.get("rate_gbps") or 0) for p in ports if p.get("state") == "ACTIVE") / 8
     return bw_fraction * min(rates.values()) if rates and all(rates.values()) else None
 
 
@@ -549,13 +596,16 @@ def pair_rounds(ctx: _Ctx, args: argparse.Namespace, ranks: list[dict[str, Any]]
                 ) -> list[dict[str, Any]]:
     """Rounds 1-2 on the ring, then confirm rounds while they settle something (at most 4)."""
     R = _rounds()
-    hosts: list[str] = []
+    hosts: list[str] = []  # one key per node: "node<N>"
     host_ranks: dict[str, list[int]] = {}
+    hostname: dict[str, str] = {}
     for r in sorted(ranks, key=lambda r: r["rank"]):
-        if r["hostname"] not in host_ranks:
-            hosts.append(r["hostname"])
-        host_ranks.setdefault(r["hostname"], []).append(int(r["rank"]))
-    me = socket.gethostname()
+        key = f"node{r.get('node', r['rank'])}"
+        if key not in host_ranks:
+            hosts.append(key)
+            hostname[key] = r["hostname"]
+        host_ranks.setdefault(key, []).append(int(r["rank"]))
+    me = f"node{_node_rank(ctx)}"
     out: list[dict[str, Any]] = []
     figures: dict[tuple[str, str], float | None] = {}
     plan = R.ring_rounds(hosts)
@@ -579,18 +629,23 @@ def pair_rounds(ctx: _Ctx, args: argparse.Namespace, ranks: list[dict[str, Any]]
                 except Exception as exc:  # a pair that fails is a figure, not the end of the run
                     rows, bw, err = [], None, one_line(exc)
                 if sub.rank == 0 or err:
-                    entry = {"round": number, "step": step_no, "hosts": list(pair),
+                    entry = {"round": number, "step": step_no,
+                             "hosts": [hostname[k] for k in pair],
+                             "nodes": [int(k[4:]) for k in pair],
                              "busbw_GBps": bw, "error": err, "results": rows}
                 ctx.dist.destroy_process_group(mine)
             for e in _gather_json(ctx, entry):
-                if e and (tuple(e["hosts"]) not in figures or e.get("error")):
-                    figures[tuple(e["hosts"])] = e["busbw_GBps"]
-                    out = [o for o in out if o["hosts"] != e["hosts"]] + [e]
+                if not e:
+                    continue
+                a, b = (f"node{n}" for n in e["nodes"])
+                if (a, b) not in figures or e.get("error"):
+                    figures[(a, b)] = e["busbw_GBps"]
+                    out = [o for o in out if o["nodes"] != e["nodes"]] + [e]
         if not plan:
             slow, _, _ = R.slow_pairs(figures, bar, args.pair_fraction)
             if not R.blame(hosts, slow).settled:
                 plan = [R.confirm_round(hosts, slow)] if R.confirm_round(hosts, slow) else []
-    return sorted(out, key=lambda e: (e["round"], e["step"], e["hosts"]))
+    return sorted(out, key=lambda e: (e["round"], e["step"], e["nodes"]))
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -617,7 +672,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                   "local_rank": ctx.local_rank, "cpu": cpu})
         bar = line_rate_bar(ranks, ctx.backend, args.bw_fraction, args.min_busbw)
         peak = max((r["busbw_GBps"] for r in rows), default=None)
-        nhosts = len({r["hostname"] for r in ranks})
+        nhosts = len({r["node"] for r in ranks})
         run_pairs, why = want_pairs(args.pairs, nhosts, peak, bar)
         pairs: list[dict[str, Any]] = []
         if run_pairs:

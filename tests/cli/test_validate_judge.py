@@ -416,3 +416,178 @@ def test_the_watchdog_and_stop_lines_come_first(tmp_path: Path, capsys) -> None:
     assert why["n1"] == "stopped: n2 could not run (its worker exited 3) (rc 1)"
     assert why["n2"].startswith("watchdog: no progress for 132 s") and why["n2"].endswith("(rc 3)")
     assert why["n3"] == "worker failed (rc 143): SignalException: Process 77 got signal: 15"
+
+
+# ----- real logs judged as real runs fail (issue 26) and unreadable files (issue 23) ---------
+
+NDR_LOG = LOGS / "nccl_302_v2.5_modify_qp_einval.log"  # Using 5 HCAs, channels via NET/IB/3
+UNREACHABLE_LOG = LOGS / "nccl_tests185_modify_qp_unreachable.log"  # then "Socket recv failed"
+NO_RDMA = SYSFS / "no_devices"
+
+
+def named(doc: dict, hostnames: list[str]) -> dict:
+    """The document as workers that report ``hostnames`` (one per rank) wrote it."""
+    doc["ranks"] = [{"rank": i, "local_rank": 0, "hostname": h} for i, h in enumerate(hostnames)]
+    doc["hosts"] = sorted(set(hostnames))
+    doc["preflight"] = {h: {"problems": []} for h in set(hostnames)}
+    return doc
+
+
+def test_corrupt_result_json_is_a_failed_host_never_a_pass(tmp_path: Path, capsys) -> None:
+    hosts = {"n1": (HDR, IB_LOG), "n2": (HDR, IB_LOG)}
+    make_run(tmp_path, "fabric", hosts, worker_doc(list(hosts), 0.9 * 25.0))
+    (tmp_path / "fabric" / "n2" / "result.json").write_text('{"ok": true, "resu')
+    doc = json_report(tmp_path, capsys=capsys)
+    by = {h["host"]: h for h in doc["hosts"]}
+    assert doc["exit_code"] == 2 and not by["n2"]["passed"] and by["n1"]["passed"]
+    assert by["n2"]["reasons"][0].startswith("result.json unreadable: not JSON")
+    # rank 0's document corrupt: no result at all, the reason named
+    (tmp_path / "fabric" / "n1" / "result.json").write_text("[1, 2]")
+    doc = json_report(tmp_path, capsys=capsys)
+    assert doc["exit_code"] == 2
+    assert doc["error"] == "no result: result.json unreadable: a JSON list, not an object"
+
+
+@pytest.mark.parametrize("text, says", [
+    ('{"label": "fabric", "hosts": ["n1", "n2"', "run.json: not JSON"),
+    ('{"label": "fabric", "hosts": "n1"}', "'hosts' must be a non-empty list"),
+    ('{"hosts": ["n1", "../etc"]}', "is not an inventory name"),
+    ('{"hosts": ["n1"], "nproc_per_node": "two"}', "'nproc_per_node' must be a positive"),
+    ('["n1"]', "a JSON list, not an object"),
+])
+def test_malformed_run_json_is_one_line_exit_1(tmp_path: Path, capsys, text: str,
+                                               says: str) -> None:
+    make_run(tmp_path, "fabric", {"n1": (HDR, IB_LOG), "n2": (HDR, IB_LOG)},
+             worker_doc(["n1", "n2"], 1.0))
+    (tmp_path / "fabric" / "run.json").write_text(text)
+    rc, out = judge(tmp_path, capsys=capsys)
+    assert rc == 1 and out.count("\n") == 1 and says in out, out
+
+
+def test_hosts_sharing_a_hostname_are_judged_as_hosts(tmp_path: Path, capsys) -> None:
+    """Fresh nodes all say localhost: three hosts, one of them on Socket, busbw far below the
+    bar. Judged by rank: three hosts, the Socket one named, the bandwidth check not skipped."""
+    hosts = {"n1": (HDR, IB_LOG), "n2": (HDR, SOCKET_LOG), "n3": (HDR, IB_LOG)}
+    make_run(tmp_path, "fabric", hosts,
+             named(worker_doc(list(hosts), 1.1), ["localhost"] * 3))
+    doc = json_report(tmp_path, capsys=capsys)
+    by = {h["host"]: h for h in doc["hosts"]}
+    assert doc["exit_code"] == 2
+    assert "NCCL fell back to Socket" in by["n2"]["reasons"][0]
+    assert by["n1"]["passed"] and by["n3"]["passed"]
+    assert [h["hostname"] for h in doc["hosts"]] == ["localhost"] * 3
+    assert doc["notes"] == ["n1, n2, n3 report the same hostname 'localhost': judged as 3 "
+                            "hosts by rank"]
+    bandwidth = next(c for c in doc["checks"] if c["name"] == "bandwidth")
+    assert "1 host" not in bandwidth["reason"] and "the run went over TCP" in bandwidth["reason"]
+
+
+def test_one_host_name_everywhere(tmp_path: Path, capsys) -> None:
+    """Workers in containers report their own names: the bar and the line-rate reasons use the
+    inventory's."""
+    hosts = {"n1": (HDR, IB_LOG), "n2": (trained_down(tmp_path, "ib_hdr", "mlx5_0",
+                                                      "100 Gb/sec (4X EDR)"), IB_LOG)}
+    results = tmp_path / "r"
+    make_run(results, "fabric", hosts, named(worker_doc(list(hosts), 9.0), ["c0a1", "c0a2"]))
+    rc, out = judge(results, capsys=capsys)
+    assert rc == 2
+    assert "line rate of n2 (mlx5_0:1 100 Gb/s)" in out
+    assert "c0a" not in out.split("host ")[0].replace("hostname", "")
+    row = next(ln for ln in out.splitlines() if ln.startswith("n2 "))
+    assert "below the fabric's best 25.0 GB/s (n1)" in row
+
+
+def test_a_failed_hosts_reason_starts_with_its_own_first_nccl_error(tmp_path: Path,
+                                                                    capsys) -> None:
+    """dgxh100-3's log: ibv_modify_qp fails (Network is unreachable), then the proxy's 'Socket
+    recv failed' and torch's exception and frames. The cause leads, not the consequence."""
+    tail = ("Traceback (most recent call last):\n"
+            "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, "
+            "unhandled system error\n"
+            "Exception raised from getNCCLComm at ProcessGroupNCCL.cpp:1970\n"
+            "frame #0: c10::Error::Error() + 0x9e (0x7f in libc10.so)\n")
+    hosts = {"n1": (HDR, IB_LOG), "n2": (HDR, None)}
+    err = {"ok": False, "error": "DistBackendError: NCCL error", "rank": 0}
+    make_run(tmp_path, "fabric", hosts, err, rcs={"n1": "1", "n2": "1"},
+             logs={"n1": IB_LOG.read_text() + json.dumps(err) + "\n",
+                   "n2": UNREACHABLE_LOG.read_text() + tail})
+    doc = json_report(tmp_path, capsys=capsys)
+    why = {h["host"]: h["reasons"][0] for h in doc["hosts"]}
+    assert why["n2"].startswith("Call to ibv_modify_qp failed with error Network is unreachable")
+    assert "frame #" not in why["n2"] and "Socket recv failed" not in why["n2"]
+    assert "then: torch.distributed.DistBackendError: NCCL error in" in why["n2"]
+
+
+def test_a_hung_run_still_names_the_host_that_fell_back_to_socket(tmp_path: Path,
+                                                                   capsys) -> None:
+    hosts = {"n1": (HDR, IB_LOG), "n2": (HDR, SOCKET_LOG), "n3": (HDR, IB_LOG)}
+    make_run(tmp_path, "fabric", hosts, None, rcs={h: "124" for h in hosts})
+    doc = json_report(tmp_path, capsys=capsys)
+    by = {h["host"]: h for h in doc["hosts"]}
+    assert any("NCCL fell back to Socket" in r for r in by["n2"]["reasons"])
+    assert not any("Socket" in r for r in by["n1"]["reasons"] + by["n3"]["reasons"])
+    assert by["n1"]["transport"].startswith("NCCL used network IB")
+
+
+@pytest.mark.parametrize("flag", [["--allow-socket"], ["--transport", "Socket"]])
+def test_allow_socket_and_transport_socket_mean_the_same(tmp_path: Path, capsys,
+                                                         flag: list[str]) -> None:
+    """Hosts without an RDMA port, NCCL on Socket: both flags pass them; neither fails ports."""
+    hosts = {"n1": (NO_RDMA, SOCKET_LOG), "n2": (NO_RDMA, SOCKET_LOG)}
+    make_run(tmp_path, "fabric", hosts, worker_doc(list(hosts), 1.1))
+    assert judge(tmp_path, capsys=capsys)[0] == 2
+    rc, out = judge(tmp_path, *flag, "--min-busbw", "1.0", capsys=capsys)
+    assert rc == 0, out
+    assert "no ACTIVE RDMA port" not in out
+
+
+def test_line_rate_counts_the_nics_the_channels_used(tmp_path: Path, capsys) -> None:
+    """NCCL lists five HCAs, its channels ran on NET/IB/3 (mlx5_2): one NDR port, not three."""
+    hosts = {"n1": (NDR, NDR_LOG), "n2": (NDR, NDR_LOG)}
+    make_run(tmp_path, "fabric", hosts, worker_doc(list(hosts), 45.0))
+    doc = json_report(tmp_path, capsys=capsys)
+    assert [h["line_rate_GBps"] for h in doc["hosts"]] == [50.0, 50.0]
+    assert [h["ports"] for h in doc["hosts"]] == ["mlx5_2:1 400 Gb/s"] * 2
+    assert doc["exit_code"] == 0
+
+
+# ----- counters during the run: the pre-job check's rule (plugins/module_utils/link_counters) --
+
+def _after(run: Path, host: str, grow: dict[str, int]) -> None:
+    """counters_after.json: the host's counters_before.json with ``grow`` added to mlx5_0/1."""
+    doc = json.loads((run / host / "counters_before.json").read_text())
+    for p in doc["ports"]:
+        if (p["device"], p["port"]) == ("mlx5_0", 1):
+            for name, add in grow.items():
+                p["counters"][name] = p["counters"].get(name, 0) + add
+    (run / host / "counters_after.json").write_text(json.dumps(doc))
+
+
+def test_counters_that_rose_during_the_run_fail_or_warn_by_class(tmp_path: Path,
+                                                                  capsys) -> None:
+    hosts = {"n1": (HDR, IB_LOG), "n2": (HDR, IB_LOG), "n3": (HDR, IB_LOG)}
+    run = make_run(tmp_path, "fabric", hosts, worker_doc(list(hosts), 0.9 * 25.0))
+    _after(run, "n1", {})
+    _after(run, "n2", {"symbol_error": 37})
+    _after(run, "n3", {"port_xmit_discards": 500})
+    doc = json_report(tmp_path, capsys=capsys)
+    by = {h["host"]: h for h in doc["hosts"]}
+    assert doc["exit_code"] == 2  # busbw passed; n2's link did not
+    assert by["n2"]["reasons"] == ["during the run: mlx5_0/1 symbol_error +37 "
+                                   "(symbol: reset-link)"]
+    assert by["n3"]["passed"] and by["n3"]["warnings"] == [
+        "during the run: mlx5_0/1 port_xmit_discards +500 (discards: investigate)"]
+    assert by["n1"]["passed"] and not by["n1"]["warnings"]
+
+
+def test_the_counters_script_reads_every_counter_the_rule_judges() -> None:
+    import importlib.util
+
+    from rdmaprov.probe._collection import module_utils
+
+    spec = importlib.util.spec_from_file_location("counters", COUNTERS)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    read = {n for _, names in mod.COUNTERS for n in names}
+    assert set(module_utils("link_counters").COUNTER_CLASS) <= read

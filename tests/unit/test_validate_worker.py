@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -352,6 +353,7 @@ def test_pair_rounds_run_in_the_same_processes(tmp_path):
     (alone / "as_host.py").write_text(
         "import os, runpy, socket, sys\n"
         "socket.gethostname = lambda: 'h' + os.environ['RANK']\n"
+        "os.environ['GROUP_RANK'] = os.environ['RANK']\n"  # each process its own node
         "sys.argv = ['worker.py'] + sys.argv[1:]\n"
         "runpy.run_path('worker.py', run_name='__main__')\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "MASTER_"))}
@@ -370,6 +372,66 @@ def test_pair_rounds_run_in_the_same_processes(tmp_path):
     assert doc["pair_plan"]["ran"] and doc["pair_plan"]["why"] == "asked for (always)"
     got = [(p["round"], sorted(p["hosts"])) for p in doc["pairs"]]
     assert got == [(1, ["h0", "h1"]), (1, ["h2", "h3"]), (2, ["h1", "h2"]), (2, ["h0", "h3"])]
+    # Nodes are told apart by node rank (the judge maps them to inventory hosts), not by name.
+    assert [r["node"] for r in doc["ranks"]] == [0, 1, 2, 3]
+    assert all(p["nodes"] == [int(h[1:]) for h in p["hosts"]] for p in doc["pairs"])
     for p in doc["pairs"]:
         assert p["error"] is None and p["busbw_GBps"] > 0
         assert [r["bytes"] for r in p["results"]] == [1 << 20] and p["results"][0]["correct"]
+
+
+# ----- per-iteration timing (CPU/gloo path) ----------------------------------------------------
+
+def test_percentile_interpolates_like_numpy():
+    assert w.percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert w.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert w.percentile([1.0] * 99 + [100.0], 99) == pytest.approx(1.99)
+    assert w.percentile([5.0], 99) == 5.0
+    with pytest.raises(ValueError):
+        w.percentile([], 50)
+
+
+@pytest.fixture
+def gloo_ctx(tmp_path):
+    """A one-rank gloo process group (a file store), as the worker's own _Ctx."""
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0,
+                            world_size=1)
+    try:
+        yield w._Ctx(torch, dist, "gloo", 0, 1, 0)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_each_iteration_is_timed_on_the_monotonic_clock(gloo_ctx, monkeypatch):
+    """One iteration of five is held 50 ms inside all_reduce: it is the max and lifts p99, the
+    median stays with the others, and the iterations add up to the loop's mean."""
+    import torch
+
+    real = gloo_ctx.dist.all_reduce
+    calls = {"n": 0}
+
+    def held(*a, **kw):
+        calls["n"] += 1
+        if calls["n"] == 1 + 2 + 3:  # the checked call, 2 warmups, then the 3rd timed one
+            time.sleep(0.05)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(gloo_ctx.dist, "all_reduce", held)
+    seconds, correct, per_iter = w._time_size(gloo_ctx, 1 << 16, torch.float32, 4, 2, 5, True)
+    assert correct and len(per_iter) == 5 and all(t > 0 for t in per_iter)
+    assert max(per_iter) == per_iter[2] >= 0.05
+    assert sum(per_iter) == pytest.approx(seconds * 5)
+    s = w.iteration_stats(per_iter)
+    assert s["n"] == 5 and s["p50_us"] < 50_000 <= s["max_us"]
+    assert s["p50_us"] <= s["p99_us"] <= s["max_us"]
+
+
+def test_sweep_rows_carry_the_distribution(gloo_ctx):
+    rows = w.sweep(gloo_ctx, [1 << 12, 1 << 14], "float32", 1, 4)
+    for r in rows:
+        assert r["correct"] and len(r["iters_us"]) == 4
+        assert r["iter_us"]["max_us"] == max(r["iters_us"])
+        assert r["iter_us"]["p50_us"] <= r["iter_us"]["p99_us"] <= r["iter_us"]["max_us"]

@@ -24,26 +24,6 @@ def read(path):
         return None
 
 
-def rate_gbps(text):
-    head = (text or "").split(" ")[0]
-    try:
-        return float(head)
-    except ValueError:
-        return None
-
-
-def netdev(dev_dir, port):
-    """RoCE: GID 0's netdev. InfiniBand: the PCI function's interface whose dev_port is port-1."""
-    name = read(os.path.join(dev_dir, "ports", str(port), "gid_attrs", "ndevs", "0"))
-    if name:
-        return name
-    for net in sorted(glob.glob(os.path.join(dev_dir, "device", "net", "*"))):
-        dev_port = read(os.path.join(net, "dev_port"))
-        if dev_port is None or (dev_port.isdigit() and int(dev_port) == port - 1):
-            return os.path.basename(net)
-    return None
-
-
 def netdev(dev, port_dir, root="/sys/class/infiniband"):
     """The network interface of an RDMA port: RoCE names it in its GID table (ndevs/0), else
     the device's own net/ directory (IPoIB, or a RoCE device whose GID table is empty)."""
@@ -65,6 +45,31 @@ def rate_gbps(text):
         return None
 
 
+# Traffic, and every counter of the error classes in plugins/module_utils/link_counters.py
+# (CLASSES: the pre-job check's rule, which judges them before and after a run too); this file
+# runs alone in the container, so it lists them (tests/cli/test_validate_judge.py holds the two
+# together).
+COUNTERS = (
+    ("counters", ("port_xmit_data", "port_rcv_data", "port_xmit_packets", "port_rcv_packets",
+                  "symbol_error", "link_downed", "link_error_recovery",
+                  "local_link_integrity_errors", "port_rcv_errors",
+                  "excessive_buffer_overrun_errors", "port_rcv_remote_physical_errors",
+                  "port_xmit_discards")),
+    ("hw_counters", ("out_of_sequence", "packet_seq_err", "implied_nak_seq_err",
+                     "local_ack_timeout_err", "rnr_nak_retry_err")),
+)
+
+
+def pci_function(dev_dir, link=None):
+    """The PCI address of the device (link None) or of its SR-IOV parent (link "physfn")."""
+    path = os.path.join(dev_dir, "device", *([link] if link else []))
+    if link and not os.path.exists(path):
+        return None
+    real = os.path.realpath(path)
+    name = os.path.basename(real)
+    return name if ":" in name else None
+
+
 def ports():
     out = []
     for dev_dir in sorted(glob.glob(os.path.join(SYSFS, "class", "infiniband", "*"))):
@@ -75,18 +80,19 @@ def ports():
                 continue
             port = int(base)
             counters = {}
-            for name in ("port_xmit_data", "port_rcv_data", "port_xmit_packets",
-                         "port_rcv_packets", "symbol_error", "link_downed", "port_rcv_errors",
-                         "port_xmit_discards"):
-                value = read(f"{port_dir}/counters/{name}")
-                if value is not None and value.isdigit():
-                    counters[name] = int(value)
+            for sub, names in COUNTERS:
+                for name in names:
+                    value = read(f"{port_dir}/{sub}/{name}")
+                    if value is not None and value.isdigit():
+                        counters[name] = int(value)
             state = (read(f"{port_dir}/state") or "").split(":")[-1].strip()
             rate = read(f"{port_dir}/rate")
             out.append({"device": dev, "port": port, "state": state,
                         "link_layer": read(f"{port_dir}/link_layer"),
                         "rate": rate, "rate_gbps": rate_gbps(rate),
-                        "netdev": netdev(dev_dir, port), "counters": counters})
+                        "netdev": netdev(dev_dir, port), "counters": counters,
+                        # SR-IOV: VFs of one PF share its wire; the judge counts it once.
+                        "pci": pci_function(dev_dir), "physfn": pci_function(dev_dir, "physfn")})
     return out
 
 
