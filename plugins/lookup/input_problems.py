@@ -14,9 +14,14 @@ description:
   - The same validator as the C(rdmaprov) command's check before any host is touched
     (module_utils/input_check.py), so both say the same about the same value.
   - Runs on the control host; needs no facts and no connection.
+  - With role names as terms, only the variables those roles declare are judged (a role's own
+    entry point checks its own variables; site.yml's first play checks every role's).
 version_added: "0.1.0"
 author: rdmaprov developers (!UNKNOWN)
-options: {}
+options:
+  _terms:
+    description: Role names of this collection; none means every role.
+    required: false
 """
 
 EXAMPLES = r"""
@@ -26,6 +31,13 @@ EXAMPLES = r"""
     fail_msg: "{{ _problems | join('; ') }}"
   vars:
     _problems: "{{ query('rdmaprov.cluster.input_problems') }}"
+
+- name: Validate net_mtu's own variables
+  ansible.builtin.assert:
+    that: _problems | length == 0
+    fail_msg: "{{ _problems | join('; ') }}"
+  vars:
+    _problems: "{{ query('rdmaprov.cluster.input_problems', 'net_mtu') }}"
 """
 
 RETURN = r"""
@@ -47,10 +59,17 @@ from ansible_collections.rdmaprov.cluster.plugins.module_utils import input_chec
 ROLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "roles")
 
 
-def declared_options():
-    """Every option of every entry point of every role of the collection, by name."""
+def declared_options(roles=None):
+    """Every option of every entry point of the collection's roles (or of ``roles``), by name."""
     options = {}
-    for name in sorted(os.listdir(ROLES_DIR)):
+    names = sorted(os.listdir(ROLES_DIR))
+    unknown = sorted(set(roles or []) - set(names))
+    if unknown:
+        raise AnsibleLookupError(f"input_problems: no role {', '.join(unknown)} in this "
+                                 f"collection")
+    for name in names:
+        if roles and name not in roles:
+            continue
         path = os.path.join(ROLES_DIR, name, "meta", "argument_specs.yml")
         if not os.path.isfile(path):
             continue
@@ -68,11 +87,13 @@ def declared_options():
 class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
         variables = variables or {}
-        options = declared_options()
+        every = declared_options()
+        options = declared_options([str(t) for t in terms]) if terms else every
         values = {}
         for name in variables:
             if name not in options:
-                values[name] = None  # only its name is judged: a typo of ours or not
+                if name not in every:
+                    values[name] = None  # only its name is judged: a typo of ours or not
                 continue
             value = variables[name]
             if not input_check.unknown_now(value):

@@ -52,31 +52,244 @@ VARIABLES = {
     "ansible_port": "port",
 }
 
-# Our variables whose value has a form beyond its type (checked with the ranges, the same way):
-# name -> (form, what it must be).
-FORMS = {
-    "nccl_env_conf_path": ("absolute_path", "an absolute path"),
-    "nccl_env_extra": ("nccl_keys", "a mapping whose keys are NCCL_* names (NCCL_[A-Z0-9_]+)"),
+# Numbers that are not fabric settings: how long to wait, how many times, what share.
+KINDS.update({
+    "seconds": (1, 7 * 86400, "number of seconds"),
+    "seconds_or_zero": (0, 7 * 86400, "number of seconds (0 for none)"),
+    "count": (1, 1000000, "count"),
+})
+# Kinds whose value may be a fraction: (lowest, highest, what, lowest excluded).
+FLOAT_KINDS = {
+    "fraction": (0.0, 1.0, "fraction", True),
+    "gbps": (0.0, 1e6, "bandwidth in GB/s", False),
 }
+
+VARIABLES.update({
+    "firewall_rollback_seconds": "seconds",
+    "firewall_confirm_timeout": "seconds",
+    "container_runtime_verify_timeout": "seconds",
+    "container_runtime_apt_cache_valid_time": "seconds_or_zero",
+    "nccl_validate_timeout": "seconds",
+    "nccl_validate_rendezvous_timeout": "seconds",
+    "nccl_validate_pull_timeout": "seconds",
+    "nccl_validate_poll_interval": "seconds",
+    "nccl_validate_master_port": "port",
+    "net_mtu_ping_count": "count",
+    "net_mtu_ping_timeout": "seconds",
+    "rdma_ofed_reboot_timeout": "seconds",
+    "slurm_health_budget": "seconds_or_zero",
+    "slurm_health_healthcheck_interval": "seconds",
+    "nccl_validate_bw_fraction": "fraction",
+    "nccl_validate_pair_fraction": "fraction",
+    "nccl_validate_min_busbw": "gbps",
+})
+
+# Strings that reach a host's files, units and command lines: the characters each may hold.
+# None of them allows whitespace, quotes or a shell metacharacter; a name never starts with
+# '-' (it would read as an option).
+_WORD = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"
+_PATH_CHARS = frozenset(_WORD + "@+=:,./-")
+_IFNAME_CHARS = frozenset(_WORD + ".-")
+_UNIT_CHARS = frozenset(_WORD + ".@:-")
+# form -> what a value of that form is (said in the message).
+FORM_KINDS = {
+    "absolute_path": "an absolute path (letters, digits and _@+=:,./- only)",
+    "absolute_path_or_empty": "empty or an absolute path (letters, digits and _@+=:,./- only)",
+    "interface": "a Linux interface name (1-15 bytes of letters, digits, '_', '.', '-'; "
+                 "not '.' or '..', not starting with '-')",
+    "interface_or_empty": "empty or a Linux interface name (1-15 bytes of letters, digits, "
+                          "'_', '.', '-'; not '.' or '..', not starting with '-')",
+    "nccl_ifnames": "NCCL_SOCKET_IFNAME's form: empty, or [^][=]NAME[,NAME...] of interface "
+                    "names or prefixes",
+    "unit_name": "a systemd service name (letters, digits, '_', '.', '@', ':', '-', "
+                 "ending in .service)",
+    "file_name": "a file name (letters, digits and _@+=:,.- only, not starting with '-')",
+    "nft_name": "an nftables name (a letter, then letters, digits and '_', at most 64)",
+    "image": "a container image reference (NAME[:TAG][@DIGEST], no whitespace or quotes)",
+    "image_or_empty": "empty or a container image reference (NAME[:TAG][@DIGEST])",
+    "size": "a size in bytes, e.g. 4096, 512K, 256M, 1G",
+    "nccl_keys": "a mapping whose keys are NCCL_* names (NCCL_[A-Z0-9_]+)",
+}
+
+# Our variables (and VAR[].KEY sub-options; a list's form applies to each element) whose value
+# has a form beyond its type (checked with the ranges, the same way): name -> form.
+FORMS = {
+    "nccl_env_conf_path": "absolute_path",
+    "nccl_env_extra": "nccl_keys",
+    "nccl_env_socket_ifname": "nccl_ifnames",
+    "net_mtu_interfaces[].name": "interface",
+    "net_mtu_interfaces_group[].name": "interface",
+    "net_mtu_interfaces_host[].name": "interface",
+    "net_mtu_verify_interface": "interface_or_empty",
+    "net_mtu_netplan_file": "absolute_path",
+    "net_mtu_networkd_dropin": "file_name",
+    "net_mtu_unit_name": "unit_name",
+    "roce_qos_interfaces": "interface",
+    "roce_qos_script": "absolute_path",
+    "roce_qos_unit_name": "unit_name",
+    "firewall_nft_dir": "absolute_path",
+    "firewall_nft_table": "nft_name",
+    "firewall_nft_unit_name": "unit_name",
+    "rdma_modules_load_conf": "absolute_path",
+    "rdma_modules_modprobe_conf": "absolute_path",
+    "rdma_ofed_mlnx_ofed_workdir": "absolute_path",
+    "container_runtime_docker_daemon_json": "absolute_path",
+    "container_runtime_podman_conf": "absolute_path",
+    "container_runtime_podman_storage_conf": "absolute_path",
+    "container_runtime_limits_file": "absolute_path",
+    "container_runtime_systemd_dropin": "absolute_path",
+    "container_runtime_cdi_spec": "absolute_path",
+    "container_runtime_verify_image": "image_or_empty",
+    "container_runtime_images[].name": "image",
+    "nccl_validate_image": "image",
+    "nccl_validate_remote_dir": "absolute_path",
+    "slurm_health_rdmaprov": "absolute_path",
+    "slurm_health_venv": "absolute_path",
+    "slurm_health_config_dir": "absolute_path",
+    "slurm_health_script_dir": "absolute_path",
+    "slurm_health_nhc_dir": "absolute_path",
+    "slurm_health_slurm_conf": "absolute_path",
+    "slurm_health_textfile_dir": "absolute_path_or_empty",
+}
+
+# The command-line flags of ``rdmaprov validate`` that become a run's values: flag -> (its
+# environment variable, its form or kind). Judged before any host is contacted.
+FLAGS = {
+    "--image": ("RDMAPROV_VALIDATE_IMAGE", "image"),
+    "--max-bytes": ("RDMAPROV_VALIDATE_MAX_BYTES", "size"),
+    "--timeout": ("RDMAPROV_VALIDATE_TIMEOUT", "seconds"),
+    "--bw-fraction": ("RDMAPROV_VALIDATE_BW_FRACTION", "fraction"),
+    "--pair-fraction": ("RDMAPROV_VALIDATE_PAIR_FRACTION", "fraction"),
+    "--min-busbw": ("RDMAPROV_VALIDATE_MIN_BUSBW", "gbps"),
+    "--nodes": (None, "count"),
+    "--plan": (None, "count"),
+}
+
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def parse_size(text):
+    """'4096', '512K', '256M', '1G' (also 256MiB, 1gb: binary units, as nccl-tests' -b/-e)
+    -> bytes; None when ``text`` is not a size."""
+    if isinstance(text, bool) or not isinstance(text, (str, int)):
+        return None
+    t = str(text).strip().upper()
+    t = t[:-1] if t.endswith("B") else t
+    t = t[:-1] if t.endswith("I") else t
+    unit = t[-1:] if t[-1:] in ("K", "M", "G") else ""
+    number = t[:-1] if unit else t
+    if not number or not all(c.isdigit() or c == "." for c in number) or number.count(".") > 1 \
+            or number == ".":
+        return None
+    return int(float(number) * _SIZE_UNITS[unit])
+
+
+def _interface(value):
+    raw = value.encode("utf-8", "replace")
+    return (0 < len(raw) <= 15 and value not in (".", "..") and not value.startswith("-")
+            and all(c in _IFNAME_CHARS for c in value))
+
+
+def _image(value):
+    if not value or value.startswith("-") or len(value) > 512:
+        return False
+    name, _, digest = value.partition("@")
+    if digest:
+        algo, sep, hexpart = digest.partition(":")
+        if not (sep and algo.isalnum() and len(hexpart) >= 32
+                and all(c in "0123456789abcdefABCDEF" for c in hexpart)):
+            return False
+    return bool(name) and all(c in _PATH_CHARS for c in name) and "//" not in name \
+        and not name.endswith((":", "/"))
+
+
+def _form_ok(form, value):
+    if form.endswith("_or_empty"):
+        if value == "":
+            return True
+        form = form[:-len("_or_empty")]
+    if form == "absolute_path":
+        return value.startswith("/") and all(c in _PATH_CHARS for c in value)
+    if form == "interface":
+        return _interface(value)
+    if form == "nccl_ifnames":
+        body = value[1:] if value.startswith("^") else value
+        body = body[1:] if body.startswith("=") else body
+        return value == "" or all(_interface(p) for p in body.split(","))
+    if form == "unit_name":
+        return value.endswith(".service") and len(value) > 8 and len(value) <= 255 \
+            and not value.startswith("-") and all(c in _UNIT_CHARS for c in value)
+    if form == "file_name":
+        return bool(value) and value not in (".", "..") and not value.startswith("-") \
+            and "/" not in value and all(c in _PATH_CHARS for c in value)
+    if form == "nft_name":
+        return 0 < len(value) <= 64 and value[0].isascii() and value[0].isalpha() \
+            and all(c in _WORD for c in value)
+    if form == "image":
+        return _image(value)
+    if form == "size":
+        size = parse_size(value)
+        return size is not None and size > 0
+    raise KeyError(form)
 
 
 def form_problem(name, value):
     """Why ``value`` of variable ``name`` does not have its form (FORMS), or None."""
     if name not in FORMS or value is None:
         return None
-    form, what = FORMS[name]
-    if form == "absolute_path":
-        ok = isinstance(value, str) and value.startswith("/")
-        return None if ok else "%r is not %s" % (value, what)
-    if not isinstance(value, dict):
-        return None  # not a mapping: the type check reports it
-    bad = sorted(str(k) for k in value if not _nccl_name(str(k)))
-    return "%s: keys %s are not NCCL_* names" % (what, ", ".join(bad)) if bad else None
+    return value_problem(FORMS[name], value)
+
+
+def value_problem(form, value):
+    """Why ``value`` does not have ``form`` (a key of FORM_KINDS), or None."""
+    what = FORM_KINDS[form]
+    if form == "nccl_keys":
+        if not isinstance(value, dict):
+            return None  # not a mapping: the type check reports it
+        bad = sorted(str(k) for k in value if not _nccl_name(str(k)))
+        return "%s: keys %s are not NCCL_* names" % (what, ", ".join(bad)) if bad else None
+    if form == "size" and isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        return None  # a list (judged element by element) or not a string: the type check
+    return None if _form_ok(form, value) else "%s is not %s" % (_shown(value), what)
 
 
 def _nccl_name(key):
     rest = key[len("NCCL_"):] if key.startswith("NCCL_") else ""
     return bool(rest) and all(c.isupper() or c.isdigit() or c == "_" for c in rest)
+
+
+def _shown(value):
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def flag_problem(flag, value):
+    """'--FLAG/ENV: why' when ``value`` (as given: text, or argparse's number) is not what the
+    flag takes (FLAGS), or None. Absent values (None) are not judged."""
+    env, form = FLAGS[flag]
+    if value is None:
+        return None
+    label = "%s/%s" % (flag, env) if env else flag
+    if form in FORM_KINDS:
+        why = value_problem(form, value if not isinstance(value, (int, float)) else str(value))
+    else:
+        number = _number(value, float if form in FLOAT_KINDS else int)
+        why = ("%s is not a number" % _shown(value) if number is None
+               else problem(form, number))
+    return "%s: %s" % (label, why) if why else None
+
+
+def _number(value, kind):
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    try:
+        return kind(str(value).strip())
+    except ValueError:
+        return None
 
 
 # The key of a list element that says which link an MTU is for.
@@ -91,7 +304,7 @@ def kind_of(name):
 
 
 def bounds(kind, link_type=None):
-    """(lowest, highest, what) of a kind; an MTU's highest depends on the link type."""
+    """(lowest, highest, what) of an integer kind; an MTU's highest depends on the link type."""
     low, high, what = KINDS[kind]
     if kind == "mtu" and link_type in MTU_MAX:
         high = MTU_MAX[link_type]
@@ -102,6 +315,14 @@ def bounds(kind, link_type=None):
 def problem(kind, value, link_type=None):
     """Why ``value`` (already of its argument-spec type) is out of range for ``kind``, or
     None. A bool is judged as the integer Ansible takes it for, and said to be one."""
+    if kind in FLOAT_KINDS:
+        low, high, what, open_low = FLOAT_KINDS[kind]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None  # not a number: the type check reports it
+        if (low < value if open_low else low <= value) and value <= high:
+            return None
+        lowest = "more than %g" % low if open_low else "at least %g" % low
+        return "%s is not a valid %s (%s, at most %g)" % (value, what, lowest, high)
     low, high, what = bounds(kind, link_type)
     if kind == "port_range" and isinstance(value, str):
         text = value.strip()
@@ -133,27 +354,38 @@ def host_link_type(link_layer, ipoib_mode=None):
 
 
 def problems(values):
-    """["NAME: why"] for the ranged variables among ``values`` (name -> value; a string of
-    digits, as INI gives it, is taken as its number)."""
+    """["NAME: why"] for the ranged and formed variables among ``values`` (name -> value; a
+    string of digits, as INI gives it, is taken as its number; a list is judged element by
+    element)."""
     out = []
     for name in sorted(values):
         kind = kind_of(name)
         value = values[name]
-        why = form_problem(name, value)
-        if why:
-            out.append("%s: %s" % (name, why))
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            why = form_problem(name, item)
+            if why:
+                out.append("%s: %s" % (name, why))
         if kind is None or value is None:
             continue
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            value = int(value)
-        elif isinstance(value, float) and value.is_integer():
-            value = int(value)  # as Ansible converts it for an int option
-        if not isinstance(value, (int, str)):
-            out.append("%s: %r is not a number" % (name, value))
-            continue
-        why = problem(kind, value)
-        if why is None and isinstance(value, str) and kind != "port_range":
-            why = "%r is not a number" % value
-        if why:
-            out.append("%s: %s" % (name, why))
+        for item in items:
+            why = _number_problem(kind, item)
+            if why:
+                out.append("%s: %s" % (name, why))
     return out
+
+
+def _number_problem(kind, value):
+    if kind in FLOAT_KINDS:
+        number = _number(value, float)
+        return "%r is not a number" % (value,) if number is None else problem(kind, number)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value)
+    elif isinstance(value, float) and value.is_integer():
+        value = int(value)  # as Ansible converts it for an int option
+    if not isinstance(value, (int, str)):
+        return "%r is not a number" % (value,)
+    why = problem(kind, value)
+    if why is None and isinstance(value, str) and kind != "port_range":
+        why = "%r is not a number" % value
+    return why

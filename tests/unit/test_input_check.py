@@ -143,7 +143,7 @@ def test_every_layer_is_validated_with_the_link_types_range(layer: str) -> None:
 def test_the_table_names_only_declared_options() -> None:
     """Every variable the ranges table names is declared (a renamed option cannot leave its
     range behind), and the ranges the roles' descriptions state are the table's."""
-    for path in ranges.VARIABLES:
+    for path in [*ranges.VARIABLES, *ranges.FORMS]:
         top, _, key = path.partition("[].")
         if top == "ansible_port":
             continue
@@ -206,7 +206,7 @@ def test_roce_qos_preflight_ranges_are_the_tables() -> None:
         "roce_qos_pfc_priority: 9 is not a valid PFC priority (0..7)"]
     assert ranges.problems({"roce_qos_dscp": 26.0, "nccl_env_ib_tc": "-1"}) == []
     text = (ROOT / "roles/roce_qos/tasks/main.yml").read_text()
-    assert "range(" not in text and "rdmaprov.cluster.range_problems" in text
+    assert "range(" not in text and "query('rdmaprov.cluster.input_problems', 'roce_qos')" in text
 
 
 def test_forms_are_checked_with_the_ranges_before_any_host() -> None:
@@ -214,10 +214,121 @@ def test_forms_are_checked_with_the_ranges_before_any_host() -> None:
     assert ranges.problems({"nccl_env_conf_path": "etc/nccl.conf",
                             "nccl_env_extra": {"NCCL_DEBUG": "INFO", "nccl_debug": "x",
                                                "IB_HCA": "mlx5"}}) == [
-        "nccl_env_conf_path: 'etc/nccl.conf' is not an absolute path",
+        "nccl_env_conf_path: 'etc/nccl.conf' is not an absolute path (letters, digits and "
+        "_@+=:,./- only)",
         "nccl_env_extra: a mapping whose keys are NCCL_* names (NCCL_[A-Z0-9_]+): keys IB_HCA, "
         "nccl_debug are not NCCL_* names"]
     assert ranges.problems({"nccl_env_conf_path": "/etc/nccl.conf",
                             "nccl_env_extra": {"NCCL_IB_GID_INDEX": 3}}) == []
     text = (ROOT / "roles/nccl_env/tasks/main.yml").read_text()
-    assert "rdmaprov.cluster.range_problems" in text and "match(" not in text
+    assert "query('rdmaprov.cluster.input_problems', 'nccl_env')" in text and "match(" not in text
+
+
+@pytest.mark.parametrize("role", sorted(p.name for p in (ROOT / "roles").iterdir()
+                                        if p.name != "preflight"))
+def test_every_role_entry_checks_its_values_first(role: str) -> None:
+    """A role used from a playbook of one's own checks its variables (types, ranges, forms)
+    with the one validator before its first task that touches the host."""
+    import yaml
+
+    tasks = yaml.safe_load((ROOT / "roles" / role / "tasks/main.yml").read_text())
+    first = tasks[0]
+    assert f"query('rdmaprov.cluster.input_problems', '{role}')" in str(first), first
+    assert first.get("tags") == ["always"]
+
+
+@pytest.mark.parametrize(("form", "good", "bad"), [
+    ("interface", ["eth1", "eth1.100", "ib0", "enp65s0f0np0", "bond0", "a" * 15, "vlan-7_x"],
+     ["", ".", "..", "a" * 16, "eth/1", "eth 1", "eth:1", "eth1;x", "$(x)", "`x`", "-eth1",
+      "eth'1", 'eth"1', "eth\n1", "eth\t1", "ethé"]),
+    ("absolute_path", ["/etc/rdmaprov", "/usr/local/sbin/rdmaprov-roce-qos", "/a/b.c-d_e"],
+     ["", "etc/x", "/x y", "/x$(touch y)", "/x;y", "/x`y`", "/x\ny", "/x'y", "/x%n", "/x&y"]),
+    ("unit_name", ["rdmaprov-mtu.service", "a@b.service"],
+     ["rdmaprov-mtu", "x y.service", "x;.service", "-x.service", "x/y.service", ".service"]),
+    ("nft_name", ["rdmaprov", "t_1"], ["", "1x", "x-y", "x;y", "x y", "a" * 65]),
+    ("file_name", ["60-rdmaprov-mtu.conf"], ["", "a/b", "-x", "x y", "x;y", ".."]),
+    ("image", ["nvcr.io/nvidia/pytorch:25.01-py3", "busybox", "localhost:5000/a/b:c",
+               "docker.io/library/busybox@sha256:" + "a" * 64],
+     ["", " ", "a b", "-x", "x;y", "$(x)", "a@sha256:zz", "a:", "a//b", "a'b"]),
+    ("size", ["4096", "512K", "256M", "1G", "1GiB", "64mb", "1.5G"],
+     ["", "lots", "-5", "0", "M", "1T", "1..5G", "256 M x"]),
+    ("nccl_ifnames", ["", "eth1", "^docker,lo", "=eth1", "^=eth1,eth2", "ib"],
+     ["eth1;x", "eth 1", "^", "a,,b", "$(x)"]),
+])
+def test_forms(form: str, good: list[str], bad: list[str]) -> None:
+    assert [v for v in good if ranges.value_problem(form, v)] == []
+    assert [v for v in bad if not ranges.value_problem(form, v)] == []
+
+
+def test_every_value_that_reaches_a_host_has_a_form() -> None:
+    """Every node-side path, interface, unit, table and image option is in FORMS: a new one
+    must be given its form. (Controller paths — archive, src, results_dir — may hold anything.)"""
+    controller = {"container_runtime_images[].archive", "container_runtime_images[].src",
+                  "nccl_validate_results_dir"}
+    wanted = set()
+    for name, spec in SPECS.options.items():
+        if spec.get("type") == "path":
+            wanted.add(name)
+        if spec.get("type", "str") in ("str", "list") and name.endswith((
+                "_interfaces", "_interface", "_ifname", "_unit_name", "_image", "_nft_table",
+                "_dropin")):
+            wanted.add(name)
+        for key, sub in (spec.get("options") or {}).items():
+            if (sub or {}).get("type") == "path" or key == "name":
+                wanted.add(f"{name}[].{key}")
+    missing = sorted(n for n in wanted - controller if n not in ranges.FORMS
+                     and SPECS.options.get(n, {}).get("elements") != "dict")
+    assert missing == []
+
+
+def test_flags_are_judged_by_the_table() -> None:
+    assert ranges.flag_problem("--max-bytes", "lots") == (
+        "--max-bytes/RDMAPROV_VALIDATE_MAX_BYTES: 'lots' is not a size in bytes, e.g. 4096, "
+        "512K, 256M, 1G")
+    assert ranges.flag_problem("--timeout", "-5") == (
+        "--timeout/RDMAPROV_VALIDATE_TIMEOUT: -5 is not a valid number of seconds "
+        "(1..604800)")
+    assert ranges.flag_problem("--image", "").startswith("--image/RDMAPROV_VALIDATE_IMAGE: '' is")
+    assert ranges.flag_problem("--bw-fraction", "1.5").startswith("--bw-fraction/")
+    assert ranges.flag_problem("--nodes", 0) == "--nodes: 0 is not a valid count (1..1000000)"
+    for flag, value in (("--max-bytes", "256M"), ("--timeout", "600"), ("--image", "busybox"),
+                        ("--bw-fraction", "0.8"), ("--pair-fraction", 1), ("--min-busbw", "0"),
+                        ("--timeout", None)):
+        assert ranges.flag_problem(flag, value) is None, flag
+    # The worker reads --max-bytes with the table's parser.
+    from rdmaprov.validate import worker
+
+    for text in ("4096", "512K", "256M", "1G", "1GiB", "64mb"):
+        assert worker.parse_bytes(text) == ranges.parse_size(text), text
+
+
+@pytest.mark.parametrize(("role", "variables", "line"), [
+    ("net_mtu", "net_mtu_interfaces: [{name: 'eth1;touch PWNED', mtu: 9000}]",
+     "net_mtu: net_mtu_interfaces[0].name: 'eth1;touch PWNED' is not a Linux interface name"),
+    ("firewall", "firewall_nft_dir: '/x$(touch PWNED)'",
+     "firewall: firewall_nft_dir: '/x$(touch PWNED)' is not an absolute path"),
+    ("roce_qos", "roce_qos_interfaces: ['`touch PWNED`']",
+     "roce_qos: roce_qos_interfaces[0]: '`touch PWNED`' is not a Linux interface name"),
+])
+def test_a_standalone_role_entry_refuses_a_bad_form(tmp_path: Path, role: str, variables: str,
+                                                     line: str) -> None:
+    """A playbook of one's own that uses the role (its main entry) stops at the role's first
+    task, on the control host, with the validator's line."""
+    coll = tmp_path / "ansible_collections" / "rdmaprov"
+    coll.mkdir(parents=True)
+    (coll / "cluster").symlink_to(ROOT)
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all:\n  hosts:\n    n1:\n      ansible_connection: local\n"
+                   f"      {variables}\n")
+    play = tmp_path / "play.yml"
+    play.write_text(f"- hosts: all\n  gather_facts: false\n  roles: [rdmaprov.cluster.{role}]\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(ANSIBLE_COLLECTIONS_PATH=str(tmp_path), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv),
+                           str(play), "--check"], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, check=False)
+    assert proc.returncode == 2, proc.stdout
+    assert line in proc.stdout, proc.stdout
+    assert "Check the role's values" in proc.stdout
+    assert not (tmp_path / "PWNED").exists()
