@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from rdmaprov import __version__
+from rdmaprov.closedpipe import quiet_stdout
 from rdmaprov.errors import UserError
 
 EXIT_OK = 0
@@ -75,6 +76,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    # A reader that goes away (`| head -1`, `| true`) ends nothing: the command finishes and
+    # its exit code is its own (check's 0/2 stays a verdict, never 1 "config error").
+    with quiet_stdout():
+        return _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     command = _command_of(argv)
     parser = build_parser(command)
     try:
