@@ -21,6 +21,7 @@ from typing import NoReturn
 from rdmaprov import __version__
 from rdmaprov.closedpipe import quiet_stdout
 from rdmaprov.errors import UserError
+from rdmaprov.textsafe import safe_line
 
 EXIT_OK = 0
 EXIT_INPUT = 1
@@ -88,7 +89,8 @@ def _main(argv: list[str]) -> int:
     try:
         args = parser.parse_args(argv)
     except UsageError as exc:
-        print(f"{exc.prog}: error: {exc.message} (see '{exc.prog} --help')", file=sys.stderr)
+        print(f"{exc.prog}: error: {safe_line(exc.message)} (see '{exc.prog} --help')",
+              file=sys.stderr)
         if command is not None:
             hook = getattr(importlib.import_module(f"rdmaprov.cli.{command}"),
                            "on_usage_error", None)
@@ -99,7 +101,7 @@ def _main(argv: list[str]) -> int:
         return int(args.func(args))
     except UserError as exc:
         for line in str(exc).splitlines() or [""]:  # every problem, one line each
-            print(f"rdmaprov: error: {line}", file=sys.stderr)
+            print(f"rdmaprov: error: {safe_line(line)}", file=sys.stderr)
         return EXIT_INPUT
     except KeyboardInterrupt:
         print("rdmaprov: interrupted", file=sys.stderr)

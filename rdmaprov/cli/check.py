@@ -159,6 +159,7 @@ def _node_name(args: argparse.Namespace) -> str:
 def _drain(args: argparse.Namespace, problem: str | None, quiet: bool) -> None:
     from rdmaprov.check import slurm
 
+    problem = None if problem is None else output.nhc_line(problem)
     try:
         action = slurm.apply(_node_name(args), problem)
     except slurm.SlurmError as exc:
@@ -200,6 +201,7 @@ def _run(args: argparse.Namespace, started: float) -> int:
             state["nccl"] = {k: v for k, v in loop.items() if k != "doc"}
             items.append(nccl_check.check(loop, exp))
     reason = judge.reason(items)
+    reason = None if reason is None else output.nhc_line(reason)
     doc = output.document(items, reason, state, exp.as_dict(), time.perf_counter() - started)
     if args.prometheus is not None:
         try:
