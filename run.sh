@@ -10,6 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 VENV=${RDMAPROV_VENV:-.venv}
+# The distribution's Python (the README's machine, and what CI must prove), not whichever
+# python3 is first on PATH (a pyenv or conda one); RDMAPROV_PYTHON names another on purpose.
+PYTHON=${RDMAPROV_PYTHON:-/usr/bin/python3}
 # Host packages: the lab (debootstrap, apt-ftparchive, namespaces, ssh), and venv support.
 APT_PACKAGES=(debootstrap apt-utils iproute2 openssh-client util-linux python3 python3-venv python3-apt
               python3-pip git ca-certificates iputils-ping nftables)
@@ -33,7 +36,12 @@ setup() {
 # The .venv with rdmaprov and its test and lint tools (no root needed).
 venv() {
   if [ ! -x "$VENV/bin/python" ]; then
-    python3 -m venv "$VENV"
+    [ -x "$PYTHON" ] || { echo "run.sh: no $PYTHON (install python3, or set RDMAPROV_PYTHON)" >&2; exit 1; }
+    "$PYTHON" -m venv "$VENV"
+  elif ! grep -qx "home = $(dirname "$(readlink -f "$PYTHON")")" "$VENV/pyvenv.cfg" 2>/dev/null \
+       && ! grep -qx "home = $(dirname "$PYTHON")" "$VENV/pyvenv.cfg" 2>/dev/null; then
+    echo "run.sh: note: $VENV was not made from $PYTHON ($(grep -s '^home' "$VENV/pyvenv.cfg"));" \
+         "remove it to test with the distribution's Python" >&2
   fi
   "$VENV/bin/pip" install -q --upgrade pip >/dev/null
   "$VENV/bin/pip" install -q -e ".[test,lint,fast]"

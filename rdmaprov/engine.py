@@ -17,6 +17,7 @@ rdmaprov.ansiblecfg); rdmaprov's settings outrank it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rdmaprov import ansiblecfg, settings
+from rdmaprov import ansiblecfg, proctree, settings
 from rdmaprov.artifacts import redact_tree, secret_values
 from rdmaprov.errors import UserError
 from rdmaprov.resources import COLLECTION_NAME, COLLECTION_NAMESPACE, collection_root
@@ -51,6 +52,22 @@ PASSTHROUGH_ENV = frozenset({
     "ANSIBLE_SSH_COMMON_ARGS", "ANSIBLE_SSH_EXTRA_ARGS",  # jump hosts, without losing ours
 })
 ROTATE_KEPT_ARTIFACTS = 10
+# After an interrupt: how long Ansible gets to stop on its own (its workers end their tasks'
+# connections, it prints "User interrupted execution") before what is left is killed.
+INTERRUPT_GRACE_S = float(os.environ.get("RDMAPROV_INTERRUPT_GRACE", "10"))
+KILL_WAIT_S = 10.0
+
+
+class Interrupted(KeyboardInterrupt):
+    """A run stopped by SIGINT/SIGTERM, once Ansible's processes are gone (or, in ``left``,
+    the ones that would not go). ``in_flight``: host -> the task it was running."""
+
+    def __init__(self, in_flight: Mapping[str, str], left: list[int],
+                 kept: Path | None) -> None:
+        super().__init__("interrupted")
+        self.in_flight = dict(in_flight)
+        self.left = left
+        self.kept = kept  # the private data dir, kept because processes still use it
 
 EventCallback = Callable[[Mapping[str, Any]], None]
 
@@ -158,6 +175,7 @@ class RunnerSession:
         self._last_failure: dict[str, Failure] = {}
         self._errors: list[str] = []
         self._last_line = ""
+        self._in_flight: dict[str, str] = {}
 
     # -- private data dir -------------------------------------------------------------------
 
@@ -254,6 +272,10 @@ class RunnerSession:
     def _record(self, event: Mapping[str, Any]) -> None:
         kind = event.get("event", "")
         data = event.get("event_data") or {}
+        if kind == "runner_on_start" and data.get("host"):
+            self._in_flight[str(data["host"])] = task_label(data)
+        elif kind in _HOST_RESULT_EVENTS:
+            self._in_flight.pop(str(data.get("host", "")), None)
         if kind in ("runner_on_failed", "runner_on_unreachable"):
             if data.get("ignore_errors"):
                 return
@@ -276,6 +298,7 @@ class RunnerSession:
 
         spec = self.spec
         pdd = self._make_pdd()
+        pdd_in_use = False
         secrets = secret_values(spec.extravars, spec.user_vars, [os.environ])
         try:
             envvars = self._settings_env(pdd)
@@ -315,18 +338,65 @@ class RunnerSession:
                     self._record(ev)
                     if self.on_event is not None:
                         self.on_event(ev)
-            except BaseException:
-                self._cancel.set()  # ansible-runner then stops ansible-playbook
-                worker.join(timeout=30)
+            except BaseException as exc:
+                in_flight = dict(self._in_flight)
+                left = self._stop(worker, events)
+                if left:
+                    pdd_in_use = True
+                if isinstance(exc, KeyboardInterrupt):
+                    raise Interrupted(in_flight, [p.pid for p in left],
+                                      pdd if left else None) from None
                 raise
             worker.join()
             artifacts = Path(runner.config.artifact_dir)
             return self._result(runner, artifacts if spec.keep_artifacts else None)
         finally:
-            if spec.keep_artifacts is None:
+            if pdd_in_use:
+                pass  # processes that would not die still use it: Interrupted names it
+            elif spec.keep_artifacts is None:
                 shutil.rmtree(pdd, ignore_errors=True)
             else:
                 redact_tree(pdd, secrets)
+
+    def _stop(self, worker: threading.Thread,
+              events: queue.Queue[Mapping[str, Any]]) -> list[proctree.Proc]:
+        """Stop ansible-playbook and its workers, and wait (bounded) until they are gone: SIGINT
+        to each of their process groups (they run in sessions of their own, so the terminal's
+        Ctrl-C reached none of them), INTERRUPT_GRACE_S for Ansible to end its connections,
+        then SIGKILL. Another Ctrl-C or SIGTERM meanwhile goes straight to SIGKILL. Returns
+        the processes still alive at the end (none, unless they cannot be killed)."""
+        seen: dict[tuple[int, int], proctree.Proc] = {}
+
+        def sweep() -> list[proctree.Proc]:
+            # Workers reparent away once ansible-playbook ends: remember every process seen.
+            for p in proctree.started_sessions(os.getpid()):
+                seen.setdefault((p.pid, p.start), p)
+            return [p for p in seen.values() if proctree.alive(p)]
+
+        proctree.signal_groups(sweep(), proctree.INTERRUPT)
+        deadline = time.monotonic() + INTERRUPT_GRACE_S
+        killed = False
+        while True:
+            try:
+                while not events.empty():
+                    self._record(events.get_nowait())
+                living = sweep()
+                if not living and not worker.is_alive():
+                    return []
+                if time.monotonic() > deadline:
+                    if killed:
+                        return living
+                    raise KeyboardInterrupt
+                time.sleep(0.1)
+            except KeyboardInterrupt:
+                if killed:
+                    continue
+                killed = True
+                self._cancel.set()  # ansible-runner's own stop (SIGKILL to its child's group)
+                for p in sweep():
+                    with contextlib.suppress(OSError):
+                        os.kill(p.pid, proctree.KILL)
+                deadline = time.monotonic() + KILL_WAIT_S
 
     def _result(self, runner: Any, artifacts: Path | None) -> RunResult:
         stats: Mapping[str, Mapping[str, int]] = runner.stats or {}

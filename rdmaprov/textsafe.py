@@ -1,9 +1,19 @@
-"""Text from hosts and pasted logs, made safe for a terminal, XML and HTML: one rule, used by
-`rdmaprov explain` and by every rendering of the validation report."""
+"""Text from hosts and pasted logs, made safe for a terminal, XML, HTML and metric labels: one
+rule, used by `rdmaprov explain`, every rendering of the validation report, probe's, status's
+and check's output and the Prometheus textfile.
+
+Two dangers: terminal escape sequences and control characters (they retitle, clear or recolour
+the reader's terminal and break XML 1.0), and rich markup (``MT_[/x]`` raises MarkupError,
+``[rc 1]`` disappears as an unknown tag). Host text reaches rich only as a Text (rich_text).
+"""
 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # rich is imported only where a Text is made: `rdmaprov check` starts fast
+    from rich.text import Text
 
 # Terminal escape sequences (CSI, OSC, DCS/APC/PM/SOS strings, two-byte ESC) and every other
 # control character: a pasted log must not retitle, clear or recolour the reader's terminal.
@@ -20,3 +30,19 @@ def safe_text(text: str) -> str:
     if not any((c < " " and c not in "\n\t") or "\x7f" <= c <= "\x9f" for c in text):
         return text
     return _CONTROLS.sub("?", _ESCAPES.sub("", text))
+
+
+def safe_line(text: str) -> str:
+    """One line of text for a table cell, a reason or a metric label: safe_text, with newlines
+    and tabs as spaces (a cell that wraps a row breaks grep, NHC's one reason line, a label)."""
+    return safe_text(text).replace("\r", " ").replace("\n", " ").replace("\t", " ")
+
+
+def rich_text(value: object, style: str = "") -> Text:
+    """Host text for rich: a Text, never a markup string (so ``MT_[/x]`` or ``[rc 1]`` prints as
+    it is instead of raising MarkupError or vanishing as a tag), on one safe line."""
+    from rich.text import Text
+
+    if isinstance(value, Text):
+        return Text(safe_line(value.plain), style=value.style)
+    return Text(safe_line(str(value)), style=style)

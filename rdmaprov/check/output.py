@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rdmaprov.check.judge import Item
+from rdmaprov.textsafe import safe_line
 
 SCHEMA = "rdmaprov.check/1"
 PROM_FILE = "rdmaprov_check.prom"
@@ -44,12 +45,21 @@ def table(items: list[Item], reason: str | None, stream: TextIO) -> None:
     width = max(len(i.name) for i in items)
     for i in items:
         remedy = f" [{i.remedy}]" if i.status == "fail" and i.remedy else ""
-        stream.write(f"{i.name:<{width}}  {i.status.upper():<4}  {i.detail}{remedy}\n")
-    stream.write("HEALTHY\n" if reason is None else f"UNHEALTHY: {reason}\n")
+        stream.write(safe_line(f"{i.name:<{width}}  {i.status.upper():<4}  {i.detail}{remedy}") + "
+")
+    stream.write("HEALTHY
+" if reason is None else safe_line(f"UNHEALTHY: {reason}") + "
+")
+
+
+def nhc_line(reason: str) -> str:
+    """The reason as NHC and `scontrol ... reason=` take it: one line, nothing for a terminal."""
+    return safe_line(reason)
 
 
 def _esc(value: Any) -> str:
-    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    """A label value: safe text on one line, then the exposition format's three escapes."""
+    return safe_line(str(value)).replace("\\", "\\\\").replace('"', '\\"')
 
 
 def prometheus_text(doc: dict[str, Any]) -> str:

@@ -13,13 +13,18 @@ argparse's own exit 2 for a bad flag is turned into 1: a typo is not an unhealth
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
 from rdmaprov import __version__
+from rdmaprov.closedpipe import quiet_stdout
 from rdmaprov.errors import UserError
+from rdmaprov.textsafe import safe_line
 
 EXIT_OK = 0
 EXIT_INPUT = 1
@@ -75,12 +80,49 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    # A reader that goes away (`| head -1`, `| true`) ends nothing: the command finishes and
+    # its exit code is its own (check's 0/2 stays a verdict, never 1 "config error").
+    with quiet_stdout(), _term_as_interrupt():
+        return _main(argv)
+
+
+@contextlib.contextmanager
+def _term_as_interrupt() -> Iterator[None]:
+    """SIGTERM (systemd, a scheduler, `kill`) stops a run the way Ctrl-C does: Ansible's
+    processes are stopped and waited for (rdmaprov.engine), never left behind."""
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupted(exc: KeyboardInterrupt) -> None:
+    """The line, then (a run's rdmaprov.engine.Interrupted) each host that had a task running."""
+    print("rdmaprov: interrupted", file=sys.stderr)
+    for host, task in sorted(getattr(exc, "in_flight", {}).items()):
+        print(f"rdmaprov: {safe_line(host)}: interrupted in task {safe_line(task)!r}",
+              file=sys.stderr)
+    left = getattr(exc, "left", [])
+    if left:
+        print(f"rdmaprov: processes still running: {' '.join(map(str, left))}; their "
+              f"files are kept in {getattr(exc, 'kept', None)}", file=sys.stderr)
+
+
+def _main(argv: list[str]) -> int:
     command = _command_of(argv)
     parser = build_parser(command)
     try:
         args = parser.parse_args(argv)
     except UsageError as exc:
-        print(f"{exc.prog}: error: {exc.message} (see '{exc.prog} --help')", file=sys.stderr)
+        print(f"{exc.prog}: error: {safe_line(exc.message)} (see '{exc.prog} --help')",
+              file=sys.stderr)
         if command is not None:
             hook = getattr(importlib.import_module(f"rdmaprov.cli.{command}"),
                            "on_usage_error", None)
@@ -91,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except UserError as exc:
         for line in str(exc).splitlines() or [""]:  # every problem, one line each
-            print(f"rdmaprov: error: {line}", file=sys.stderr)
+            print(f"rdmaprov: error: {safe_line(line)}", file=sys.stderr)
         return EXIT_INPUT
-    except KeyboardInterrupt:
-        print("rdmaprov: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        _interrupted(exc)
         return 130

@@ -199,6 +199,7 @@ def _drain(args: argparse.Namespace, problem: str | None, quiet: bool) -> None:
     marker = _marker(args)
     if problem is None and not marker.exists():
         return  # healthy, and not drained by us: nothing to undo, so no call to slurmctld
+    problem = None if problem is None else output.nhc_line(problem)
     try:
         action = slurm.apply(_node_name(args), problem)
     except slurm.SlurmError as exc:
@@ -263,6 +264,7 @@ def _run(args: argparse.Namespace, started: float) -> int:
             state["nccl"] = {k: v for k, v in loop.items() if k != "doc"}
             items.append(nccl_check.check(loop, exp))
     reason = judge.reason(items)
+    reason = None if reason is None else output.nhc_line(reason)
     doc = output.document(items, reason, state, exp.as_dict(), time.perf_counter() - started)
     if args.prometheus is not None:
         try:

@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
-from rdmaprov.console import table_console
+from rdmaprov.console import table, table_console
 from rdmaprov.errors import UserError
 from rdmaprov.probe import fabric
 from rdmaprov.probe._collection import module_utils
+from rdmaprov.textsafe import rich_text
 
 PROBE_TASK = "Discover RDMA devices"
 NCCL_CONF = Path("/etc/nccl.conf")
@@ -192,45 +193,43 @@ def _console() -> Console:
     return table_console(sys.stdout)
 
 
-def _table(columns, rows) -> Table:
-    table = Table(box=None, pad_edge=False)
-    for c in columns:
-        table.add_column(c)
-    for row in rows:
-        table.add_row(*row)
-    return table
+def _say(console: Console, text: str, style: str = "") -> None:
+    """One line that may carry host text (a board id, a reason, a variable's value)."""
+    console.print(rich_text(text, style))
 
 
 def render_host(console: Console, doc: Mapping[str, Any], title: str) -> None:
     rdma = doc["rdma"]
     kernel = rdma.get("kernel") or {}
-    console.print(f"[bold]{title}[/bold]: source {rdma.get('source')}, "
+    console.print(Text.assemble(
+        rich_text(title, "bold"),
+        rich_text(f": source {rdma.get('source')}, "
                   f"rdma-core {rdma.get('rdma_core_version') or 'not installed'}, "
-                  f"OFED {rdma.get('ofed_version') or 'none'}")
+                  f"OFED {rdma.get('ofed_version') or 'none'}")))
     if kernel.get("modules"):
         caps = module_utils("kernel_caps")
         statuses = [{"name": n, **st} for n, st in kernel["modules"].items()]
-        console.print(f"Kernel modules: {caps.summary(statuses)}.", markup=False)
+        _say(console, f"Kernel modules: {caps.summary(statuses)}.")
     if not rdma.get("devices"):
-        console.print(f"No RDMA devices: {kernel.get('reason') or 'none found'}.")
+        _say(console, f"No RDMA devices: {kernel.get('reason') or 'none found'}.")
     else:
         if not kernel.get("uverbs", True):
-            console.print(f"Warning: {kernel.get('reason')}.")
-        console.print(_table(PORT_COLUMNS, port_rows(rdma)))
+            _say(console, f"Warning: {kernel.get('reason')}.")
+        console.print(table(PORT_COLUMNS, port_rows(rdma)))
     env = (doc.get("nccl") or {}).get("env") or {}
-    console.print("NCCL settings for this host:" if env else "NCCL settings: none to set.")
+    _say(console, "NCCL settings for this host:" if env else "NCCL settings: none to set.")
     for name, value in env.items():
-        console.print(f"  {name}={value}", markup=False)
+        _say(console, f"  {name}={value}")
     for note in (doc.get("nccl") or {}).get("notes") or []:
-        console.print(f"  note: {note}", markup=False)
+        _say(console, f"  note: {note}")
     for label, findings in (doc.get("lint") or {}).items():
         if not findings:
-            console.print(f"NCCL lint of {label}: clean.", markup=False)
+            _say(console, f"NCCL lint of {label}: clean.")
             continue
-        console.print(f"NCCL lint of {label}:", markup=False)
+        _say(console, f"NCCL lint of {label}:")
         for f in findings:
             fix = f" ({f['fix']})" if f.get("fix") else ""
-            console.print(f"  {f['level']}: {f['message']}{fix}", markup=False)
+            _say(console, f"  {f['level']}: {f['message']}{fix}")
 
 
 def _lint_errors(docs: Mapping[str, Mapping[str, Any]]) -> bool:
@@ -315,11 +314,11 @@ def run_inventory(args: argparse.Namespace, ib_tc: int | None,
 
 
 def render_fabric(console: Console, report: Mapping[str, Any], missing: Mapping[str, str]) -> None:
-    console.print("[bold]Fabric consistency[/bold]")
+    _say(console, "Fabric consistency", "bold")
     rows = [[h, *(str(r[c]) for c in fabric.COLUMNS),
              "; ".join(report["problems"].get(h, [])) or "ok"]
             for h, r in report["rows"].items()]
     rows += [[h, *("" for _ in fabric.COLUMNS), why] for h, why in missing.items()]
-    console.print(_table(("host", *fabric.COLUMNS, "verdict"), rows), markup=False)
+    console.print(table(("host", *fabric.COLUMNS, "verdict"), rows))
     if report["ok"] and not missing:
-        console.print("All hosts match.")
+        _say(console, "All hosts match.")

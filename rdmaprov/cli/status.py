@@ -13,15 +13,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
-
 from rdmaprov import inventory as inventory_mod
 from rdmaprov import progress
 from rdmaprov.cli import options
-from rdmaprov.console import table_console
+from rdmaprov.console import table, table_console
 from rdmaprov.engine import RunnerSession
 from rdmaprov.probe._collection import module_utils
 from rdmaprov.resources import playbook as find_playbook
+from rdmaprov.textsafe import safe_line
 
 PROBE_TASK = "Read node state"
 MODULES_TASK = "Read kernel modules"
@@ -132,13 +131,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
         return code
     console = table_console(sys.stdout)
-    table = Table(box=None, pad_edge=False)
-    table.add_column("host")
-    for c in COLUMNS:
-        table.add_column(c)
-    for host, row in rows.items():
-        table.add_row(host, *(row[c] for c in COLUMNS))
-    console.print(table)
+    console.print(table(("host", *COLUMNS), ([host, *(row[c] for c in COLUMNS)]
+                                             for host, row in rows.items())))
     if code == 1 and result.error:
-        print(f"rdmaprov: error: {result.error}", file=sys.stderr)
+        print(f"rdmaprov: error: {safe_line(result.error)}", file=sys.stderr)
     return code

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 
@@ -21,13 +20,23 @@ def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
-                    reason="needs root to make an unprivileged user namespace")
+# Imports what the command needs while still root, then gives up root for good (setresuid: no
+# capability is left) and runs it. Another user could not import a checkout under /root (mode
+# 0700); a user namespace (`unshare --user`) would keep the file access, but the kernel refuses
+# one to a chrooted process (a fresh machine's root) and where user namespaces are turned off.
+AS_NOBODY = """
+import os, sys
+import rdmaprov.cli, rdmaprov.cli.lab, rdmaprov.lab
+os.setgroups([])
+os.setresgid(65534, 65534, 65534)
+os.setresuid(65534, 65534, 65534)
+sys.exit(rdmaprov.cli.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to give it up")
 def test_lab_up_without_root_says_so(tmp_path):
-    # In a new user namespace the command runs as uid 65534 without any capability on the host,
-    # yet still reads the checkout with root's file access: a repository under /root (mode
-    # 0700) stays importable, which a switch to another host user (setpriv) would not allow.
-    proc = subprocess.run(["unshare", "--user", *RDMAPROV, "lab", "up", "--name", "nope"],
+    proc = subprocess.run([sys.executable, "-c", AS_NOBODY, "lab", "up", "--name", "nope"],
                           capture_output=True, text=True, timeout=60, cwd=tmp_path,
                           env={**os.environ, "RDMAPROV_LAB_DIR": str(tmp_path / "state")})
     assert "needs root" in one_line_error(proc)
