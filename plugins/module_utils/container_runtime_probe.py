@@ -12,6 +12,8 @@ import resource
 import shutil
 import subprocess
 
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import cdi_spec
+
 INF = resource.RLIM_INFINITY
 CAP_SYS_RESOURCE = 24
 
@@ -170,3 +172,28 @@ def images_missing(engine, names):
     return [name for name in names
             if subprocess.run([engine, "image", "inspect", name], capture_output=True,
                               check=False).returncode != 0]
+
+
+def rdma_cdi(settings, found_engines):
+    """The RDMA CDI plan for this host (cdi_spec.plan) with the spec file now on it, and
+    whether podman and docker read CDI specs here (docker from 25)."""
+    path = settings.get("path") or cdi_spec.SPEC_PATH
+    try:
+        with open(path, encoding="utf-8") as fh:
+            current = fh.read()
+    except OSError:
+        current = None
+    facts = cdi_spec.read_facts(conf_path=settings.get("conf_path") or "")
+    out = cdi_spec.plan(facts, {**settings, "path": path, "current": current})
+    out["engines"] = {}
+    for name in ("podman", "docker"):
+        version = (found_engines.get(name) or {}).get("version")
+        ok, why = cdi_spec.engine_cdi(name, version)
+        out["engines"][name] = {"cdi": ok, "why": why, "version": version}
+    # daemon.json's features.cdi: on unless docker is known to be older than 25 (an engine the
+    # role installs in this run has no version yet; an older docker ignores the key).
+    major = cdi_spec.docker_major(out["engines"]["docker"]["version"])
+    out["docker_feature"] = major is None or major >= cdi_spec.DOCKER_CDI_MIN
+    out["hcas"] = [h["name"] for h in facts["hcas"]]
+    out["nccl_conf"] = facts["nccl_conf"]
+    return out

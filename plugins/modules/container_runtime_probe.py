@@ -30,6 +30,13 @@ options:
     description: Engine to ask about O(images) (podman or docker); none asks nothing.
     type: str
     default: none
+  rdma_cdi:
+    description:
+      - The RDMA CDI spec to plan (module_utils/cdi_spec.py) from this host's sysfs, with its
+        text and its drift against the file at O(rdma_cdi.path); empty plans none.
+      - "Keys: path, kind, mad, conf_path, env."
+    type: dict
+    default: {}
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - rdmaprov.cluster.state_probe
@@ -63,6 +70,13 @@ storage:
   description: podman's storage.conf, graph root and its filesystem, and the driver podman would choose.
   returned: always
   type: dict
+rdma_cdi:
+  description:
+    - "The RDMA CDI plan: spec, content (the file's text, null for no spec), devices, problems,
+      report, drift, hcas, nccl_conf; engines (podman and docker: cdi, why, version) and
+      docker_feature (whether daemon.json should enable CDI)."
+  returned: when O(rdma_cdi) is set
+  type: dict
 images_missing:
   description: The O(images) the engine does not have.
   returned: always
@@ -81,6 +95,7 @@ unit_state:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import cdi_spec
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import container_runtime_probe as probe
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import state_drift
 
@@ -90,13 +105,16 @@ def main() -> None:
         argument_spec={**{"storage_conf": {"type": "str",
                                            "default": "/etc/containers/storage.conf"},
                           "images": {"type": "list", "elements": "str", "default": []},
-                          "engine": {"type": "str", "default": "none"}},
+                          "engine": {"type": "str", "default": "none"},
+                          "rdma_cdi": {"type": "dict", "default": {}}},
                        "files": state_drift.PATHS_SPEC, "units": state_drift.PATHS_SPEC},
         supports_check_mode=True,
     )
     p = module.params
     result = probe.probe(p["storage_conf"])
     result["images_missing"] = probe.images_missing(p["engine"], p["images"])
+    if p["rdma_cdi"]:
+        result["rdma_cdi"] = probe.rdma_cdi(p["rdma_cdi"], result["engines"])
     module.exit_json(changed=False, file_state=state_drift.read_files(p["files"]),
                      unit_state=state_drift.read_units(p["units"]), **result)
 

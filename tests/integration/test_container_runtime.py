@@ -248,3 +248,67 @@ def test_check_image_from_a_docker_archive_or_none(lab, tmp_path: Path) -> None:
     assert ("podman container: not checked: container_runtime_verify_image is empty, so memlock "
             "and /dev/infiniband inside containers are unproven on this host") \
         in _reports(events, REPORT)[node]
+
+
+# -- the RDMA CDI spec: what a job's container gets ---------------------------------------------
+
+CDI_SPEC = "/etc/cdi/rdmaprov-rdma.yaml"
+SPEC_TASK = "container_runtime : Write the RDMA CDI spec (regenerated when the HCAs change)"
+
+
+def apply_with_nccl_env(lab, tmp: Path, extravars: dict, check: bool = False,
+                        events: list | None = None, limit: str | None = None):
+    """nccl_env, then container_runtime, as site.yml orders them (the spec mounts nccl.conf)."""
+    book = tmp / "nccl_env_container_runtime.yml"
+    book.write_text("- hosts: all\n  gather_facts: false\n  roles:\n"
+                    "    - rdmaprov.cluster.nccl_env\n    - rdmaprov.cluster.container_runtime\n")
+    spec = RunSpec(playbook=book, inventory=lab.inventory, extravars=extravars,
+                   host_count=len(lab.nodes), check=check, limit=limit)
+    sink = events if events is not None else []
+    return RunnerSession(spec, on_event=sink.append).run()
+
+
+def _changed_tasks(events: list, host: str) -> list[str]:
+    return [f"{d.get('role')} : {d.get('task')}" for ev in events
+            for d in [ev.get("event_data") or {}]
+            if ev.get("event") == "runner_on_ok" and d.get("host") == host
+            and (d.get("res") or {}).get("changed")]
+
+
+def user_run(lab, node: str, engine: str) -> list[str]:
+    """A user's container: only the CDI device for RDMA and NCCL, as docs/containers.md says."""
+    return lab.exec(node, [engine, "run", "--rm", "--network", "host", "--ipc", "host",
+                           "--device", "rdmaprov.io/rdma=all",
+                           "localhost/rdmaprov-lab-worker:latest", "sh", "-c",
+                           "cat /etc/nccl.conf; echo NCCL_CONF_FILE=$NCCL_CONF_FILE; "
+                           "echo memlock=$(ulimit -l)"]).stdout.splitlines()
+
+
+def test_cdi_spec_gives_a_users_container_the_hosts_nccl_settings(lab, tmp_path: Path) -> None:
+    node = lab.nodes[0]
+    events: list = []
+    first = apply_with_nccl_env(lab, tmp_path, LAB_VARS, events=events, limit=node)
+    assert first.ok, first.hosts[node].failure
+    # No HCA in the lab: the spec still carries the NCCL file and its variable.
+    assert ("RDMA CDI spec /etc/cdi/rdmaprov-rdma.yaml: no RDMA device: the spec carries only "
+            "the NCCL settings") in _reports(events, REPORT)[node]
+    host_conf = lab.exec(node, ["cat", "/etc/nccl.conf"]).stdout
+    assert "NCCL_SOCKET_IFNAME=" in host_conf
+    seen = user_run(lab, node, "podman")
+    assert "\n".join(seen[:-2]) == host_conf.rstrip("\n")
+    assert seen[-2:] == ["NCCL_CONF_FILE=/etc/nccl.conf", "memlock=8192"]
+    spec = lab.exec(node, ["cat", CDI_SPEC]).stdout
+    assert 'cdiVersion: "0.3.0"' in spec and 'kind: "rdmaprov.io/rdma"' in spec
+
+    again = apply_with_nccl_env(lab, tmp_path, LAB_VARS, limit=node)
+    assert again.ok and again.hosts[node].changed == 0, again.hosts[node]
+
+    # A removed spec is drift: --check --diff says so, changes nothing; the next apply restores it.
+    lab.exec(node, ["rm", CDI_SPEC])
+    dry_events: list = []
+    dry = apply_with_nccl_env(lab, tmp_path, LAB_VARS, check=True, events=dry_events, limit=node)
+    assert dry.ok
+    assert _changed_tasks(dry_events, node) == [SPEC_TASK]
+    assert lab.exec(node, ["test", "-e", CDI_SPEC], check=False).returncode == 1
+    fixed = apply_with_nccl_env(lab, tmp_path, LAB_VARS, limit=node)
+    assert fixed.ok and lab.exec(node, ["cat", CDI_SPEC]).stdout == spec
