@@ -23,7 +23,7 @@ from rdmaprov.parsers import (
     rdma_link,
     show_gids,
 )
-from rdmaprov.parsers._common import clean
+from rdmaprov.parsers._common import clean, split_pasted
 from rdmaprov.textsafe import safe_text
 
 KNOWN_FORMATS = {
@@ -139,11 +139,14 @@ def _nccl(lines: Iterable[str], opts: Options) -> dict[str, Any]:
     log = nccl_log.NcclLogParser()
     tests = nccl_tests.NcclTestsParser()
     log_feed, log_other, tests_feed = log.feed, log.feed_other, tests.feed
-    for line in lines:
-        if "NCCL" in line:
-            log_feed(line)
-        elif not log_other(line):
-            tests_feed(line)
+    for raw in lines:
+        # Colour codes and one-line pasted exceptions ("...\\nLast error:\\n...") are rare:
+        # two substring tests keep the common line on the fast path.
+        for line in (split_pasted(raw) if "\x1b" in raw or "\\n" in raw else (raw,)):
+            if "NCCL" in line:
+                log_feed(line)
+            elif not log_other(line):
+                tests_feed(line)
     log_report = log.finish()
     # A device list alone (no table) with an NCCL log under it is a log.
     if tests.signals >= 2 and (tests.rows or tests.header
