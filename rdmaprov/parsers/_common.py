@@ -49,14 +49,14 @@ class Port:
 # Launchers and log collectors put these in front of every line; each pattern is anchored.
 _PREFIXES = re.compile(
     r"""^(?:
-        \s*\[\d+(?:,\d+)?\]<\w+>:\s?        # Open MPI --tag-output [1,0]<stdout>:, Horovod [0]<stderr>:
+        \s*\[\d+(?:,\d+)?\]<\w+>:\s?        # mpirun [1,0]<stdout>:, Horovod [0]<stderr>:
       | \s*\d+:\s                          # srun --label: "3: "
       | \s*\[\d+\]\s                        # torchrun/launcher rank tag: [155]
       | \s*\|\s*\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d)?\s*\|?\s*   # CloudWatch | ts |
       | \s*\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\s+(?:\|\s+)?  # ISO timestamp
       | \s*\[\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\]\s*     # [2025-10-16 22:16:08]
-      | \s*[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\S+\s+[\w./@-]+(?:\[\d+\])?:\s  # syslog/journalctl: "Dec  4 17:21:16 host kernel: "
-      | \s*\[[A-Z][a-z]{2}\s+[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\d{4}\]\s*  # dmesg -T
+      | \s*[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\S+\s+[\w./@-]+(?:\[\d+\])?:\s  # syslog, journalctl
+      | \s*\[[A-Z][a-z]{2}\s+[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\d{4}\]\s*
       | \s*\[\s*\d+\.\d+\]\s*               # dmesg: "[  12.345678] "
       | \s*\[pod/[^\]\s]+\]\s               # kubectl logs --prefix
       | \s*[A-Za-z][\w.-]*\s+\|\s            # docker compose / stern: "pod-name | "
