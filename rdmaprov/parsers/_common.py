@@ -47,6 +47,9 @@ class Port:
 
 
 # Launchers and log collectors put these in front of every line; each pattern is anchored.
+# In order below: mpirun/Horovod tags, srun --label, a rank tag, CloudWatch, ISO timestamps,
+# syslog/journalctl ("Dec  4 17:21:16 host kernel: "), dmesg -T, dmesg, kubectl --prefix,
+# docker compose/stern ("pod-name | "), a markdown quote.
 _PREFIXES = re.compile(
     r"""^(?:
         \s*\[\d+(?:,\d+)?\]<\w+>:\s?        # mpirun [1,0]<stdout>:, Horovod [0]<stderr>:
@@ -55,7 +58,7 @@ _PREFIXES = re.compile(
       | \s*\|\s*\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d)?\s*\|?\s*   # CloudWatch | ts |
       | \s*\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\s+(?:\|\s+)?  # ISO timestamp
       | \s*\[\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\]\s*     # [2025-10-16 22:16:08]
-      | \s*[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\S+\s+[\w./@-]+(?:\[\d+\])?:\s  # syslog, journalctl
+      | \s*[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\S+\s+[\w./@-]+(?:\[\d+\])?:\s
       | \s*\[[A-Z][a-z]{2}\s+[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\d{4}\]\s*
       | \s*\[\s*\d+\.\d+\]\s*               # dmesg: "[  12.345678] "
       | \s*\[pod/[^\]\s]+\]\s               # kubectl logs --prefix
