@@ -15,11 +15,14 @@ class Finding:
     message: str
     hint: str | None = None
     code: str | None = None  # stable name of the diagnosis (JSON "code"), where it has one
+    remedy: str | None = None  # rdmaprov.remediation.Remedy value, where a rule gives one
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         if d["code"] is None:
             del d["code"]
+        if d["remedy"] is None:
+            del d["remedy"]
         return d
 
 
