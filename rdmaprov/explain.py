@@ -147,10 +147,14 @@ def _nccl(lines: Iterable[str], opts: Options) -> dict[str, Any]:
                 log_feed(line)
             elif not log_other(line):
                 tests_feed(line)
+    for line in log.test_failures:
+        tests.abort(line)
     log_report = log.finish()
-    # A device list alone (no table) with an NCCL log under it is a log.
-    if tests.signals >= 2 and (tests.rows or tests.header
-                               or (tests.devices and not log_report.nccl_lines)):
+    # A device list alone (no table) with an NCCL log under it is a log; an aborted test
+    # is the test's report.
+    if tests.signals >= 2 and (tests.rows or tests.header or tests.summaries
+                               or ((tests.devices or tests.failures)
+                                   and not log_report.nccl_lines)):
         t = tests.finish()
         nccl_tests.verdict(t, opts.expect_busbw, opts.line_rate_gbps, opts.nics,
                            opts.min_fraction)
@@ -162,7 +166,10 @@ def _nccl(lines: Iterable[str], opts: Options) -> dict[str, Any]:
             # The log's errors and fallback matter most when a table looks slow.
             d["findings"] = [f for f in sub["findings"] if f["severity"] != "info"] + d["findings"]
         return d
-    return log_report.to_dict()
+    d = log_report.to_dict()
+    if tests.failures:  # an aborted nccl-tests run under an NCCL log is never healthy
+        d["findings"] += [nccl_tests.abort_finding(f).to_dict() for f in tests.failures]
+    return d
 
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(g|gb|gbps|gbit|gb/s)?\s*$", re.I)

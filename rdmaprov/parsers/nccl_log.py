@@ -80,7 +80,7 @@ _PEER = re.compile(r"(?:from|peer|to) ([\w.:-]+?)<(\d+)>")
 # Lines without "NCCL" in them that still belong to the log (explain routes them here).
 OTHER = re.compile(r"Got completion|Watchdog|watchdog|ncclSocketInit|nccl\w*Error|libibverbs|"
                    r"\.\w{1,2}:\d+ WARN |\] INFO |Last error|NET/OFI|remote process exited|"
-                   r"NVLink SHARP|^\s*(?:This is usually caused|Disable NVLS)")
+                   r"NVLink SHARP|^\s*(?:This is usually caused|Disable NVLS)|Test NCCL failure")
 # Interfaces that only reach this host: bridges, veths and overlay tunnels.
 _LOCAL_IF = re.compile(r"^(?:virbr|docker|br-|veth|cni|flannel|cali|tunl|kube-ipvs|lxcbr|podman)")
 
@@ -224,6 +224,7 @@ class NcclLogParser:
         self.wd_stuck: set[int] = set()  # ranks whose watchdog itself hung (heartbeat monitor)
         self._last_error_for: NcclError | None = None
         self._last_added: NcclError | None = None
+        self.test_failures: list[str] = []  # nccl-tests "Test NCCL failure" lines
         self._after_rdma: set[int] = set()
         self.verbs = VerbsWarnings()
         self._pending_last = False
@@ -440,8 +441,7 @@ class NcclLogParser:
     def _warn(self, msg: str, line: str) -> None:
         hit = rules.match(line, "nccl")  # the whole line: "nvls.cc:223" sits before the WARN
         if hit is not None:  # a cause in the rules table names the error
-            rule, m = hit
-            self._add_error(rule.code, (m.group(m.lastindex or 0) or "")[:60], line)
+            self._add_error(hit[0].code, rules.diagnosis(*hit, line).cause[:80], line)
             return
         if "Got completion" in msg:
             m = _STATUS.search(msg)
@@ -519,6 +519,10 @@ class NcclLogParser:
         t = _RANK_TAG.search(line)
         if t and len(self.rank_tags) < _MAX_SET:
             self.rank_tags.add(int(t.group(1)))
+        if "Test NCCL failure" in line or "Test CUDA failure" in line:
+            if len(self.test_failures) < 16:
+                self.test_failures.append(line)
+            return
         s = line.lstrip()
         if s.startswith(("This is usually caused", "Disable NVLS")):  # NCCL 2.29's own words
             e = self._last_added
@@ -707,7 +711,8 @@ class NcclLogParser:
             f.append(Finding("info", "GPUDirect RDMA is in use (channels via NET/.../GDRDMA)"
                              if self.gdr_channels else "GPUDirect RDMA is enabled", None))
         # Generic NCCL/PyTorch error lines restate a cause listed elsewhere: list them last.
-        late = ("nccl_error", "system_error", "cuda_error", "proxy", "comm_abort")
+        late = ("nccl_error", "system_error", "cuda_error", "proxy", "comm_abort",
+                *rules.CONSEQUENCE_CODES)
         rdma_seen = False
         for e in r.errors:  # in order of appearance
             e_after_rdma = rdma_seen and e.kind == "peer_lost"
@@ -790,7 +795,8 @@ class NcclLogParser:
             f.extend(_watchdog_findings(r.watchdog))
         # Consequences of another error, and libibverbs missing (NCCL goes on with sockets).
         consequences = ("proxy", "nccl_error", "remote_error", "timeout", "system_error",
-                        "no_libibverbs", "comm_abort", "cuda_error", "collnet_fallback")
+                        "no_libibverbs", "comm_abort", "cuda_error", "collnet_fallback",
+                        *rules.CONSEQUENCE_CODES)
         firsts = [e for e in r.errors if e.kind not in consequences]
         if len(firsts) > 1:
             e = firsts[0]

@@ -89,12 +89,25 @@ RULES: tuple[Rule, ...] = (
        "replace the HCA.", B,
        "https://github.com/linux-rdma/rdma-core/blob/master/libibverbs/verbs.c",
        needle="catastrophic"),
+    _r("async_info", "nccl", r"async (?:non-fatal )?event\b.*\b(port active|client "
+       r"reregistration|GID table change|LID change|SM change|PKey change)",
+       "info", "the NIC reported '{0}' (an async event that is not an error)",
+       "A port coming back or a subnet manager update: harmless by itself; if 'port active' "
+       "follows a 'port error', the link flapped (see that finding).", V,
+       "https://github.com/linux-rdma/rdma-core/blob/master/libibverbs/verbs.c",
+       needle="event"),
     _r("async_event", "nccl", r"(?:got async event|async (?:fatal|non-fatal) event)\s*"
        r"(?:on QP \([^)]*\))?\s*:\s*(.+?)\s*$",
        "error", "the NIC reported an asynchronous event: {0}",
        "Read the kernel log of that host around the same time (mlx5_core, Link down/up) for "
        "what the device reported.", V,
        "https://github.com/NVIDIA/nccl/blob/master/src/transport/net_ib.cc", needle="event"),
+    # NCCL's async thread gives up reading events once the device failed (NVIDIA/nccl#230).
+    _r("async_reader_stopped", "nccl", r"Call to ibv_get_async_event failed",
+       "warning", "NCCL stopped reading the NIC's events after the device error (a "
+       "consequence)", "Act on the device error reported with it.", V,
+       "https://github.com/NVIDIA/nccl/issues/230", consequence=True,
+       needle="ibv_get_async_event"),
     # DMA-BUF: AddyLaddy on NVIDIA/nccl#778: a driver without DMA-BUF; NCCL_DMABUF_ENABLE=0.
     _r("dmabuf_unsupported", "nccl", r"ibv_reg_dmabuf_mr failed.*(?:not supported|"
        r"Operation not permitted|Invalid argument|errno 95)",
@@ -117,7 +130,7 @@ RULES: tuple[Rule, ...] = (
        "Status Success); after a Fabric Manager restart the GPUs need a reset (stop FM, "
        "nvidia-smi -r, start FM) or the host a reboot. NCCL_NVLS_ENABLE=0 avoids NVLS "
        "meanwhile.", B, "https://github.com/NVIDIA/nccl/issues/976", needle="nvls"),
-    _r("nvls_failure", "nccl", r"nvls\.cc:\d+ (?:NCCL )?WARN Cuda failure (?:(\d+) )?'([^']*)'",
+    _r("nvls_failure", "nccl", r"nvls\.cc:\d+ (?:NCCL )?WARN Cuda failure (?:(\d+) )?'([^']*)'?",
        "error", "NCCL's NVLink SHARP (NVLS) setup failed with CUDA error '{1}'",
        "Usually the Fabric Manager was stopped and restarted while the GPUs held NVSwitch "
        "resources: reset the GPUs in the documented sequence (stop FM, nvidia-smi -r, start "
@@ -301,6 +314,8 @@ RULES: tuple[Rule, ...] = (
 )
 
 _SEV_ORDER = {"error": 0, "warning": 1, "info": 2}
+# Codes of rules that only restate an earlier failure: never "the first failure".
+CONSEQUENCE_CODES = frozenset(r.code for r in RULES if r.consequence)
 
 
 @dataclass
