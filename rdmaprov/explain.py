@@ -13,13 +13,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from rdmaprov.parsers import (
+    ethtool_stats,
     ibdev2netdev,
     ibstat,
     ibstatus,
     ibv_devinfo,
+    kernel_log,
     mlnx_qos,
     nccl_log,
     nccl_tests,
+    nvidia_topo,
+    perftest,
     rdma_link,
     show_gids,
 )
@@ -36,6 +40,10 @@ KNOWN_FORMATS = {
     "ibdev2netdev": "ibdev2netdev",
     "show_gids": "show_gids",
     "mlnx_qos": "mlnx_qos -i IFACE",
+    "perftest": "perftest (ib_write_bw, ib_read_bw, ib_send_bw, ib_*_lat)",
+    "kernel_log": "kernel log (dmesg, dmesg -T, journalctl -k, grep'd lines)",
+    "ethtool_stats": "ethtool -S IFACE",
+    "nvidia_topo": "nvidia-smi topo -m",
 }
 
 # Lines that identify each kind; counted over the first lines of the input.
@@ -62,6 +70,22 @@ _SIGNS: list[tuple[str, re.Pattern[str]]] = [
     ("mlnx_qos", re.compile(r"Priority trust (?:state|mode):|^\s*PFC configuration:|"
                             r"dscp2prio mapping|^\s*DCBX mode:|^\s*tc:\s*\d+\s+ratelimit:|"
                             r"^\s*enabled(\s+[01]){8}\s*$")),
+    ("perftest", re.compile(r"BW peak\[|BW average\[|t_typical\[|#bytes\s+#iterations|"
+                            r"^\s*(?:RDMA_Write|RDMA_Read|Send|Atomic\w*)\s+(?:BW|Lat\w*) Test|"
+                            r"Couldn't connect to \S+:\d+|Unable to init the socket connection|"
+                            r"Failed to modify QP|Failed status \d+: wr_id|Waiting for client to "
+                            r"connect|^\s*(?:Dual-port|Number of qps|Data ex\. method|"
+                            r"Connection type|TX depth|CQ Moderation)\s*:")),
+    ("kernel_log", re.compile(r"\bmlx[45]_core\b|\bmlx5_ib\b|PCIe Bus Error|NETDEV WATCHDOG|"
+                              r"available PCIe bandwidth|\bpcieport\b|\bbnxt_en\b|\birdma\b|"
+                              r"^\s*\[\s*\d+\.\d+\]|^\s*\[[A-Z][a-z]{2} [A-Z][a-z]{2} |"
+                              r" kernel: ")),
+    ("ethtool_stats", re.compile(r"^\s*NIC statistics:|^\s*[rt]x_prio\d_\w+:\s+\d+|"
+                                 r"^\s*\w+_phy:\s+\d+\s*$|^\s*(?:np_cnp_sent|rp_cnp_handled|"
+                                 r"rx_out_of_buffer|rx_ecn_mark):\s+\d+")),
+    ("nvidia_topo", re.compile(r"^\s*GPU0\s+(?:X|GPU1|NIC0|mlx\w+)\b|^\s*GPU\d+\s+(?:X|NV\d+|"
+                               r"PIX|PXB|PHB|NODE|SYS|SOC)\s|^\s*X\s+= Self|NIC Legend:|"
+                               r"CPU Affinity")),
 ]
 _DETECT_LINES = 400
 
@@ -73,6 +97,7 @@ class Options:
     nics: int = 1
     min_fraction: float = 0.8
     ib_tc: int | None = None
+    lossless_prio: int = ethtool_stats.LOSSLESS_PRIO
 
 
 def detect(sample: list[str]) -> str:
@@ -98,7 +123,9 @@ def _parser(kind: str) -> Any:
         "ibstat": ibstat.IbstatParser, "ibv_devinfo": ibv_devinfo.IbvDevinfoParser,
         "ibstatus": ibstatus.IbstatusParser, "rdma_link": rdma_link.RdmaLinkParser,
         "ibdev2netdev": ibdev2netdev.Ibdev2netdevParser, "show_gids": show_gids.ShowGidsParser,
-        "mlnx_qos": mlnx_qos.MlnxQosParser,
+        "mlnx_qos": mlnx_qos.MlnxQosParser, "perftest": perftest.PerftestParser,
+        "kernel_log": kernel_log.KernelLogParser,
+        "ethtool_stats": ethtool_stats.EthtoolStatsParser, "nvidia_topo": nvidia_topo.TopoParser,
     }[kind]()
 
 
@@ -129,7 +156,14 @@ def explain_stream(lines: Iterable[str], options: Options | None = None) -> dict
     feed = p.feed
     for line in all_lines():
         feed(line)
-    report = p.finish(opts.ib_tc) if kind == "mlnx_qos" else p.finish()
+    if kind == "mlnx_qos":
+        report = p.finish(opts.ib_tc)
+    elif kind == "perftest":
+        report = p.finish(opts.line_rate_gbps, opts.min_fraction)
+    elif kind == "ethtool_stats":
+        report = p.finish(opts.lossless_prio)
+    else:
+        report = p.finish()
     return report.to_dict()
 
 

@@ -267,7 +267,8 @@ RULES: tuple[Rule, ...] = (
        "https://github.com/linux-rdma/perftest/blob/master/src/perftest_communication.c",
        needle="couldn't connect"),
     _r("perftest_oob_socket", "perftest", r"Unable to init the socket connection|"
-       r"Failed to exchange data between server and clients|"
+       r"Failed to exchange data between server and clients|Couldn't read remote address|"
+       r"Unable to read (?:to|from) socket|Failed to close connection between server|"
        r"Couldn't (?:listen|bind) to port",
        "error", "perftest's out-of-band socket exchange failed",
        "The TCP side channel did not come up (server not started, wrong address or port, a "
@@ -292,6 +293,13 @@ RULES: tuple[Rule, ...] = (
        "--use_cuda_dmabuf); 10 (remote access) a key or right mismatch.", C,
        "https://github.com/linux-rdma/perftest/blob/master/src/perftest_resources.c",
        needle="failed status"),
+    _r("perftest_run_failed", "perftest", r"Completion with error at (client|server)|"
+       r"Failed to complete run_iter_\w+ function",
+       "warning", "the test stopped on a failed work completion (a consequence: see the "
+       "status)",
+       "The status line with it says why.", V,
+       "https://github.com/linux-rdma/perftest/blob/master/src/perftest_resources.c",
+       consequence=True, needle=""),
     _r("perftest_mr", "perftest", r"Couldn't allocate MR|Couldn't register MR|"
        r"ibv_reg_mr failed|Couldn't create (?:CQ|QP)",
        "error", "perftest could not register its buffer or create a queue with the NIC",
