@@ -22,7 +22,9 @@ from typing import Any
 from rdmaprov.parsers import rules
 from rdmaprov.parsers._common import Finding, clean
 
-_LINK = re.compile(r"(?:^|\s)([\w.@-]+): (?:NIC )?[Ll]ink (?:is )?([Uu]p|[Dd]own)\b")
+# "mlx5_core 0000:01:00.1 eth1: Link up", "lan: Link is Down", "eth0: igb: eth0 NIC Link is Down"
+_LINK = re.compile(r"(?:^|\s)([\w.@-]+): (?:[\w-]+: [\w.@-]+ )?(?:NIC )?[Ll]ink (?:is )?"
+                   r"([Uu]p|[Dd]own)\b")
 _FW = re.compile(r"(mlx5_core|mlx4_core|bnxt_en|ice|irdma) ([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}"
                  r"\.\d)(?: [\w.-]+)?: (?:firmware version|FW version)[: ]+(\S+)", re.I)
 _DEV = re.compile(r"(mlx5_core|mlx4_core|bnxt_en|irdma) ([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d)"
@@ -33,7 +35,7 @@ _MAX = 1024
 @dataclass
 class KernelLogReport:
     lines: int = 0
-    devices: dict[str, dict[str, Any]] = field(default_factory=dict)
+    devices: list[dict[str, Any]] = field(default_factory=list)
     links: dict[str, dict[str, Any]] = field(default_factory=dict)
     diagnoses: list[dict[str, Any]] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
@@ -74,15 +76,18 @@ class KernelLogParser:
         self.diag.feed(line)
 
     def finish(self) -> KernelLogReport:
-        r = KernelLogReport(lines=self.lines, devices=self.devices, links=self.links)
+        r = KernelLogReport(lines=self.lines, links=self.links,
+                            devices=[{"pci": k, **v} for k, v in sorted(self.devices.items())])
         found = self.diag.result()
         r.diagnoses = [d.to_dict() for d in found]
         f = r.findings
         f.extend(d.finding() for d in found)
         for name, s in sorted(self.links.items()):
-            if s["down"] >= 2:
+            # A "Link up" after another one means the link went down in between, logged or not.
+            drops = max(s["down"], s["up"] - 1)
+            if drops >= 2:
                 f.append(Finding(
-                    "error", f"{name}: the link went down {s['down']} times (it flaps); last "
+                    "error", f"{name}: the link went down {drops} times (it flaps); last "
                     f"state {s['last']}",
                     "A flapping link is a cable, transceiver or switch-port fault: reseat or "
                     "replace the cable/optic, read the switch port's error counters, and "

@@ -199,7 +199,7 @@ RULES: tuple[Rule, ...] = (
        "https://github.com/torvalds/linux/blob/master/drivers/net/ethernet/mellanox/mlx5/"
        "core/cmd.c", needle="failed, status"),
     _r("mlx5_probe_failed", "kernel", r"mlx5_core.*?(?:probe_one|mlx5_init_one|mlx5_load_one|"
-       r"init_one).*?(?:failed|error)\D*(-?\d+)?",
+       r"init_one|probe of \S+).*?(?:failed|error)\D*(-?\d+)?",
        "error", "mlx5_core failed to initialise the adapter (probe failed)",
        "The driver could not bring the device up: read the lines just before it (firmware "
        "not ready, command failures, PCIe errors); a driver/firmware mismatch or a stuck "
