@@ -257,6 +257,20 @@ def render_text(name: str, report: dict[str, Any]) -> str:
             f"{k}={v}" for k, v in sorted(report["gid_index"].items())) or "none"))
     elif kind == "mlnx_qos":
         out.append(f"   trust: {report['trust']}  PFC on: {report['pfc_enabled']}")
+    elif kind == "perftest":
+        st = report["settings"]
+        out.append(f"   {report['test'] or 'test ?'}  role: {report['role'] or '?'}  device: "
+                   f"{st.get('device', '?')}  link: {st.get('link_type', '?')}  mtu: "
+                   f"{st.get('mtu', '?')}  GID index: {st.get('gid_index', '-')}  CUDA: "
+                   f"{'yes' if report['use_cuda'] else 'no'}  rows: {len(report['rows'])}")
+    elif kind == "kernel_log":
+        out.append(f"   lines: {report['lines']}  devices: {len(report['devices'])}  "
+                   f"interfaces with link events: {len(report['links'])}")
+    elif kind == "ethtool_stats":
+        out.append(f"   interface: {report['interface'] or '?'}  counters: {report['counters']}"
+                   f"  pause on priorities: {report['pause_priorities'] or 'none'}")
+    elif kind == "nvidia_topo":
+        out.append(f"   GPUs: {len(report['gpus'])}  NICs: {len(report['nics'])}")
     for f in report.get("findings", []):
         out.append(f"   {_SEV_MARK.get(f['severity'], f['severity'])} {f['message']}")
         if f.get("hint"):

@@ -169,6 +169,9 @@ class EthtoolStatsParser:
                 "the NICs so senders slow down before PFC pauses spread.", "no_ecn", "config"))
         if not r.counters:
             f.append(Finding("warning", "no counters found in this text", None))
+        elif not any(x.severity in ("error", "warning") for x in f):
+            f.append(Finding("info", f"{r.counters} counters: no pause storm, drop, PHY error "
+                             "or link-down counter is non-zero", None))
         return r
 
 
