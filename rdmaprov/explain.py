@@ -25,6 +25,7 @@ from rdmaprov.parsers import (
     nvidia_topo,
     perftest,
     rdma_link,
+    rules,
     show_gids,
 )
 from rdmaprov.parsers._common import clean, split_pasted
@@ -131,6 +132,21 @@ def _parser(kind: str) -> Any:
 
 def explain_stream(lines: Iterable[str], options: Options | None = None) -> dict[str, Any]:
     """One report (the documented JSON shape) for one input."""
+    return _with_remedies(_explain(lines, options))
+
+
+def _with_remedies(d: dict[str, Any]) -> dict[str, Any]:
+    """Every error or warning whose code has a remediation class carries it ("remedy")."""
+    for fs in (d.get("findings") or [], (d.get("nccl_log") or {}).get("findings") or []):
+        for f in fs:
+            if f["severity"] != "info" and "remedy" not in f:
+                rem = rules.remedy_for(f.get("code"))
+                if rem:
+                    f["remedy"] = rem
+    return d
+
+
+def _explain(lines: Iterable[str], options: Options | None) -> dict[str, Any]:
     opts = options or Options()
     it: Iterator[str] = iter(lines)
     head: list[str] = []

@@ -678,7 +678,7 @@ class NcclLogParser:
                   "NCCL_DEBUG_SUBSYS=INIT,NET and look for NET/IB lines; check ibv_devinfo on "
                   "the hosts and in the container.")
             f.append(Finding("error", "NCCL fell back to TCP sockets (network Socket): "
-                             f"{r.fallback_cause}", hint, "socket_fallback"))
+                             f"{r.fallback_cause}", hint, "socket_fallback", "config"))
         elif r.network:
             f.append(Finding("info", f"network used: {r.network}"
                              + (f" over {len(r.hcas)} HCA port(s)" if r.hcas else ""), None))
@@ -722,6 +722,8 @@ class NcclLogParser:
         for e in sorted(r.errors, key=lambda e: e.kind in late):
             fd = _explain_error(e, {**r.env_pasted, **r.env}, id(e) in self._after_rdma)
             fd.code = fd.code or e.kind
+            if fd.severity != "info":
+                fd.remedy = fd.remedy or rules.remedy_for(fd.code)
             f.append(fd)
         if self.errors_dropped:
             f.append(Finding("info", f"{self.errors_dropped} more distinct errors not listed",

@@ -314,6 +314,21 @@ RULES: tuple[Rule, ...] = (
        "resource; name the device with -d as ibv_devices lists it.", C,
        "https://github.com/linux-rdma/perftest/blob/master/src/perftest_parameters.c",
        needle=""),
+    _r("perftest_port_down", "perftest", r"Port number (\d+) state is (\w+)",
+       "error", "perftest refused to run: port {0} is {1}",
+       "The port must be Active: check the cable and switch port (ibstat, ibv_devinfo); on "
+       "InfiniBand the subnet manager must be running.", L,
+       "https://github.com/linux-rdma/perftest/blob/master/src/perftest_parameters.c",
+       needle="port number"),
+    _r("perftest_rdma_cm", "perftest", r"RDMA_CM_EVENT_(ADDR_ERROR|ROUTE_ERROR|UNREACHABLE|"
+       r"REJECTED|CONNECT_ERROR)|Unable to perform rdma_client function|"
+       r"Failed to handle RDMA CM event",
+       "error", "the RDMA CM connection (-R) failed: {0}",
+       "With -R the address must be an IP of the peer's RDMA interface (IPoIB or the RoCE "
+       "netdev), routed from this host's RDMA interface: check `ip addr` on both, ping "
+       "between them from that interface, and that the server runs with -R too.", C,
+       "https://github.com/linux-rdma/perftest/blob/master/src/perftest_communication.c",
+       needle=""),
     _r("perftest_mtu", "perftest", r"Requested mtu is higher than active mtu",
        "error", "the requested MTU is larger than the port's active MTU",
        "Drop --mtu or raise the port MTU (RoCE: the netdev MTU; IB: the partition MTU).", C,
@@ -348,6 +363,35 @@ class Diagnosis:
         return {"code": self.code, "severity": self.severity, "cause": self.cause,
                 "action": self.action, "remedy": self.remedy, "source": self.source,
                 "line": self.line, "count": self.count, "line_no": self.line_no}
+
+
+# Remediation classes of the NCCL diagnoses whose message the NCCL log parser composes itself
+# (they need the log's context: counts, GID indexes, environment). Sources: the hints in
+# rdmaprov/parsers/nccl_log.py and the threads in tests/fixtures/explain/index.yaml.
+CODE_REMEDY: dict[str, Remedy] = {
+    "socket_fallback": C, "no_interface": C, "address_family": C, "subnet": C,
+    "bind_address": C, "qp_link_local_gid": C, "qp_unreachable": C, "qp_timeout": C,
+    "qp_no_device": C, "qp_setup": C, "verbs_open_device": C, "verbs_memlock": C,
+    "verbs_call": V, "memory_registration": C, "no_libibverbs": C, "plugin_no_device": C,
+    "plugin_network": C, "plugin": V, "bridge_interface": C, "docker_bridge": C,
+    "link_local_address": C, "duplicate_gpu": C, "verbs_provider": C,
+    "verbs_provider_abi": C, "env_removed": C, "env_deprecated": C, "env_unknown": C,
+    "env_nccl_says": C, "peer_lost": V, "remote_error": V, "completion": V, "timeout": V,
+    "watchdog": V, "watchdog_silent": V, "watchdog_behind": V, "watchdog_stuck": V,
+    "system_error": V, "cuda_error": V, "nccl_error": V, "socket": C, "consequence": V,
+    "proxy": V, "comm_abort": V, "first_failure": V, "version_from_env": C,
+}
+
+
+def remedy_for(code: str | None) -> str | None:
+    """The remediation class of a diagnosis code: its rule's, else the table above."""
+    if not code:
+        return None
+    for r in RULES:
+        if r.code == code:
+            return r.remedy.value
+    rem = CODE_REMEDY.get(code)
+    return rem.value if rem else None
 
 
 def _fmt(text: str, groups: tuple[str | None, ...]) -> str:

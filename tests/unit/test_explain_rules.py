@@ -80,3 +80,22 @@ def test_bandwidth_collapse_at_large_sizes_is_flagged() -> None:
                                                (20.0, 40.0, 80.0, 90.0, 91.0, 90.5), strict=True)]
     assert not any(x.get("code") == "tests_busbw_collapse"
                    for x in explain_stream(_table(flat))["findings"])
+
+
+def test_coded_errors_of_the_real_pastes_carry_a_remediation_class() -> None:
+    from pathlib import Path
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "explain"
+    seen = 0
+    for p in sorted(fixtures.iterdir()):
+        if p.name == "index.yaml":
+            continue
+        with open(p, encoding="utf-8") as fh:
+            r = explain_stream(fh)
+        for f in r["findings"] + (r.get("nccl_log") or {}).get("findings", []):
+            if f.get("remedy") is not None:
+                assert f["remedy"] in ALL, (p.name, f)
+                seen += 1
+            elif f["severity"] == "error" and f.get("code") in rules.CODE_REMEDY:
+                raise AssertionError(f"{p.name}: {f['code']} without a remedy")
+    assert seen >= 60
