@@ -13,17 +13,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from rdmaprov.parsers import (
+    ethtool_stats,
     ibdev2netdev,
     ibstat,
     ibstatus,
     ibv_devinfo,
+    kernel_log,
     mlnx_qos,
     nccl_log,
     nccl_tests,
+    nvidia_topo,
+    perftest,
     rdma_link,
+    rules,
     show_gids,
 )
-from rdmaprov.parsers._common import clean
+from rdmaprov.parsers._common import clean, split_pasted
 from rdmaprov.textsafe import safe_text
 
 KNOWN_FORMATS = {
@@ -36,6 +41,10 @@ KNOWN_FORMATS = {
     "ibdev2netdev": "ibdev2netdev",
     "show_gids": "show_gids",
     "mlnx_qos": "mlnx_qos -i IFACE",
+    "perftest": "perftest (ib_write_bw, ib_read_bw, ib_send_bw, ib_*_lat)",
+    "kernel_log": "kernel log (dmesg, dmesg -T, journalctl -k, grep'd lines)",
+    "ethtool_stats": "ethtool -S IFACE",
+    "nvidia_topo": "nvidia-smi topo -m",
 }
 
 # Lines that identify each kind; counted over the first lines of the input.
@@ -62,6 +71,22 @@ _SIGNS: list[tuple[str, re.Pattern[str]]] = [
     ("mlnx_qos", re.compile(r"Priority trust (?:state|mode):|^\s*PFC configuration:|"
                             r"dscp2prio mapping|^\s*DCBX mode:|^\s*tc:\s*\d+\s+ratelimit:|"
                             r"^\s*enabled(\s+[01]){8}\s*$")),
+    ("perftest", re.compile(r"BW peak\[|BW average\[|t_typical\[|#bytes\s+#iterations|"
+                            r"^\s*(?:RDMA_Write|RDMA_Read|Send|Atomic\w*)\s+(?:BW|Lat\w*) Test|"
+                            r"Couldn't connect to \S+:\d+|Unable to init the socket connection|"
+                            r"Failed to modify QP|Failed status \d+: wr_id|Waiting for client to "
+                            r"connect|^\s*(?:Dual-port|Number of qps|Data ex\. method|"
+                            r"Connection type|TX depth|CQ Moderation)\s*:")),
+    ("kernel_log", re.compile(r"\bmlx[45]_core\b|\bmlx5_ib\b|PCIe Bus Error|NETDEV WATCHDOG|"
+                              r"available PCIe bandwidth|\bpcieport\b|\bbnxt_en\b|\birdma\b|"
+                              r"^\s*\[\s*\d+\.\d+\]|^\s*\[[A-Z][a-z]{2} [A-Z][a-z]{2} |"
+                              r" kernel: ")),
+    ("ethtool_stats", re.compile(r"^\s*NIC statistics:|^\s*[rt]x_prio\d_\w+:\s+\d+|"
+                                 r"^\s*\w+_phy:\s+\d+\s*$|^\s*(?:np_cnp_sent|rp_cnp_handled|"
+                                 r"rx_out_of_buffer|rx_ecn_mark):\s+\d+")),
+    ("nvidia_topo", re.compile(r"^\s*GPU0\s+(?:X|GPU1|NIC0|mlx\w+)\b|^\s*GPU\d+\s+(?:X|NV\d+|"
+                               r"PIX|PXB|PHB|NODE|SYS|SOC)\s|^\s*X\s+= Self|NIC Legend:|"
+                               r"CPU Affinity")),
 ]
 _DETECT_LINES = 400
 
@@ -73,6 +98,7 @@ class Options:
     nics: int = 1
     min_fraction: float = 0.8
     ib_tc: int | None = None
+    lossless_prio: int = ethtool_stats.LOSSLESS_PRIO
 
 
 def detect(sample: list[str]) -> str:
@@ -98,12 +124,29 @@ def _parser(kind: str) -> Any:
         "ibstat": ibstat.IbstatParser, "ibv_devinfo": ibv_devinfo.IbvDevinfoParser,
         "ibstatus": ibstatus.IbstatusParser, "rdma_link": rdma_link.RdmaLinkParser,
         "ibdev2netdev": ibdev2netdev.Ibdev2netdevParser, "show_gids": show_gids.ShowGidsParser,
-        "mlnx_qos": mlnx_qos.MlnxQosParser,
+        "mlnx_qos": mlnx_qos.MlnxQosParser, "perftest": perftest.PerftestParser,
+        "kernel_log": kernel_log.KernelLogParser,
+        "ethtool_stats": ethtool_stats.EthtoolStatsParser, "nvidia_topo": nvidia_topo.TopoParser,
     }[kind]()
 
 
 def explain_stream(lines: Iterable[str], options: Options | None = None) -> dict[str, Any]:
     """One report (the documented JSON shape) for one input."""
+    return _with_remedies(_explain(lines, options))
+
+
+def _with_remedies(d: dict[str, Any]) -> dict[str, Any]:
+    """Every error or warning whose code has a remediation class carries it ("remedy")."""
+    for fs in (d.get("findings") or [], (d.get("nccl_log") or {}).get("findings") or []):
+        for f in fs:
+            if f["severity"] != "info" and "remedy" not in f:
+                rem = rules.remedy_for(f.get("code"))
+                if rem:
+                    f["remedy"] = rem
+    return d
+
+
+def _explain(lines: Iterable[str], options: Options | None) -> dict[str, Any]:
     opts = options or Options()
     it: Iterator[str] = iter(lines)
     head: list[str] = []
@@ -129,7 +172,14 @@ def explain_stream(lines: Iterable[str], options: Options | None = None) -> dict
     feed = p.feed
     for line in all_lines():
         feed(line)
-    report = p.finish(opts.ib_tc) if kind == "mlnx_qos" else p.finish()
+    if kind == "mlnx_qos":
+        report = p.finish(opts.ib_tc)
+    elif kind == "perftest":
+        report = p.finish(opts.line_rate_gbps, opts.min_fraction)
+    elif kind == "ethtool_stats":
+        report = p.finish(opts.lossless_prio)
+    else:
+        report = p.finish()
     return report.to_dict()
 
 
@@ -139,15 +189,22 @@ def _nccl(lines: Iterable[str], opts: Options) -> dict[str, Any]:
     log = nccl_log.NcclLogParser()
     tests = nccl_tests.NcclTestsParser()
     log_feed, log_other, tests_feed = log.feed, log.feed_other, tests.feed
-    for line in lines:
-        if "NCCL" in line:
-            log_feed(line)
-        elif not log_other(line):
-            tests_feed(line)
+    for raw in lines:
+        # Colour codes and one-line pasted exceptions ("...\\nLast error:\\n...") are rare:
+        # two substring tests keep the common line on the fast path.
+        for line in (split_pasted(raw) if "\x1b" in raw or "\\n" in raw else (raw,)):
+            if "NCCL" in line:
+                log_feed(line)
+            elif not log_other(line):
+                tests_feed(line)
+    for line in log.test_failures:
+        tests.abort(line)
     log_report = log.finish()
-    # A device list alone (no table) with an NCCL log under it is a log.
-    if tests.signals >= 2 and (tests.rows or tests.header
-                               or (tests.devices and not log_report.nccl_lines)):
+    # A device list alone (no table) with an NCCL log under it is a log; an aborted test
+    # is the test's report.
+    if tests.signals >= 2 and (tests.rows or tests.header or tests.summaries
+                               or ((tests.devices or tests.failures)
+                                   and not log_report.nccl_lines)):
         t = tests.finish()
         nccl_tests.verdict(t, opts.expect_busbw, opts.line_rate_gbps, opts.nics,
                            opts.min_fraction)
@@ -159,7 +216,10 @@ def _nccl(lines: Iterable[str], opts: Options) -> dict[str, Any]:
             # The log's errors and fallback matter most when a table looks slow.
             d["findings"] = [f for f in sub["findings"] if f["severity"] != "info"] + d["findings"]
         return d
-    return log_report.to_dict()
+    d = log_report.to_dict()
+    if tests.failures:  # an aborted nccl-tests run under an NCCL log is never healthy
+        d["findings"] += [nccl_tests.abort_finding(f).to_dict() for f in tests.failures]
+    return d
 
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(g|gb|gbps|gbit|gb/s)?\s*$", re.I)
@@ -213,6 +273,20 @@ def render_text(name: str, report: dict[str, Any]) -> str:
             f"{k}={v}" for k, v in sorted(report["gid_index"].items())) or "none"))
     elif kind == "mlnx_qos":
         out.append(f"   trust: {report['trust']}  PFC on: {report['pfc_enabled']}")
+    elif kind == "perftest":
+        st = report["settings"]
+        out.append(f"   {report['test'] or 'test ?'}  role: {report['role'] or '?'}  device: "
+                   f"{st.get('device', '?')}  link: {st.get('link_type', '?')}  mtu: "
+                   f"{st.get('mtu', '?')}  GID index: {st.get('gid_index', '-')}  CUDA: "
+                   f"{'yes' if report['use_cuda'] else 'no'}  rows: {len(report['rows'])}")
+    elif kind == "kernel_log":
+        out.append(f"   lines: {report['lines']}  devices: {len(report['devices'])}  "
+                   f"interfaces with link events: {len(report['links'])}")
+    elif kind == "ethtool_stats":
+        out.append(f"   interface: {report['interface'] or '?'}  counters: {report['counters']}"
+                   f"  pause on priorities: {report['pause_priorities'] or 'none'}")
+    elif kind == "nvidia_topo":
+        out.append(f"   GPUs: {len(report['gpus'])}  NICs: {len(report['nics'])}")
     for f in report.get("findings", []):
         out.append(f"   {_SEV_MARK.get(f['severity'], f['severity'])} {f['message']}")
         if f.get("hint"):

@@ -15,11 +15,14 @@ class Finding:
     message: str
     hint: str | None = None
     code: str | None = None  # stable name of the diagnosis (JSON "code"), where it has one
+    remedy: str | None = None  # rdmaprov.remediation.Remedy value, where a rule gives one
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         if d["code"] is None:
             del d["code"]
+        if d["remedy"] is None:
+            del d["remedy"]
         return d
 
 
@@ -47,22 +50,41 @@ class Port:
 
 
 # Launchers and log collectors put these in front of every line; each pattern is anchored.
+# In order below: mpirun/Horovod tags, srun --label, a rank tag, CloudWatch, ISO timestamps,
+# syslog/journalctl ("Dec  4 17:21:16 host kernel: "), dmesg -T, dmesg, kubectl --prefix,
+# docker compose/stern ("pod-name | "), a markdown quote.
 _PREFIXES = re.compile(
     r"""^(?:
-        \s*\[\d+,\d+\]<\w+>:\s?            # Open MPI --tag-output: [1,0]<stdout>:
+        \s*\[\d+(?:,\d+)?\]<\w+>:\s?        # mpirun [1,0]<stdout>:, Horovod [0]<stderr>:
+      | \s*\d+:\s                          # srun --label: "3: "
       | \s*\[\d+\]\s                        # torchrun/launcher rank tag: [155]
       | \s*\|\s*\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d)?\s*\|?\s*   # CloudWatch | ts |
-      | \s*\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\s+          # ISO timestamp
-      | \s*\[\d{4}-\d\d-\d\d[T ][\d:.,]+\]\s*                          # [2025-10-16 22:16:08]
+      | \s*\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\s+(?:\|\s+)?  # ISO timestamp
+      | \s*\[\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\]\s*     # [2025-10-16 22:16:08]
+      | \s*[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\S+\s+[\w./@-]+(?:\[\d+\])?:\s
+      | \s*\[[A-Z][a-z]{2}\s+[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\d{4}\]\s*
+      | \s*\[\s*\d+\.\d+\]\s*               # dmesg: "[  12.345678] "
+      | \s*\[pod/[^\]\s]+\]\s               # kubectl logs --prefix
+      | \s*[A-Za-z][\w.-]*\s+\|\s            # docker compose / stern: "pod-name | "
       | \s*>\s                              # markdown quote of a paste
     )""",
     re.X,
 )
+# Terminal control sequences (colours, cursor moves, OSC titles) that a log copied from a
+# terminal or CI page keeps.
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+
+def strip_ansi(line: str) -> str:
+    return ANSI.sub("", line) if "\x1b" in line else line
 
 
 def clean(line: str) -> str:
-    """Strip CR/LF, launcher prefixes (repeatedly: they nest) and markdown bold markers."""
+    """Strip CR/LF, control sequences, launcher prefixes (repeatedly: they nest) and markdown
+    bold markers."""
     line = line.rstrip("\r\n")
+    if "\x1b" in line:
+        line = ANSI.sub("", line)
     for _ in range(4):
         m = _PREFIXES.match(line)
         if not m or m.end() == 0:
@@ -71,6 +93,16 @@ def clean(line: str) -> str:
     if "**" in line:
         line = line.replace("**", "")
     return line
+
+
+def split_pasted(line: str) -> list[str]:
+    """A line as the parsers should see it: control sequences out, and a one-line pasted
+    exception (its newlines written as the two characters \\n) cut into its lines."""
+    if "\x1b" in line:
+        line = ANSI.sub("", line)
+    if "\\n" in line:
+        return line.split("\\n")
+    return [line]
 
 
 _RATE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:Gb/sec|Gbps|Gb/s|G)?", re.I)

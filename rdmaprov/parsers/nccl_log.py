@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rdmaprov.parsers import nccl_env
+from rdmaprov.parsers import nccl_env, rules
 from rdmaprov.parsers._common import Finding, VerbsWarnings
 
 # Caps keep memory flat however many ranks and hosts log the same thing.
@@ -79,7 +79,8 @@ _LAST_DONE = re.compile(r"Rank (\d+)\] Exception .*last completed NCCL work: (\d
 _PEER = re.compile(r"(?:from|peer|to) ([\w.:-]+?)<(\d+)>")
 # Lines without "NCCL" in them that still belong to the log (explain routes them here).
 OTHER = re.compile(r"Got completion|Watchdog|watchdog|ncclSocketInit|nccl\w*Error|libibverbs|"
-                   r"\.\w{1,2}:\d+ WARN |\] INFO |Last error|NET/OFI|remote process exited")
+                   r"\.\w{1,2}:\d+ WARN |\] INFO |Last error|NET/OFI|remote process exited|"
+                   r"NVLink SHARP|^\s*(?:This is usually caused|Disable NVLS)|Test NCCL failure")
 # Interfaces that only reach this host: bridges, veths and overlay tunnels.
 _LOCAL_IF = re.compile(r"^(?:virbr|docker|br-|veth|cni|flannel|cali|tunl|kube-ipvs|lxcbr|podman)")
 
@@ -92,7 +93,8 @@ CONTEXT_CODES = frozenset({
     "verbs_open_device", "plugin_no_device", "plugin_network", "bridge_interface",
     "docker_bridge", "link_local_address", "first_failure", "watchdog", "watchdog_silent",
     "watchdog_behind", "watchdog_stuck", "verbs_provider", "verbs_provider_abi", "env_removed",
-    "env_deprecated", "env_unknown", "env_nccl_says", "version_from_env"})
+    "env_deprecated", "env_unknown", "env_nccl_says", "version_from_env",
+    "dmabuf_unsupported", "nvls_failure", "collnet_fallback"})
 
 # ibv_wc_status values (verbs.h) NCCL prints as "status=N" or "with error N".
 WC_STATUS = {
@@ -221,6 +223,8 @@ class NcclLogParser:
         self.wd_done: dict[int, int] = {}  # rank -> last completed work
         self.wd_stuck: set[int] = set()  # ranks whose watchdog itself hung (heartbeat monitor)
         self._last_error_for: NcclError | None = None
+        self._last_added: NcclError | None = None
+        self.test_failures: list[str] = []  # nccl-tests "Test NCCL failure" lines
         self._after_rdma: set[int] = set()
         self.verbs = VerbsWarnings()
         self._pending_last = False
@@ -419,6 +423,7 @@ class NcclLogParser:
         e = self.errors.get(k)
         if e is not None:
             e.count += 1
+            self._last_added = e
             return
         if len(self.errors) >= _MAX_ERRORS:
             self.errors_dropped += 1
@@ -431,8 +436,13 @@ class NcclLogParser:
         if r:
             e.rank = int(r.group(1))
         self.errors[k] = e
+        self._last_added = e
 
     def _warn(self, msg: str, line: str) -> None:
+        hit = rules.match(line, "nccl")  # the whole line: "nvls.cc:223" sits before the WARN
+        if hit is not None:  # a cause in the rules table names the error
+            self._add_error(hit[0].code, rules.diagnosis(*hit, line).cause[:80], line)
+            return
         if "Got completion" in msg:
             m = _STATUS.search(msg)
             status = int(m.group(1) or m.group(2)) if m else None
@@ -480,9 +490,6 @@ class NcclLogParser:
         if "encountered a fatal error" in low:  # NCCL aborts the comm after the error itself
             self._add_error("comm_abort", "", line)
             return
-        if "got async event" in low or "async fatal event" in low:
-            self._add_error("async_event", msg.rsplit(":", 1)[-1].strip()[:60], line)
-            return
         if ("broken pipe" in low or "connection reset by peer" in low
                 or "connection closed by remote peer" in low or "connection refused" in low):
             p = _PEER.search(msg)
@@ -512,6 +519,19 @@ class NcclLogParser:
         t = _RANK_TAG.search(line)
         if t and len(self.rank_tags) < _MAX_SET:
             self.rank_tags.add(int(t.group(1)))
+        if "Test NCCL failure" in line or "Test CUDA failure" in line:
+            if len(self.test_failures) < 16:
+                self.test_failures.append(line)
+            return
+        s = line.lstrip()
+        if s.startswith(("This is usually caused", "Disable NVLS")):  # NCCL 2.29's own words
+            e = self._last_added
+            if e is not None and e.kind == "nvls_failure":
+                e.detail = ((e.detail + " ") if e.detail else "") + s[:200]
+            return
+        if "NVLink SHARP" in line and "NCCL WARN" not in line:  # a wrapped exception text
+            self._warn(line, line)
+            return
         if line.endswith("Last error:"):  # NCCL's message follows on the next line
             self._pending_last = True
             return
@@ -658,7 +678,7 @@ class NcclLogParser:
                   "NCCL_DEBUG_SUBSYS=INIT,NET and look for NET/IB lines; check ibv_devinfo on "
                   "the hosts and in the container.")
             f.append(Finding("error", "NCCL fell back to TCP sockets (network Socket): "
-                             f"{r.fallback_cause}", hint, "socket_fallback"))
+                             f"{r.fallback_cause}", hint, "socket_fallback", "config"))
         elif r.network:
             f.append(Finding("info", f"network used: {r.network}"
                              + (f" over {len(r.hcas)} HCA port(s)" if r.hcas else ""), None))
@@ -691,7 +711,8 @@ class NcclLogParser:
             f.append(Finding("info", "GPUDirect RDMA is in use (channels via NET/.../GDRDMA)"
                              if self.gdr_channels else "GPUDirect RDMA is enabled", None))
         # Generic NCCL/PyTorch error lines restate a cause listed elsewhere: list them last.
-        late = ("nccl_error", "system_error", "cuda_error", "proxy", "comm_abort")
+        late = ("nccl_error", "system_error", "cuda_error", "proxy", "comm_abort",
+                *rules.CONSEQUENCE_CODES)
         rdma_seen = False
         for e in r.errors:  # in order of appearance
             e_after_rdma = rdma_seen and e.kind == "peer_lost"
@@ -701,6 +722,8 @@ class NcclLogParser:
         for e in sorted(r.errors, key=lambda e: e.kind in late):
             fd = _explain_error(e, {**r.env_pasted, **r.env}, id(e) in self._after_rdma)
             fd.code = fd.code or e.kind
+            if fd.severity != "info":
+                fd.remedy = fd.remedy or rules.remedy_for(fd.code)
             f.append(fd)
         if self.errors_dropped:
             f.append(Finding("info", f"{self.errors_dropped} more distinct errors not listed",
@@ -774,7 +797,8 @@ class NcclLogParser:
             f.extend(_watchdog_findings(r.watchdog))
         # Consequences of another error, and libibverbs missing (NCCL goes on with sockets).
         consequences = ("proxy", "nccl_error", "remote_error", "timeout", "system_error",
-                        "no_libibverbs", "comm_abort")
+                        "no_libibverbs", "comm_abort", "cuda_error", "collnet_fallback",
+                        *rules.CONSEQUENCE_CODES)
         firsts = [e for e in r.errors if e.kind not in consequences]
         if len(firsts) > 1:
             e = firsts[0]
@@ -798,6 +822,11 @@ class NcclLogParser:
 
 def _explain_error(e: NcclError, env: dict[str, str], consequence: bool = False) -> Finding:
     times = f" (x{e.count})" if e.count > 1 else ""
+    hit = rules.match(e.line, "nccl")
+    if hit is not None:  # the rules table states this cause
+        d = rules.diagnosis(*hit, e.line)
+        says = f"; NCCL says: {e.detail}" if e.detail and e.kind == "nvls_failure" else ""
+        return Finding(d.severity, d.cause + times + says, d.action, d.code, d.remedy)
     ifname = env.get("NCCL_SOCKET_IFNAME")
     if e.kind == "no_interface":
         return Finding(
@@ -950,6 +979,11 @@ def _explain_error(e: NcclError, env: dict[str, str], consequence: bool = False)
                        "One rank stopped progressing: look for the first NCCL WARN on any "
                        "rank before the timeout (a network error, a dead process); a "
                        "slow/failing link shows as retry-exceeded completion errors.")
+    if e.kind == "cuda_error":
+        return Finding("error", "NCCL 'unhandled cuda error'" + times,
+                       "A CUDA call inside NCCL failed: the NCCL WARN or 'Last error' line "
+                       "names it (NVLS/Fabric Manager, an invalid device, a driver too old "
+                       "for the CUDA runtime); without one rerun with NCCL_DEBUG=INFO.")
     if e.kind == "system_error":
         return Finding("error", "NCCL 'unhandled system error'" + times,
                        "A system or verbs call failed; rerun with NCCL_DEBUG=INFO and read the "

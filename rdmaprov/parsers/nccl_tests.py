@@ -25,6 +25,9 @@ _MAX_DEVICES = 4096
 _AVG = re.compile(r"Avg bus bandwidth\s*:\s*([\d.]+)")
 _OOB = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(\w+)?")
 _MAX_ROWS = 10000
+# "node1: Test CUDA failure common.cu:963 'invalid device ordinal'", "Test NCCL failure ...":
+# the test aborted (src/common.h TESTCHECK/CUDACHECK/NCCLCHECK).
+_ABORT = re.compile(r"(?:(\S+): )?Test (CUDA|NCCL) failure (\S+) '([^']*)'|Test failure (\S+)")
 
 
 def _float(tok: str) -> float | None:
@@ -77,6 +80,27 @@ class NcclTestsParser:
         self.signals = 0
         self.devices: list[dict[str, Any]] = []
         self.versions: tuple[str, str] | None = None
+        self.failures: list[dict[str, str]] = []
+        self.headers = 0  # "# nThread ..." lines: one per independent test run
+        self.summaries = 0  # "# Avg bus bandwidth" lines
+        # A second header (or result) with no table row since the first: runs interleaved,
+        # as independent processes print them, not one run after another.
+        self.back_to_back = 0
+        self._rows_at_header = -1
+        self._rows_at_summary = -1
+
+    def abort(self, line: str) -> bool:
+        """A "Test CUDA/NCCL failure" line: the run aborted (never a healthy result)."""
+        m = _ABORT.search(line)
+        if not m:
+            return False
+        self.signals += 2
+        if m.group(2) and len(self.failures) < 16:
+            f = {"host": m.group(1) or "", "what": m.group(2), "where": m.group(3),
+                 "error": m.group(4).strip(" /")}
+            if f not in self.failures:
+                self.failures.append(f)
+        return True
 
     def feed(self, line: str) -> None:
         s = clean(line).strip()
@@ -92,6 +116,12 @@ class NcclTestsParser:
             if m:
                 self.avg = float(m.group(1))
                 self.signals += 1
+                self.summaries += 1
+                if self._rows_at_summary == len(self.rows):
+                    self.back_to_back += 1
+                self._rows_at_summary = len(self.rows)
+            return
+        if "Test " in body and " failure" in body and self.abort(body):
             return
         if "Out of bounds" in body:
             m = _OOB.search(body)
@@ -113,6 +143,11 @@ class NcclTestsParser:
             return
         if body.startswith(("nThread ", "Using devices", "Collective test starting")):
             self.signals += 1
+            if body.startswith("nThread "):
+                self.headers += 1
+                if self._rows_at_header == len(self.rows):
+                    self.back_to_back += 1
+                self._rows_at_header = len(self.rows)
             return
         if body.startswith("nccl-tests version"):
             m = _TESTS_VERSION.search(body)
@@ -176,23 +211,33 @@ class NcclTestsParser:
                 if v is not None and (best is None or v > best[0]):
                     best = (v, row["size_bytes"])
             for k in ("oop_error", "ip_error"):
-                v = row.get(k)
-                # Only the newer integer "#wrong" column counts wrong values; the old
-                # "error" column is a float max-error that is normally a rounding residue.
-                if v is not None and v.isdecimal() and int(v) > 0 \
-                        and (self.header is None or "#wrong" in self.header):
+                if _wrong(row.get(k), self.header) > 0:
                     r.wrong_rows += 1
                     break
         if best:
             r.peak_busbw, r.peak_size_bytes = best
         f = r.findings
         dup = [rk for rk, pids in self.ranks.items() if len(pids) > 1]
+        for fl in self.failures:
+            f.append(abort_finding(fl))
         if dup:
             f.append(Finding(
                 "error", f"rank {dup[0]} appears {len(self.ranks[dup[0]])} times with "
-                "different processes: each process ran its own 1-rank test",
+                "different processes: each process ran its own test (nccl-tests without MPI)",
                 "nccl-tests was built without MPI support: rebuild with `make MPI=1 "
-                "MPI_HOME=...` so mpirun ranks form one communicator."))
+                "MPI_HOME=...` (after `make clean`) so mpirun ranks form one communicator.",
+                "tests_no_mpi", "config"))
+        elif self.back_to_back:
+            n = max(self.headers, self.summaries)
+            f.append(Finding(
+                "error", f"{n} test headers or results printed together in one output: "
+                "several independent runs interleaved (each process ran its own test)",
+                "If they come from one mpirun, nccl-tests was built without MPI: `make clean; "
+                "make MPI=1 MPI_HOME=...` so the ranks form one communicator; the busbw of "
+                "such runs is a single host's.", "tests_no_mpi", "config"))
+        collapse = _collapse(self.rows)
+        if collapse:
+            f.append(collapse)
         if self.oob:
             f.append(Finding("error", f"{self.oob} out-of-bounds values: results were WRONG",
                              "Data corruption: rerun with -c 1 and NCCL_DEBUG=WARN; suspect "
@@ -209,6 +254,62 @@ class NcclTestsParser:
             f.append(Finding("warning", "no result rows (the output stops before the table)",
                              None))
         return r
+
+
+def _wrong(v: str | None, header: list[str] | None) -> float:
+    """The #wrong count of a row's cell (0 when it has none). Integers and the scientific
+    form some versions print ("1e+06") count; the old "error" column (a float max-error,
+    normally a rounding residue such as 2e-07) does not."""
+    if v is None:
+        return 0
+    try:
+        x = float(v)
+    except ValueError:
+        return 0
+    if header is not None and "#wrong" in header:
+        return x
+    return x if x >= 1 and x.is_integer() and header is None else 0
+
+
+def abort_finding(fl: dict[str, str]) -> Finding:
+    where = f" on {fl['host']}" if fl["host"] else ""
+    err = fl["error"]
+    if "invalid device ordinal" in err:
+        hint = ("A process asked for a GPU that does not exist on its host: processes per "
+                "host x -g (GPUs per process) exceeds the GPUs visible there "
+                "(CUDA_VISIBLE_DEVICES); with mpirun use -g 1 and one process per GPU, or "
+                "fewer processes per host.")
+    elif fl["what"] == "NCCL":
+        hint = ("NCCL failed inside the test: rerun with NCCL_DEBUG=INFO and `rdmaprov "
+                "explain` the log; the NCCL WARN before the failure names the cause.")
+    else:
+        hint = "A CUDA call of the test failed: check the GPUs (nvidia-smi) and the driver."
+    return Finding("error", f"the test aborted{where}: {fl['what']} failure at {fl['where']} "
+                   f"'{err}' (no valid result)", hint, "tests_abort", "config")
+
+
+def _collapse(rows: list[dict[str, Any]]) -> Finding | None:
+    """Busbw that falls well below its peak at the largest sizes, where it should be flat."""
+    pts = []
+    for row in rows:
+        vals = [v for v in (row.get("oop_busbw"), row.get("ip_busbw")) if v is not None]
+        if vals:
+            pts.append((row["size_bytes"], max(vals)))
+    if len(pts) < 4:
+        return None
+    pts.sort()
+    peak_size, peak = max(pts, key=lambda p: p[1])
+    last_size, last = pts[-1]
+    if peak < 1 or peak_size >= last_size or last >= 0.5 * peak:
+        return None
+    return Finding(
+        "warning", f"busbw collapses at large sizes: {last:g} GB/s at {_human(last_size)} "
+        f"against a peak of {peak:g} GB/s at {_human(peak_size)}",
+        "Bandwidth should stay near its peak as messages grow: a drop at the largest sizes "
+        "points at a link or switch port that congests under sustained load (RoCE: pause "
+        "storms or missing ECN, see ethtool -S rx_prioN_pause / np_cnp_sent), a NIC or PCIe "
+        "link running below its rate, or GPU memory pressure. Test each NIC with ib_write_bw "
+        "and read the port counters.", "tests_busbw_collapse", "investigate")
 
 
 def nccl_code(code: str) -> str | None:

@@ -1,0 +1,101 @@
+"""The diagnosis table (rdmaprov/parsers/rules.py) and the nccl-tests judgements around it."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from rdmaprov.explain import explain_stream
+from rdmaprov.parsers import rules
+from rdmaprov.remediation import ALL
+
+
+def test_every_rule_is_complete() -> None:
+    for r in rules.RULES:
+        assert r.code and r.cause and r.action and r.source.startswith("https://"), r.code
+        assert r.remedy.value in ALL and r.severity in ("error", "warning", "info")
+        assert r.scope in ("nccl", "kernel", "perftest")
+        # The needle (a cheap pre-test) must not hide a match of its own pattern.
+        assert r.needle == r.needle.lower()
+
+
+@pytest.mark.parametrize(("line", "code", "remedy", "text"), [
+    ("h:1:2 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : port error",
+     "async_event", "reset-link", "flapped"),
+    ("h:1:2 [0] net_ib.cc:80 NCCL WARN NET/IB : Got async event : local catastrophic error",
+     "async_event", "reboot", "catastrophic"),
+    ("h:1:2 [0] NCCL WARN NET/IB : mlx5_0:1 Got async event : local access violation work "
+     "queue error", "async_event", "config", "local access violation"),
+    ("h:1:2 [0] NCCL WARN NET/IB : Got async event : port active", "async_info",
+     "investigate", "not an error"),
+    ("misc/ibvwrap.cc:288 NCCL WARN Call to ibv_reg_dmabuf_mr failed with error Operation not "
+     "supported", "dmabuf_unsupported", "config", "DMA-BUF"),
+    ("h:1:2 [0] transport.cc:323 NCCL WARN Cannot initialize CollNet, using point-to-point "
+     "network instead", "collnet_fallback", "config", "fell back"),
+    ("mlx5_core 0000:0d:00.0: poll_health:801:(pid 0): device's health compromised - reached "
+     "miss count", "mlx5_health", "reboot", "health counter"),
+    ("Couldn't connect to 10.0.0.2:18515", "perftest_oob_connect", "config", "10.0.0.2:18515"),
+])
+def test_rule_matches(line: str, code: str, remedy: str, text: str) -> None:
+    hit = rules.match(line)
+    assert hit is not None
+    d = rules.diagnosis(*hit, line)
+    assert (d.code, d.remedy) == (code, remedy)
+    assert text in d.cause + d.action
+
+
+def test_diagnose_puts_the_first_cause_before_consequences() -> None:
+    lines = ["Unable to init the socket connection",
+             "Couldn't connect to 10.0.0.2:18515",
+             "Couldn't connect to 10.0.0.2:18515"]
+    out = rules.diagnose(lines)
+    assert [d.code for d in out] == ["perftest_oob_connect", "perftest_oob_socket"]
+    assert out[0].count == 2 and out[1].consequence
+
+
+def _table(rows: list[tuple[int, float, str]]) -> list[str]:
+    head = ("#       size         count      type   redop    root     time   algbw   busbw "
+            "#wrong     time   algbw   busbw #wrong")
+    out = [head]
+    for size, bw, wrong in rows:
+        out.append(f"{size:>12} {size // 4:>13}     float     sum      -1   100.0  {bw:6.2f}  "
+                   f"{bw:6.2f}  {wrong:>5}   100.0  {bw:6.2f}  {bw:6.2f}  {wrong:>5}")
+    return out
+
+
+def test_wrong_in_scientific_notation_counts() -> None:
+    r = explain_stream(_table([(1 << 20, 10.0, "0"), (1 << 21, 10.0, "1.04858e+06"),
+                               (1 << 22, 10.0, "0")]))
+    assert any(re.search(r"^1 rows report wrong", f["message"]) for f in r["findings"])
+
+
+def test_bandwidth_collapse_at_large_sizes_is_flagged() -> None:
+    rows = [(1 << k, bw, "0") for k, bw in zip(range(20, 31, 2),
+                                               (20.0, 40.0, 80.0, 90.0, 30.0, 12.0), strict=True)]
+    r = explain_stream(_table(rows))
+    f = [x for x in r["findings"] if x.get("code") == "tests_busbw_collapse"]
+    assert f and "12 GB/s at 1 GiB" in f[0]["message"] and f[0]["remedy"] == "investigate"
+    flat = [(1 << k, bw, "0") for k, bw in zip(range(20, 31, 2),
+                                               (20.0, 40.0, 80.0, 90.0, 91.0, 90.5), strict=True)]
+    assert not any(x.get("code") == "tests_busbw_collapse"
+                   for x in explain_stream(_table(flat))["findings"])
+
+
+def test_coded_errors_of_the_real_pastes_carry_a_remediation_class() -> None:
+    from pathlib import Path
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "explain"
+    seen = 0
+    for p in sorted(fixtures.iterdir()):
+        if p.name == "index.yaml":
+            continue
+        with open(p, encoding="utf-8") as fh:
+            r = explain_stream(fh)
+        for f in r["findings"] + (r.get("nccl_log") or {}).get("findings", []):
+            if f.get("remedy") is not None:
+                assert f["remedy"] in ALL, (p.name, f)
+                seen += 1
+            elif f["severity"] == "error" and f.get("code") in rules.CODE_REMEDY:
+                raise AssertionError(f"{p.name}: {f['code']} without a remedy")
+    assert seen >= 60
