@@ -1,15 +1,23 @@
-"""Live per-host progress from runner events, and the final per-host summary.
+"""Live progress from runner events, and the final per-host summary.
 
-With a terminal: a rich Live view (current play and task, each host's last status, counts).
-Without one (CI, pipes): one plain line per host result, e.g.
-``node1  ok       preflight : Gather RDMA facts``. Everything here reads runner events and
-RunResult objects; nothing parses Ansible's stdout.
+With a terminal: a rich Live view. While every host fits on the screen, one row per host (last
+status, counts); past that, a fleet view: per-task counts (ok, changed, failed, unreachable,
+running), the failing hosts and the slowest ones, never one row per host. Without a terminal
+(CI, pipes): one line per task once it is done, with its counts and failing hosts, e.g.
+``preflight : Gather RDMA facts  ok=998  failed=2  failed: node17, node230``; with -v, one line
+per host result instead, e.g. ``node1  ok       preflight : Gather RDMA facts``.
+Host, task and message text from a run reaches the terminal only through textsafe.safe_text and
+rich Text (never markup). Everything here reads runner events and RunResult objects; nothing
+parses Ansible's stdout.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -20,13 +28,34 @@ from rich.text import Text
 
 from rdmaprov.console import table_console
 from rdmaprov.drift import DriftRow
-from rdmaprov.engine import RunResult, task_label
+from rdmaprov.engine import RunResult, failure_message, task_label
+from rdmaprov.textsafe import safe_text
 
 STATUS_STYLE = {
     "ok": "green", "changed": "yellow", "failed": "bold red", "unreachable": "bold red",
     "skipped": "cyan", "running": "dim", "rescued": "magenta", "ignored": "dim red",
 }
 COUNT_KEYS = ("ok", "changed", "failed", "unreachable", "skipped", "rescued")
+TASK_KEYS = ("ok", "changed", "failed", "unreachable", "skipped", "ignored", "running")
+FAILING = ("failed", "unreachable")
+TASK_STARTS = ("playbook_on_task_start", "playbook_on_handler_task_start")
+# A line or panel names this many hosts, then says how many more: a fleet's failures are all
+# named in the summary (and --json), not in the progress.
+NAMES_SHOWN = 20
+SLOWEST_SHOWN = 5
+# Lines the per-host view needs besides its host rows (play/task line, header, totals, Live's).
+HOST_VIEW_EXTRA = 4
+
+
+def text(value: object, style: str = "") -> Text:
+    """Text from a run (host, task, message) for rich: escapes dropped, brackets literal."""
+    return Text(safe_text(str(value)), style=style)
+
+
+def name_list(names: list[str], shown: int = NAMES_SHOWN) -> str:
+    """'a, b, c' or 'a, b, … (+N more)': at most ``shown`` names."""
+    head = ", ".join(safe_text(n) for n in names[:shown])
+    return head if len(names) <= shown else f"{head} (+{len(names) - shown} more)"
 
 
 def event_status(event: Mapping[str, Any]) -> str | None:
@@ -47,11 +76,39 @@ def event_status(event: Mapping[str, Any]) -> str | None:
     return None
 
 
+def task_key(data: Mapping[str, Any]) -> str:
+    """Which task an event belongs to. ansible-runner marks a task start it has seen before (free
+    strategy, serial) with a ``_N`` suffix; the hosts' results carry the task's own uuid."""
+    uuid = str(data.get("task_uuid") or "")
+    return uuid.split("_")[0] if uuid else task_label(data)
+
+
 @dataclass
 class HostLine:
     status: str = "waiting"
     task: str = ""
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNT_KEYS, 0))
+
+
+@dataclass
+class TaskLine:
+    """One task's results over all hosts."""
+
+    label: str
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TASK_KEYS, 0))
+    failing: dict[str, str] = field(default_factory=dict)  # host -> failed|unreachable, in order
+
+    def line(self) -> Text:
+        """``label  ok=N  changed=N ...  failed: hosts  unreachable: hosts`` (nonzero counts)."""
+        out = text(self.label, "bold")
+        counts = [f"{k}={v}" for k, v in self.counts.items() if v]
+        out.append("  " + ("  ".join(counts) if counts else "no host results"))
+        for status in FAILING:
+            names = [h for h, s in self.failing.items() if s == status]
+            if names:
+                out.append(f"  {status}: ")
+                out.append(name_list(names), style=STATUS_STYLE[status])
+        return out
 
 
 REPORT_ACTIONS = ("debug", "ansible.builtin.debug", "ansible.legacy.debug")
@@ -95,13 +152,29 @@ def report_lines(event: Mapping[str, Any]) -> list[str] | None:
 
 @dataclass
 class ProgressState:
-    """What the live view shows, folded from events (pure; unit-tested on its own)."""
+    """What the views show, folded from events (pure; unit-tested on its own). Every fold is
+    O(1) (amortized) so that a fleet's events cost the same per host as a lab's."""
 
     play: str = ""
     task: str = ""
     hosts: dict[str, HostLine] = field(default_factory=dict)
     # What the roles report about each host (their debug tasks), in order: (task, lines).
     reports: dict[str, list[tuple[str, list[str]]]] = field(default_factory=dict)
+    tasks: dict[str, TaskLine] = field(default_factory=dict)
+    # Hosts that failed or went unreachable, in that order: host -> (status, task, why).
+    failures: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    # Hosts with a task under way: host -> (task key, when it started by ``clock``).
+    running: dict[str, tuple[str, float]] = field(default_factory=dict)
+    # Each host's slowest finished result: host -> (seconds, task, status).
+    slow: dict[str, tuple[float, str, str]] = field(default_factory=dict)
+    clock: Callable[[], float] = time.monotonic
+
+    def task_line(self, data: Mapping[str, Any]) -> TaskLine:
+        key = task_key(data)
+        line = self.tasks.get(key)
+        if line is None:
+            line = self.tasks[key] = TaskLine(task_label(data))
+        return line
 
     def apply(self, event: Mapping[str, Any]) -> tuple[str, str, str] | None:
         """Fold one event in; return (host, status, task) when it is a host's final result."""
@@ -109,23 +182,43 @@ class ProgressState:
         data = event.get("event_data") or {}
         if kind == "playbook_on_play_start":
             self.play = str(data.get("play") or data.get("name") or "")
-        elif kind == "playbook_on_task_start":
+        elif kind in TASK_STARTS:
             self.task = task_label(data)
+            self.task_line(data)
         status = event_status(event)
         host = data.get("host")
         if status is None or not host:
             return None
-        line = self.hosts.setdefault(str(host), HostLine())
+        host = str(host)
+        line = self.hosts.setdefault(host, HostLine())
         line.status, line.task = status, task_label(data)
         lines = report_lines(event)
         # A role that reads its host again after acting reports the same lines again: once.
-        if lines is not None and lines not in [seen for _, seen in self.reports.get(str(host), [])]:
-            self.reports.setdefault(str(host), []).append((line.task, lines))
+        if lines is not None and lines not in [seen for _, seen in self.reports.get(host, [])]:
+            self.reports.setdefault(host, []).append((line.task, lines))
+        task = self.task_line(data)
         if status == "running":
+            task.counts["running"] += 1
+            self.running[host] = (task_key(data), self.clock())
             return None
+        started = self.running.pop(host, None)
+        if started is not None and started[0] in self.tasks:
+            self.tasks[started[0]].counts["running"] -= 1
         if status in line.counts:
             line.counts[status] += 1
-        return str(host), status, line.task
+        task.counts[status] += 1
+        if status in FAILING:
+            task.failing[host] = status
+            res = data.get("res")
+            why = failure_message(res) if isinstance(res, Mapping) else ""
+            self.failures[host] = (status, line.task, why)
+        seconds = data.get("duration")
+        if not isinstance(seconds, (int, float)) and started is not None:
+            seconds = self.clock() - started[1]
+        if isinstance(seconds, (int, float)) and status != "skipped" and \
+                seconds > self.slow.get(host, (-1.0,))[0]:
+            self.slow[host] = (float(seconds), line.task, status)
+        return host, status, line.task
 
     def totals(self) -> dict[str, int]:
         out = dict.fromkeys(COUNT_KEYS, 0)
@@ -134,24 +227,50 @@ class ProgressState:
                 out[k] += v
         return out
 
+    def slowest(self, k: int = SLOWEST_SHOWN) -> list[tuple[float, str, str, str]]:
+        """The hosts that took longest, each once: those still running a task (by how long so far)
+        and the slowest finished results, longest first: (seconds, host, task, running|status)."""
+        now = self.clock()
+        under_way = heapq.nlargest(k, ((now - t0, host, self.tasks[key].label, "running")
+                                       for host, (key, t0) in self.running.items()
+                                       if key in self.tasks), key=lambda r: r[0])
+        done = heapq.nlargest(k, ((sec, host, task, status)
+                                  for host, (sec, task, status) in self.slow.items()),
+                              key=lambda r: r[0])
+        out: list[tuple[float, str, str, str]] = []
+        for item in sorted(under_way + done, key=lambda r: -r[0]):
+            if item[1] not in {o[1] for o in out}:
+                out.append(item)
+        return out[:k]
+
 
 class Progress:
-    """Consumes runner events (``__call__``) and shows them; use as a context manager."""
+    """Consumes runner events (``__call__``) and shows them; use as a context manager.
+
+    ``verbose`` (-v) gives one plain line per host result where there is no terminal; without
+    it, one line per task. ``console`` and ``clock`` are for tests (a fixed-size console)."""
 
     def __init__(self, stream: TextIO, *, live: bool | None = None,
-                 hosts: list[str] | None = None) -> None:
-        self.console = Console(file=stream, highlight=False, soft_wrap=True)
+                 hosts: list[str] | None = None, verbose: int = 0,
+                 console: Console | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.console = console or Console(file=stream, highlight=False, soft_wrap=True)
         self.live_mode = self.console.is_terminal if live is None else live
-        self.state = ProgressState()
+        self.verbose = verbose
+        self.state = ProgressState(clock=clock)
         for h in hosts or []:
             self.state.hosts[h] = HostLine()
         self._live: Live | None = None
-        self._width = max((len(h) for h in hosts or []), default=8)
+        self._lock = threading.Lock()  # events come on the runner's thread, refreshes on Live's
+        self._width = max((len(safe_text(h)) for h in hosts or []), default=8)
+        self._pending: dict[str, None] = {}  # tasks with results not yet in a plain line
 
     def __enter__(self) -> Progress:
         if self.live_mode:
-            self._live = Live(self._render(), console=self.console, refresh_per_second=8,
-                              transient=True)
+            # Live renders on its own clock (8 a second), not once per event: a fleet's events
+            # cost one fold each, not one render each.
+            self._live = Live(console=self.console, get_renderable=self.renderable,
+                              refresh_per_second=8, transient=True)
             self._live.__enter__()
         return self
 
@@ -159,19 +278,57 @@ class Progress:
         if self._live is not None:
             self._live.__exit__(None, None, None)
             self._live = None
+        elif not self.verbose:
+            self._print_tasks(lambda _key: True)
 
     def __call__(self, event: Mapping[str, Any]) -> None:
-        done = self.state.apply(event)
-        if self._live is not None:
-            self._live.update(self._render())
-        elif done is not None:
-            host, status, task = done
-            self._width = max(self._width, len(host))
-            self.console.print(f"{host:<{self._width}}  {status:<11}  {task}", markup=False)
+        with self._lock:
+            done = self.state.apply(event)
+        if self.live_mode:
+            return
+        if self.verbose:
+            if done is not None:
+                host, status, task = done
+                host = safe_text(host)
+                self._width = max(self._width, len(host))
+                self.console.print(Text(f"{host:<{self._width}}  {status:<11}  "
+                                        f"{safe_text(task)}"))
+            return
+        kind = event.get("event", "")
+        data = event.get("event_data") or {}
+        if done is not None:
+            self._pending[task_key(data)] = None
+        elif kind in TASK_STARTS:
+            # Linear: a task is done when the next one starts. Free: when no host runs it.
+            current = task_key(data)
+            self._print_tasks(lambda key: key != current
+                              and self.state.tasks[key].counts["running"] <= 0)
+        elif kind in ("playbook_on_play_start", "playbook_on_stats"):
+            self._print_tasks(lambda _key: True)
+
+    def _print_tasks(self, ready: Callable[[str], bool]) -> None:
+        """The plain line of each task with new results that ``ready`` says is done, in order.
+        A task that gets results after its line (free strategy) gets a line again."""
+        for key in [k for k in self._pending if ready(k)]:
+            del self._pending[key]
+            self.console.print(self.state.tasks[key].line())
+
+    def renderable(self) -> Group:
+        with self._lock:
+            return self._render()
 
     def _render(self) -> Group:
-        head = Text(f"PLAY {self.state.play}  ", style="bold")
-        head.append(f"TASK {self.state.task}", style="bold blue")
+        height = self.console.size.height
+        if len(self.state.hosts) + HOST_VIEW_EXTRA <= height:
+            return self._render_hosts()
+        return self._render_fleet(height)
+
+    def _head(self) -> Text:
+        head = text(f"PLAY {self.state.play}  ", "bold")
+        head.append(safe_text(f"TASK {self.state.task}"), style="bold blue")
+        return head
+
+    def _render_hosts(self) -> Group:
         table = Table(box=None, pad_edge=False, show_edge=False)
         table.add_column("host")
         table.add_column("status")
@@ -179,22 +336,79 @@ class Progress:
             table.add_column(k, justify="right")
         table.add_column("last task", overflow="ellipsis", no_wrap=True)
         for name, line in sorted(self.state.hosts.items()):
-            table.add_row(name, Text(line.status, style=STATUS_STYLE.get(line.status, "")),
-                          *(str(line.counts[k]) for k in COUNT_KEYS), line.task)
+            table.add_row(text(name), Text(line.status, style=STATUS_STYLE.get(line.status, "")),
+                          *(str(line.counts[k]) for k in COUNT_KEYS), text(line.task))
         totals = self.state.totals()
         foot = Text("  ".join(f"{k}={v}" for k, v in totals.items()), style="dim")
-        return Group(head, table, foot)
+        return Group(self._head(), table, foot)
+
+    def _render_fleet(self, height: int) -> Group:
+        """Per-task counts, the failing hosts, the slowest hosts: a fixed number of lines
+        whatever the number of hosts."""
+        s = self.state
+        waiting = sum(1 for line in s.hosts.values() if line.status == "waiting")
+        summary = Text(f"{len(s.hosts)} hosts: {len(s.running)} running, {waiting} waiting, "
+                       f"{len(s.failures)} failing", style="dim")
+        slow = s.slowest()
+        budget = height - 1  # Live's cursor line
+        fail_rows = min(len(s.failures), max(3, budget // 4))
+        fixed = 2 + 1 + (2 + fail_rows + 1 if s.failures else 0) + (2 + len(slow) if slow else 0)
+        task_rows = max(2, budget - fixed)
+
+        tasks = Table(box=None, pad_edge=False, show_edge=False)
+        tasks.add_column("task", overflow="ellipsis", no_wrap=True)
+        for k in TASK_KEYS:
+            tasks.add_column(k, justify="right", style=STATUS_STYLE.get(k, ""))
+        keys = list(s.tasks)
+        if len(keys) > task_rows:
+            earlier = len(keys) - task_rows + 1
+            tasks.add_row(Text(f"({earlier} earlier tasks)", style="dim"))
+            keys = keys[earlier:]
+        for key in keys:
+            t = s.tasks[key]
+            tasks.add_row(text(t.label), *(str(t.counts[k]) if t.counts[k] else ""
+                                           for k in TASK_KEYS))
+        parts: list[Any] = [self._head(), summary, tasks]
+
+        if s.failures:
+            failing = Table(title=f"failing hosts ({len(s.failures)})", title_justify="left",
+                            box=None, pad_edge=False, show_edge=False)
+            shown = list(s.failures.items())[:fail_rows]
+            # The why column gives way, never the host's name.
+            failing.add_column("host", no_wrap=True,
+                               min_width=min(40, max(len(safe_text(h)) for h, _ in shown)))
+            failing.add_column("status", no_wrap=True, min_width=11)
+            failing.add_column("task", no_wrap=True, overflow="ellipsis", max_width=40)
+            failing.add_column("why", overflow="ellipsis", no_wrap=True)
+            for host, (status, task, why) in shown:
+                failing.add_row(text(host), Text(status, style=STATUS_STYLE[status]),
+                                text(task), text(why.splitlines()[0] if why else ""))
+            parts.append(failing)
+            if len(s.failures) > fail_rows:
+                parts.append(Text(f"(+{len(s.failures) - fail_rows} more failing hosts: the "
+                                  "summary names them all)", style="dim"))
+        if slow:
+            slowest = Table(title="slowest hosts", title_justify="left", box=None,
+                            pad_edge=False, show_edge=False)
+            for col in ("host", "seconds", "state", "task"):
+                slowest.add_column(col, no_wrap=True, justify="right" if col == "seconds"
+                                   else "left")
+            for seconds, host, task, state in slow:
+                slowest.add_row(text(host), f"{seconds:.1f}",
+                                Text(state, style=STATUS_STYLE.get(state, "")), text(task))
+            parts.append(slowest)
+        return Group(*parts)
 
 
 def print_reports(reports: Mapping[str, list[tuple[str, list[str]]]], stream: TextIO) -> None:
     """What the roles found on each host, grouped by host, before the summary."""
     console = Console(file=stream, highlight=False, soft_wrap=True)
     for host in sorted(reports):
-        console.print(Text(host, style="bold"))
+        console.print(text(host, "bold"))
         for task, lines in reports[host]:
-            console.print(f"  {task}", markup=False, style="dim")
-            for text in lines:
-                console.print(f"    {text}", markup=False)
+            console.print(text(f"  {task}", "dim"))
+            for line in lines:
+                console.print(text(f"    {line}"))
 
 
 def print_drift(rows: list[DriftRow], hosts: list[str], stream: TextIO, *, check: bool) -> None:
@@ -206,45 +420,63 @@ def print_drift(rows: list[DriftRow], hosts: list[str], stream: TextIO, *, check
     for col in ("host", "setting", *(("current", "wanted") if check else ("before", "after"))):
         table.add_column(col)
     for r in rows:  # Text: loop labels like "[/etc/x]" are data, not rich markup
-        table.add_row(*(Text(v) for v in (r.host, r.setting, r.current, r.wanted)))
+        table.add_row(*(text(v) for v in (r.host, r.setting, r.current, r.wanted)))
     in_line = [h for h in hosts if not any(r.host == h for r in rows)]
     if rows:
         console.print(table)
     what = "in line" if check else "unchanged"
-    console.print(f"{what}: {', '.join(in_line)}" if in_line
+    console.print(text(f"{what}: {', '.join(in_line)}") if in_line
                   else ("every host drifts" if check else "every host changed"), markup=False)
 
 
-def summary_table(result: RunResult) -> Table:
+SUMMARY_KEYS = ("ok", "changed", "failed", "unreachable", "skipped")
+# Past this many hosts the summary table has one row per kind of host, not one per host (-v: per
+# host again); the failing hosts are still named one a line below it.
+SUMMARY_HOST_ROWS = 50
+
+
+def summary_table(result: RunResult, *, verbose: int = 0) -> Table:
     table = Table(title="Summary", title_justify="left")
-    table.add_column("host")
-    for k in ("ok", "changed", "failed", "unreachable", "skipped"):
+    table.add_column("host" if verbose or len(result.hosts) <= SUMMARY_HOST_ROWS else "hosts")
+    for k in SUMMARY_KEYS:
         table.add_column(k, justify="right")
-    for name, h in result.hosts.items():
-        style = "" if h.healthy else "red"
-        table.add_row(name, str(h.ok), str(h.changed), str(h.failed), str(h.unreachable),
-                      str(h.skipped), style=style)
+    if verbose or len(result.hosts) <= SUMMARY_HOST_ROWS:
+        for name, h in result.hosts.items():
+            table.add_row(text(name), *(str(getattr(h, k)) for k in SUMMARY_KEYS),
+                          style="" if h.healthy else "red")
+        return table
+    groups: dict[str, list[Any]] = {}
+    for h in result.hosts.values():
+        kind = ("unreachable" if h.unreachable else "failed") if not h.healthy else \
+            ("changed" if h.changed else "in line")
+        groups.setdefault(kind, []).append(h)
+    for kind in ("in line", "changed", "failed", "unreachable"):
+        if kind in groups:
+            hs = groups[kind]
+            table.add_row(f"{len(hs)} {kind}", *(str(sum(getattr(h, k) for h in hs))
+                                                   for k in SUMMARY_KEYS),
+                          style="red" if kind in FAILING else "")
     return table
 
 
-def print_summary(result: RunResult, stream: TextIO) -> None:
-    """The per-host table, then the failing task and message of each failed host."""
+def print_summary(result: RunResult, stream: TextIO, *, verbose: int = 0) -> None:
+    """The per-host table (a fleet: per kind of host), then the failing task and message of each
+    failed host."""
     console = Console(file=stream, highlight=False, soft_wrap=True)
     if result.hosts:
-        console.print(summary_table(result))
+        console.print(summary_table(result, verbose=verbose))
     for name, h in result.hosts.items():
         if h.healthy:
             continue
         kind = "unreachable" if h.unreachable else "failed"
         if h.failure is None:
-            console.print(f"{name}: {kind}", markup=False)
+            console.print(text(f"{name}: {kind}"))
         else:
-            console.print(f"{name}: {kind} at '{h.failure.task}': {h.failure.message}",
-                          markup=False)
+            console.print(text(f"{name}: {kind} at '{h.failure.task}': {h.failure.message}"))
     if result.error:
-        console.print(f"error: {result.error}", markup=False)
+        console.print(text(f"error: {result.error}"))
     if result.artifacts_dir is not None:
-        console.print(f"artifacts: {result.artifacts_dir}", markup=False)
+        console.print(text(f"artifacts: {result.artifacts_dir}"))
 
 
 def result_document(result: RunResult, exit_code: int,

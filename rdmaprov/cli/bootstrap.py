@@ -114,7 +114,7 @@ def run(args: argparse.Namespace, playbook: Path | None = None) -> int:
     spec = options.run_spec(args, book, inv)
     human = sys.stderr if args.json else sys.stdout
     collector = drift.DriftCollector()
-    with progress.Progress(human, hosts=inv.selected) as view:
+    with progress.Progress(human, hosts=inv.selected, verbose=args.verbose) as view:
         def on_event(ev: Mapping[str, Any], view: progress.Progress = view) -> None:
             view(ev)
             collector(ev)
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace, playbook: Path | None = None) -> int:
         result = RunnerSession(spec, on_event=on_event).run()
     code = exit_code(result)
     progress.print_reports(view.state.reports, human)
-    progress.print_summary(result, human)
+    progress.print_summary(result, human, verbose=args.verbose)
     if args.diff:
         progress.print_drift(collector.rows, list(inv.selected), human, check=args.check)
     if not args.check:

@@ -70,7 +70,9 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--json", action="store_true",
                    help="print one JSON result document on stdout; progress goes to stderr")
     g.add_argument("-v", "--verbose", action="count", default=0,
-                   help="more Ansible detail in the kept artifacts (repeat for more)")
+                   help="one progress line per host and task where there is no terminal (else one "
+                        "per task), and more Ansible detail in the kept artifacts (repeat for "
+                        "more)")
 
 
 def retry_file(inventory: Path) -> Path:

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         spec.tags = sorted({*spec.tags, *roles})
         print(f"batch {n}/{len(plan)}: {', '.join(batch)}", file=human)
 
-        with progress.Progress(human, hosts=batch) as view:
+        with progress.Progress(human, hosts=batch, verbose=args.verbose) as view:
             def on_event(ev: Any, view: progress.Progress = view) -> None:
                 view(ev)
                 collector(ev)
@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
 
     total = merge(results)
     stopped = bool(not_run)
-    progress.print_summary(total, human)
+    progress.print_summary(total, human, verbose=args.verbose)
     if args.diff:
         progress.print_drift(collector.rows, [h for h in inv.selected if h not in not_run], human,
                              check=args.check)

@@ -120,7 +120,8 @@ def _play(args: argparse.Namespace, inv: Any, extra: dict[str, Any], human: Text
     spec.extravars = {**spec.extravars, **extra}
     if hosts is not None:
         spec.limit = ",".join(hosts)
-    with progress.Progress(human, hosts=hosts or inv.selected) as view:
+    with progress.Progress(human, hosts=hosts or inv.selected,
+                           verbose=getattr(args, "verbose", 0)) as view:
         return RunnerSession(spec, on_event=view).run()
 
 

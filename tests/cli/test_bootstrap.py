@@ -84,8 +84,12 @@ def test_all_good_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_fixture(capsys, str(F / "hosts.ini"), "--skip-tags", "fail",
                                "--check", "-e", "marker=m1")
     assert code == 0
-    assert "good  ok           Report check mode and an extra var" in out
+    assert "Say hello  ok=2\nReport check mode and an extra var  ok=2\n" in out  # per task
     assert "Summary" in out
+    code, out, _ = run_fixture(capsys, str(F / "hosts.ini"), "--skip-tags", "fail",
+                               "--check", "-e", "marker=m1", "-v")
+    assert code == 0
+    assert "good  ok           Report check mode and an extra var" in out  # -v: per host
 
 
 def test_limit_passes_through(capsys: pytest.CaptureFixture[str]) -> None:

@@ -34,8 +34,9 @@ def test_state_folds_events() -> None:
 
 
 def test_plain_lines_without_a_terminal() -> None:
+    """-v: one line per host result; without it, one line per task once the next one starts."""
     out = io.StringIO()
-    with Progress(out, hosts=["node1", "node10"]) as p:
+    with Progress(out, hosts=["node1", "node10"], verbose=1) as p:
         p(ev("runner_on_start", "node1"))
         p(ev("runner_on_ok", "node1"))
         p(ev("runner_on_failed", "node10", task="Load modules", role=None))
@@ -43,6 +44,17 @@ def test_plain_lines_without_a_terminal() -> None:
         "node1   ok           preflight : Gather RDMA facts",
         "node10  failed       Load modules",
     ]
+    out = io.StringIO()
+    with Progress(out, hosts=["node1", "node10"]) as p:
+        p(ev("playbook_on_task_start"))
+        p(ev("runner_on_start", "node1"))
+        p(ev("runner_on_ok", "node1"))
+        p(ev("runner_on_ok", "node10", changed=True))
+        assert out.getvalue() == ""
+        p(ev("playbook_on_task_start", task="Load modules", role=None))
+        assert out.getvalue() == "preflight : Gather RDMA facts  ok=1  changed=1\n"
+        p(ev("runner_on_failed", "node10", task="Load modules", role=None))
+    assert out.getvalue().splitlines()[1:] == ["Load modules  failed=1  failed: node10"]
 
 
 def test_live_view_renders_hosts() -> None:
