@@ -655,3 +655,39 @@ def pcie_topology(root: str = "/") -> dict:
                         if b not in bridges]
     acs = {b: acs_state(sysfs_root, b) for b in bridges}
     return {"hcas": hcas, "gpus": gpus, "affinity": affinity, "acs": acs}
+
+
+def hca_identity(root: str, addresses: list) -> dict:
+    """For each expected HCA PCI address: {"device": RDMA name or None, "on_pci": bool,
+    "slot": name or None, "driver": bound driver or None}. Names shift when a card fails to
+    probe (mlx5_7 becomes mlx5_6); the PCI address and slot do not."""
+    sysfs_root = os.path.join(root, "sys")
+    by_addr = {hca_pci_address(sysfs_root, n): n for n in list_devices(sysfs_root)}
+    slots = pci_slots(sysfs_root)
+    out = {}
+    for addr in addresses:
+        addr = addr.lower()
+        base = os.path.join(sysfs_root, "bus/pci/devices", addr)
+        driver = os.path.join(base, "driver")
+        out[addr] = {"device": by_addr.get(addr), "on_pci": os.path.exists(base),
+                     "slot": slots.get(addr.rsplit(".", 1)[0]),
+                     "driver": os.path.basename(os.path.realpath(driver))
+                     if os.path.lexists(driver) else None}
+    return out
+
+
+def verbs_devices(root: str) -> dict:
+    """{RDMA device: {"uverbs": "uverbsN" or None, "node": bool}}: the verbs character device
+    each HCA has (/sys/class/infiniband_verbs/uverbsN/ibdev names its device) and whether
+    /dev/infiniband/uverbsN exists. A process needs it to open the HCA at all."""
+    sysfs_root = os.path.join(root, "sys")
+    cls = os.path.join(sysfs_root, "class/infiniband_verbs")
+    mapped = {}
+    for entry in _listdir(cls):
+        ibdev = read(os.path.join(cls, entry, "ibdev"))
+        if entry.startswith("uverbs") and ibdev:
+            mapped[ibdev] = entry
+    return {name: {"uverbs": mapped.get(name),
+                   "node": bool(mapped.get(name)) and os.path.exists(
+                       os.path.join(root, "dev/infiniband", mapped[name]))}
+            for name in list_devices(sysfs_root)}

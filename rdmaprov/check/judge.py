@@ -49,10 +49,34 @@ def _label(p: Mapping[str, Any]) -> str:
     return f"{p['device']}/{p['port']}"
 
 
+def _missing_cards(state: State) -> Item | None:
+    """Expected HCAs (by PCI address) that are not RDMA devices, named by address and slot:
+    gone from PCI (a dead or unseated card), or on PCI without an RDMA device (the driver did
+    not bind or probe)."""
+    gone, unbound = [], []
+    for addr, ident in (state.get("identity") or {}).items():
+        if ident.get("device"):
+            continue
+        where = addr + (f" (slot {ident['slot']})" if ident.get("slot") else "")
+        if ident.get("on_pci"):
+            unbound.append(f"{where} on PCI (driver {ident.get('driver') or 'none'}) but no "
+                           "RDMA device")
+        else:
+            gone.append(f"{where} not on PCI")
+    if gone:
+        return Item("ports", "fail", f"HCA {'; '.join(gone + unbound)}", remedy=REPLACE)
+    if unbound:
+        return Item("ports", "fail", f"HCA {'; '.join(unbound)}", remedy=REBOOT)
+    return None
+
+
 def check_ports(state: State, exp: Expectations) -> Item:
     if exp.ports == 0:
         return Item("ports", "n/a", "no RDMA port expected (--expect-ports 0)")
     rdma = state["rdma"]
+    card = _missing_cards(state)
+    if card is not None:
+        return card
     if not rdma["devices"]:
         why = rdma["kernel"].get("reason") or "no RDMA devices in /sys/class/infiniband"
         # A kernel without uverbs is set up wrong; devices gone from a kernel that has it is a
@@ -298,9 +322,28 @@ def check_pcie(state: State, exp: Expectations) -> Item:
     return Item("pcie", "pass", "; ".join(parts))
 
 
+def check_verbs(state: State, exp: Expectations) -> Item:
+    """Each HCA's verbs device: /sys/class/infiniband_verbs/uverbsN names it, and
+    /dev/infiniband/uverbsN exists (a job opens the HCA through it)."""
+    verbs = {n: v for n, v in (state.get("verbs") or {}).items()
+             if not exp.hcas or n in exp.hcas}
+    if exp.ports == 0 or not verbs:
+        return Item("verbs", "n/a", "no RDMA device")
+    if not any(v["uverbs"] for v in verbs.values()):
+        return Item("verbs", "n/a", "no uverbsN/ibdev readable in /sys/class/infiniband_verbs")
+    unbound = [n for n, v in verbs.items() if not v["uverbs"]]
+    no_node = [f"/dev/infiniband/{v['uverbs']} ({n})" for n, v in verbs.items()
+               if v["uverbs"] and not v["node"]]
+    if unbound or no_node:
+        parts = ([f"{', '.join(unbound)} without a uverbs device"] if unbound else []) + \
+                ([f"{', '.join(no_node)} missing"] if no_node else [])
+        return Item("verbs", "fail", "; ".join(parts), remedy=CONFIG)
+    return Item("verbs", "pass", ", ".join(f"{n}: {v['uverbs']}" for n, v in sorted(verbs.items())))
+
+
 CHECKS: tuple[Callable[[State, Expectations], Item], ...] = (
     check_ports, check_modules, check_mtu, check_qos, check_memlock, check_gpus, check_gpudirect,
-    check_links, check_pcie,
+    check_links, check_pcie, check_verbs,
 )
 
 

@@ -140,6 +140,8 @@ def gather(exp: Expectations, root: str = "/") -> dict[str, Any]:
         "gpus": gpus(root),
         "gpudirect": module_utils("rdma_sysfs").gpudirect(root),
         "pcie": module_utils("rdma_sysfs").pcie_topology(root),
+        "identity": module_utils("rdma_sysfs").hca_identity(root, exp.hca_pci),
+        "verbs": module_utils("rdma_sysfs").verbs_devices(root),
         "mtu": mtus(_mtu_interfaces(state, exp), root),
         "memlock": memlock(),
         # DCB tools only when PFC is expected: they are the slow part of a check.

@@ -88,3 +88,50 @@ def test_unreadable_acs_is_said_not_judged(tmp_path: Path) -> None:
     rc, c = check(root)
     assert rc == 0
     assert "ACS: extended config space not readable (root only)" in c["pcie"]["detail"]
+
+
+# -- identity: HCAs by PCI address and slot; verbs device nodes per HCA ----------------------
+
+WANT = ("--expect-hca-pci", "0000:19:00.0,0000:3e:00.0")
+
+
+def test_a_card_gone_from_pci_is_named_by_address_and_slot(tmp_path: Path) -> None:
+    root = pcie_root.build(tmp_path, failed={"0000:19:00.0": "gone"})
+    rc, c = check(root, *WANT)
+    assert rc == 2
+    assert c["ports"]["detail"] == "HCA 0000:19:00.0 (slot 2) not on PCI"
+    assert c["ports"]["remedy"] == "replace"
+    # The card that is there took the name mlx5_0; it is not blamed.
+    assert "mlx5" not in c["_reason"], c["_reason"]
+
+
+def test_a_card_that_did_not_probe_is_named_not_its_neighbour(tmp_path: Path) -> None:
+    root = pcie_root.build(tmp_path, failed={"0000:19:00.0": "unbound"})
+    rc, c = check(root, *WANT)
+    assert rc == 2
+    assert c["ports"]["detail"] == ("HCA 0000:19:00.0 (slot 2) on PCI (driver none) but no "
+                                    "RDMA device")
+    assert c["ports"]["remedy"] == "reboot"
+
+
+def test_all_cards_there_by_address(tmp_path: Path) -> None:
+    rc, c = check(pcie_root.build(tmp_path), *WANT)
+    assert rc == 0, c
+    assert c["verbs"] == {"name": "verbs", "status": "pass", "remedy": None,
+                          "detail": "mlx5_0: uverbs0, mlx5_1: uverbs1"}
+
+
+def test_a_missing_verbs_device_node_is_named(tmp_path: Path) -> None:
+    root = pcie_root.build(tmp_path)
+    (root / "dev/infiniband/uverbs1").unlink()
+    rc, c = check(root)
+    assert rc == 2
+    assert c["verbs"]["detail"] == "/dev/infiniband/uverbs1 (mlx5_1) missing"
+    assert c["verbs"]["remedy"] == "config"
+
+
+def test_a_bad_pci_address_is_a_config_error(tmp_path: Path) -> None:
+    p = subprocess.run([sys.executable, "-m", "rdmaprov", "check", "--sysroot",
+                        str(pcie_root.build(tmp_path)), "--expect-hca-pci", "3b:00.0"],
+                       capture_output=True, text=True, timeout=60, check=False)
+    assert p.returncode == 1 and "is not a PCI address like 0000:3b:00.0" in p.stderr, p.stderr
