@@ -691,3 +691,28 @@ def verbs_devices(root: str) -> dict:
                    "node": bool(mapped.get(name)) and os.path.exists(
                        os.path.join(root, "dev/infiniband", mapped[name]))}
             for name in list_devices(sysfs_root)}
+
+
+def bond_members(sysfs_root: str, bond: str) -> list:
+    """The interfaces enslaved to ``bond``: bonding/slaves ("ens1f0np0 ens1f1np1"), else its
+    lower_<if> links."""
+    net = os.path.join(sysfs_root, "class/net", bond)
+    text = read(os.path.join(net, "bonding/slaves"))
+    if text:
+        return text.split()
+    lower = sorted(n[len("lower_"):] for n in _listdir(net) if n.startswith("lower_"))
+    if lower:
+        return lower
+    return [n for n in list_netdevs(sysfs_root) if n != bond and bond_of(sysfs_root, n) == bond]
+
+
+def roce_datapath(sysfs_root: str, device: str, port: dict) -> dict:
+    """The netdevs RoCE traffic of one port really crosses: the VLANs on top (the netdevs of
+    its GIDs other than the port's own: a RoCE GID per VLAN address) and, for a bond (RoCE
+    LAG), each member below. MTU matters on all of them; PFC is set on the physical ports."""
+    netdev = port.get("netdev")
+    vlans = sorted({g["netdev"] for g in port.get("gids") or []
+                    if g.get("netdev") and g["netdev"] != netdev})
+    members = bond_members(sysfs_root, netdev) if netdev and port.get("bond") == netdev else []
+    return {"netdev": netdev, "vlans": vlans, "members": members,
+            "link_layer": port.get("link_layer")}

@@ -130,9 +130,18 @@ def check_modules(state: State, exp: Expectations) -> Item:
     return Item("modules", "pass", caps.summary([state["modules"][m] for m in exp.modules]))
 
 
+def _datapath(state: State, p: Mapping[str, Any]) -> Mapping[str, Any]:
+    return (state["rdma"].get("datapath") or {}).get(_label(p)) or {}
+
+
 def _mtu_interfaces(state: State, exp: Expectations) -> list[str]:
-    netdevs = [p["netdev"] for p in _ports(state, exp) if p.get("netdev")]
-    return list(dict.fromkeys([*exp.interfaces, *netdevs]))
+    """The named interfaces, each port's netdev, and for RoCE the VLANs on top of it and the
+    members of its bond: the MTU of every hop of the data path."""
+    netdevs = []
+    for p in _ports(state, exp):
+        path = _datapath(state, p)
+        netdevs += [p.get("netdev"), *path.get("vlans", []), *path.get("members", [])]
+    return list(dict.fromkeys([*exp.interfaces, *(n for n in netdevs if n)]))
 
 
 def check_mtu(state: State, exp: Expectations) -> Item:
@@ -154,9 +163,13 @@ def check_mtu(state: State, exp: Expectations) -> Item:
 
 
 def qos_interfaces(state: State, exp: Expectations) -> list[str]:
-    """RoCE ports' netdevs plus the named interfaces: where PFC matters."""
-    roce = [p["netdev"] for p in _ports(state, exp)
-            if p.get("link_layer") == "Ethernet" and p.get("netdev")]
+    """RoCE ports' netdevs (a bond's members) plus the named interfaces: where PFC matters."""
+    roce = []
+    for p in _ports(state, exp):
+        if p.get("link_layer") != "Ethernet" or not p.get("netdev"):
+            continue
+        # PFC lives on the physical ports: a bond's members, not the bond.
+        roce += list(_datapath(state, p).get("members") or []) or [p["netdev"]]
     return list(dict.fromkeys([*roce, *exp.interfaces]))
 
 

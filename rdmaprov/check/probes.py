@@ -67,8 +67,11 @@ def rdma(root: str = "/") -> dict[str, Any]:
             devices.append({"name": dev["name"], "ports": ports})
     # Error counters per port ({"dev/port": {state, counters}}), for the judgement over time.
     counters = module_utils("link_counters").snapshot(full)
+    # The netdevs RoCE traffic crosses besides the port's own: VLANs on top, bond members below.
+    datapath = {f"{dev['name']}/{p['port']}": sysfs.roce_datapath(sys_root, dev["name"], p)
+                for dev in full for p in dev["ports"] if p.get("link_layer") == "Ethernet"}
     return {"kernel": kernel, "source": "sysfs" if devices else "none", "devices": devices,
-            "counters": counters}
+            "counters": counters, "datapath": datapath}
 
 
 def modules(names: list[str], root: str = "/") -> dict[str, dict[str, str]]:
