@@ -205,11 +205,12 @@ def check_memlock(state: State, exp: Expectations) -> Item:
         ok = have is None
     else:
         ok = have is None or have >= int(exp.memlock) * 1024
+    source = state.get("memlock_source")
     if ok:
-        return Item("memlock", "pass", shown)
+        return Item("memlock", "pass", shown + (f" ({source})" if source else ""))
     want = exp.memlock if exp.memlock == "unlimited" else f">= {exp.memlock} KiB"
-    return Item("memlock", "fail", f"memlock {shown}, want {want} (RDMA pins memory)",
-                remedy=CONFIG)
+    return Item("memlock", "fail", f"memlock {shown}, want {want} (RDMA pins memory)"
+                + (f"; read from {source}" if source else ""), remedy=CONFIG)
 
 
 def check_gpus(state: State, exp: Expectations) -> Item:
