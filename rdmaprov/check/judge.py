@@ -252,6 +252,8 @@ def check_links(state: State, exp: Expectations) -> Item:
     if not links:
         return Item("links", "n/a", "link history not judged")
     wanted = {f"{p['device']}/{p['port']}" for p in _ports(state, exp)}
+    if not wanted:
+        return Item("links", "n/a", "no RDMA port")
     findings = [f for f in links["findings"] if f"{f['device']}/{f['port']}" in wanted]
     fails = [f for f in findings if f["severity"] == "fail"]
     warns = [f["text"] for f in findings if f["severity"] != "fail"]
