@@ -679,7 +679,8 @@ def hca_identity(root: str, addresses: list) -> dict:
 def verbs_devices(root: str) -> dict:
     """{RDMA device: {"uverbs": "uverbsN" or None, "node": bool}}: the verbs character device
     each HCA has (/sys/class/infiniband_verbs/uverbsN/ibdev names its device) and whether
-    /dev/infiniband/uverbsN exists. A process needs it to open the HCA at all."""
+    /dev/infiniband/uverbsN exists. A process needs it to open the HCA at all. {} when there
+    is no /dev/infiniband (this check runs where the host's /dev is not: not judged)."""
     sysfs_root = os.path.join(root, "sys")
     cls = os.path.join(sysfs_root, "class/infiniband_verbs")
     mapped = {}
@@ -687,6 +688,8 @@ def verbs_devices(root: str) -> dict:
         ibdev = read(os.path.join(cls, entry, "ibdev"))
         if entry.startswith("uverbs") and ibdev:
             mapped[ibdev] = entry
+    if not os.path.isdir(os.path.join(root, "dev/infiniband")):
+        return {}  # no /dev/infiniband here at all (a container without it): nothing to judge
     return {name: {"uverbs": mapped.get(name),
                    "node": bool(mapped.get(name)) and os.path.exists(
                        os.path.join(root, "dev/infiniband", mapped[name]))}

@@ -343,8 +343,11 @@ def check_verbs(state: State, exp: Expectations) -> Item:
     /dev/infiniband/uverbsN exists (a job opens the HCA through it)."""
     verbs = {n: v for n, v in (state.get("verbs") or {}).items()
              if not exp.hcas or n in exp.hcas}
-    if exp.ports == 0 or not verbs:
+    if exp.ports == 0 or not state["rdma"]["devices"]:
         return Item("verbs", "n/a", "no RDMA device")
+    if not verbs:
+        return Item("verbs", "n/a", "no /dev/infiniband here (a container without the host's "
+                                    "devices?): not judged")
     if not any(v["uverbs"] for v in verbs.values()):
         return Item("verbs", "n/a", "no uverbsN/ibdev readable in /sys/class/infiniband_verbs")
     unbound = [n for n, v in verbs.items() if not v["uverbs"]]

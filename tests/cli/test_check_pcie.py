@@ -135,3 +135,13 @@ def test_a_bad_pci_address_is_a_config_error(tmp_path: Path) -> None:
                         str(pcie_root.build(tmp_path)), "--expect-hca-pci", "3b:00.0"],
                        capture_output=True, text=True, timeout=60, check=False)
     assert p.returncode == 1 and "is not a PCI address like 0000:3b:00.0" in p.stderr, p.stderr
+
+
+def test_no_dev_infiniband_at_all_is_not_judged(tmp_path: Path) -> None:
+    root = pcie_root.build(tmp_path)
+    for node in (root / "dev/infiniband").iterdir():
+        node.unlink()
+    (root / "dev/infiniband").rmdir()
+    rc, c = check(root)
+    assert rc == 0 and c["verbs"]["status"] == "n/a", c
+    assert "no /dev/infiniband here" in c["verbs"]["detail"]
