@@ -34,6 +34,7 @@ class Expectations:
     link_layer: str | None = None  # InfiniBand or Ethernet; None: either
     hcas: list[str] = field(default_factory=list)  # only these devices; []: all
     hca_pci: list[str] = field(default_factory=list)  # PCI addresses of HCAs that must be there
+    gpu_nic: dict[str, str] = field(default_factory=dict)  # GPU PCI address -> nearest NIC
     mtu: int | None = None  # wanted MTU of the RDMA netdevs and `interfaces`
     interfaces: list[str] = field(default_factory=list)  # netdevs checked besides the ports'
     modules: list[str] = field(default_factory=lambda: list(DEFAULT_MODULES))
@@ -64,6 +65,7 @@ SPEC: dict[str, dict[str, Any]] = {
     "link_layer": {"type": "str", "choices": ["InfiniBand", "Ethernet"]},
     "hcas": {"type": "list", "elements": "str"},
     "hca_pci": {"type": "list", "elements": "str"},
+    "gpu_nic": {"type": "raw"},  # {GPU PCI address: RDMA device name or PCI address}
     "mtu": {"type": "int"},
     "interfaces": {"type": "list", "elements": "str"},
     "modules": {"type": "list", "elements": "str"},
@@ -93,6 +95,16 @@ FLAG_NAMES = {"ports": "--expect-ports", "rate": "--expect-rate", "mtu": "--expe
 
 def _convert(name: str, value: Any, label: str) -> Any:
     spec = SPEC[name]
+    if name == "gpu_nic":
+        import re
+
+        pci = r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
+        if not isinstance(value, dict) or not all(
+                isinstance(k, str) and re.fullmatch(pci, k) and isinstance(v, str) and v
+                for k, v in value.items()):
+            raise UserError(f"{label}: must map GPU PCI addresses to their nearest NIC, e.g. "
+                            "{'0000:18:00.0': mlx5_0}")
+        return {k.lower(): v for k, v in value.items()}
     if name == "link_thresholds":
         if not isinstance(value, dict):
             raise UserError(f"{label}: must be a mapping of counter class to a number, e.g. "

@@ -305,6 +305,18 @@ def check_pcie(state: State, exp: Expectations) -> Item:
             down.append(f"{_where(name, link)} PCIe {why}")
     if down:
         return Item("pcie", "fail", f"trained down: {'; '.join(down)}", remedy=REPLACE)
+    if exp.gpu_nic:
+        near = {a["gpu"]: a["nic"] for a in topo["affinity"]}
+        addr_of = {n: (h or {}).get("address") for n, h in topo["hcas"].items()}
+        wrong = []
+        for gpu, want in sorted(exp.gpu_nic.items()):
+            got = near.get(gpu)
+            if got is None:
+                wrong.append(f"GPU {gpu}: no NIC found near it (want {want})")
+            elif want not in (got, addr_of.get(got)):
+                wrong.append(f"GPU {gpu} nearest NIC {got} ({addr_of.get(got)}), want {want}")
+        if wrong:
+            return Item("pcie", "fail", "; ".join(wrong), remedy=INVESTIGATE)
     gdr = exp.gpus != 0 and exp.peermem
     redirect = [f"{b} {a['why']}" for b, a in topo["acs"].items() if a["enabled"]]
     if gdr and redirect:

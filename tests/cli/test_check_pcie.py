@@ -145,3 +145,21 @@ def test_no_dev_infiniband_at_all_is_not_judged(tmp_path: Path) -> None:
     rc, c = check(root)
     assert rc == 0 and c["verbs"]["status"] == "n/a", c
     assert "no /dev/infiniband here" in c["verbs"]["detail"]
+
+
+def test_a_gpu_whose_nearest_nic_differs_from_the_expectation_is_named(tmp_path: Path) -> None:
+    root = pcie_root.build(tmp_path)
+    cfg = tmp_path / "check.yml"
+    cfg.write_text("gpu_nic: {'0000:18:00.0': mlx5_0, '0000:3d:00.0': '0000:3e:00.0'}\n")
+    rc, c = check(root, "--config", str(cfg))
+    assert rc == 0, c
+    cfg.write_text("gpu_nic: {'0000:18:00.0': mlx5_1}\n")
+    rc, c = check(root, "--config", str(cfg))
+    assert rc == 2 and c["pcie"]["remedy"] == "investigate"
+    assert c["pcie"]["detail"] == ("GPU 0000:18:00.0 nearest NIC mlx5_0 (0000:19:00.0), "
+                                   "want mlx5_1")
+    cfg.write_text("gpu_nic: [mlx5_0]\n")
+    p = subprocess.run([sys.executable, "-m", "rdmaprov", "check", "--sysroot", str(root),
+                        "--config", str(cfg)], capture_output=True, text=True, timeout=60,
+                       check=False)
+    assert p.returncode == 1 and "must map GPU PCI addresses" in p.stderr, p.stderr
