@@ -719,3 +719,31 @@ def roce_datapath(sysfs_root: str, device: str, port: dict) -> dict:
     members = bond_members(sysfs_root, netdev) if netdev and port.get("bond") == netdev else []
     return {"netdev": netdev, "vlans": vlans, "members": members,
             "link_layer": port.get("link_layer")}
+
+
+MELLANOX_VENDOR = "0x15b3"
+
+
+def cards_without_rdma(root: str) -> list:
+    """Mellanox/NVIDIA network functions on PCI (vendor 0x15b3, class Ethernet 0x0200xx or
+    InfiniBand 0x0207xx, not a virtual function) that no RDMA device sits on: a card that did
+    not probe. [{address, slot, driver}]. Only a hint for naming a missing card: an
+    Ethernet-only ConnectX (a management NIC) is legitimate on its own."""
+    sysfs_root = os.path.join(root, "sys")
+    devs = os.path.join(sysfs_root, "bus/pci/devices")
+    used = {hca_pci_address(sysfs_root, n) for n in list_devices(sysfs_root)}
+    slots = None
+    out = []
+    for addr in sorted(_listdir(devs)):
+        if addr in used or read(os.path.join(devs, addr, "vendor")) != MELLANOX_VENDOR:
+            continue
+        if not (read(os.path.join(devs, addr, "class")) or "").startswith(("0x0200", "0x0207")):
+            continue
+        if os.path.lexists(os.path.join(devs, addr, "physfn")):
+            continue
+        slots = pci_slots(sysfs_root) if slots is None else slots
+        driver = os.path.join(devs, addr, "driver")
+        out.append({"address": addr, "slot": slots.get(addr.rsplit(".", 1)[0]),
+                    "driver": os.path.basename(os.path.realpath(driver))
+                    if os.path.lexists(driver) else None})
+    return out

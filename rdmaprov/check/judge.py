@@ -70,6 +70,16 @@ def _missing_cards(state: State) -> Item | None:
     return None
 
 
+def _unprobed(state: State) -> str:
+    """' (card on PCI without an RDMA device: 0000:19:00.0 slot 2, driver mlx5_core)', or ''."""
+    cards = state.get("unprobed") or []
+    if not cards:
+        return ""
+    named = [c["address"] + (f" slot {c['slot']}" if c.get("slot") else "")
+             + f", driver {c.get('driver') or 'none'}" for c in cards]
+    return f" (card on PCI without an RDMA device: {'; '.join(named)})"
+
+
 def check_ports(state: State, exp: Expectations) -> Item:
     if exp.ports == 0:
         return Item("ports", "n/a", "no RDMA port expected (--expect-ports 0)")
@@ -77,12 +87,15 @@ def check_ports(state: State, exp: Expectations) -> Item:
     card = _missing_cards(state)
     if card is not None:
         return card
+    unprobed = _unprobed(state)
     if not rdma["devices"]:
         why = rdma["kernel"].get("reason") or "no RDMA devices in /sys/class/infiniband"
         # A kernel without uverbs is set up wrong; devices gone from a kernel that has it is a
         # card or driver that did not come up.
         remedy = CONFIG if not rdma["kernel"].get("uverbs") else INVESTIGATE
-        return Item("ports", "fail", f"no RDMA devices: {why}", remedy=remedy)
+        if unprobed and rdma["kernel"].get("uverbs"):
+            remedy = REBOOT
+        return Item("ports", "fail", f"no RDMA devices: {why}{unprobed}", remedy=remedy)
     present = {d["name"] for d in rdma["devices"]}
     missing = [h for h in exp.hcas if h not in present]
     if missing:
@@ -98,8 +111,8 @@ def check_ports(state: State, exp: Expectations) -> Item:
     wanted = exp.ports if exp.ports is not None else 1
     if len(active) < wanted:
         detail = f"{len(active)} of {wanted} RDMA ports ACTIVE"
-        return Item("ports", "fail", detail + (f": {', '.join(down)}" if down else ""),
-                    remedy=RESET_LINK)
+        return Item("ports", "fail", detail + (f": {', '.join(down)}" if down else "")
+                    + unprobed, remedy=REBOOT if unprobed and not down else RESET_LINK)
     if exp.rate is not None:
         slow = [f"{_label(p)} at {p.get('rate_gbps')} Gb/s" for p in active
                 if p.get("rate_gbps") is None or p["rate_gbps"] < exp.rate]

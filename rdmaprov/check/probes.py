@@ -221,6 +221,7 @@ def gather(exp: Expectations, root: str = "/") -> dict[str, Any]:
         "pcie": module_utils("rdma_sysfs").pcie_topology(root),
         "identity": module_utils("rdma_sysfs").hca_identity(root, exp.hca_pci),
         "verbs": module_utils("rdma_sysfs").verbs_devices(root),
+        "unprobed": module_utils("rdma_sysfs").cards_without_rdma(root),
         "mtu": mtus(_mtu_interfaces(state, exp), root),
         **_memlock_state(root),
         # DCB tools only when PFC is expected: they are the slow part of a check.

@@ -163,3 +163,16 @@ def test_a_gpu_whose_nearest_nic_differs_from_the_expectation_is_named(tmp_path:
                         "--config", str(cfg)], capture_output=True, text=True, timeout=60,
                        check=False)
     assert p.returncode == 1 and "must map GPU PCI addresses" in p.stderr, p.stderr
+
+
+def test_a_card_that_did_not_probe_is_named_without_an_expectation(tmp_path: Path) -> None:
+    """No hca_pci given: the port count fails, and the card on PCI that has no RDMA device is
+    named by address and slot (the card that took the name mlx5_0 is not blamed)."""
+    root = pcie_root.build(tmp_path, failed={"0000:19:00.0": "unbound"})
+    rc, c = check(root)
+    assert rc == 2 and c["ports"]["remedy"] == "reboot"
+    assert c["ports"]["detail"] == ("1 of 2 RDMA ports ACTIVE (card on PCI without an RDMA "
+                                    "device: 0000:19:00.0 slot 2, driver none)")
+    # A healthy node does not mention the hint at all.
+    rc, c = check(pcie_root.build(tmp_path / "ok"))
+    assert rc == 0 and "without an RDMA device" not in json.dumps(c)
