@@ -655,3 +655,95 @@ def pcie_topology(root: str = "/") -> dict:
                         if b not in bridges]
     acs = {b: acs_state(sysfs_root, b) for b in bridges}
     return {"hcas": hcas, "gpus": gpus, "affinity": affinity, "acs": acs}
+
+
+def hca_identity(root: str, addresses: list) -> dict:
+    """For each expected HCA PCI address: {"device": RDMA name or None, "on_pci": bool,
+    "slot": name or None, "driver": bound driver or None}. Names shift when a card fails to
+    probe (mlx5_7 becomes mlx5_6); the PCI address and slot do not."""
+    sysfs_root = os.path.join(root, "sys")
+    by_addr = {hca_pci_address(sysfs_root, n): n for n in list_devices(sysfs_root)}
+    slots = pci_slots(sysfs_root)
+    out = {}
+    for addr in addresses:
+        addr = addr.lower()
+        base = os.path.join(sysfs_root, "bus/pci/devices", addr)
+        driver = os.path.join(base, "driver")
+        out[addr] = {"device": by_addr.get(addr), "on_pci": os.path.exists(base),
+                     "slot": slots.get(addr.rsplit(".", 1)[0]),
+                     "driver": os.path.basename(os.path.realpath(driver))
+                     if os.path.lexists(driver) else None}
+    return out
+
+
+def verbs_devices(root: str) -> dict:
+    """{RDMA device: {"uverbs": "uverbsN" or None, "node": bool}}: the verbs character device
+    each HCA has (/sys/class/infiniband_verbs/uverbsN/ibdev names its device) and whether
+    /dev/infiniband/uverbsN exists. A process needs it to open the HCA at all. {} when there
+    is no /dev/infiniband (this check runs where the host's /dev is not: not judged)."""
+    sysfs_root = os.path.join(root, "sys")
+    cls = os.path.join(sysfs_root, "class/infiniband_verbs")
+    mapped = {}
+    for entry in _listdir(cls):
+        ibdev = read(os.path.join(cls, entry, "ibdev"))
+        if entry.startswith("uverbs") and ibdev:
+            mapped[ibdev] = entry
+    if not os.path.isdir(os.path.join(root, "dev/infiniband")):
+        return {}  # no /dev/infiniband here at all (a container without it): nothing to judge
+    return {name: {"uverbs": mapped.get(name),
+                   "node": bool(mapped.get(name)) and os.path.exists(
+                       os.path.join(root, "dev/infiniband", mapped[name]))}
+            for name in list_devices(sysfs_root)}
+
+
+def bond_members(sysfs_root: str, bond: str) -> list:
+    """The interfaces enslaved to ``bond``: bonding/slaves ("ens1f0np0 ens1f1np1"), else its
+    lower_<if> links."""
+    net = os.path.join(sysfs_root, "class/net", bond)
+    text = read(os.path.join(net, "bonding/slaves"))
+    if text:
+        return text.split()
+    lower = sorted(n[len("lower_"):] for n in _listdir(net) if n.startswith("lower_"))
+    if lower:
+        return lower
+    return [n for n in list_netdevs(sysfs_root) if n != bond and bond_of(sysfs_root, n) == bond]
+
+
+def roce_datapath(sysfs_root: str, device: str, port: dict) -> dict:
+    """The netdevs RoCE traffic of one port really crosses: the VLANs on top (the netdevs of
+    its GIDs other than the port's own: a RoCE GID per VLAN address) and, for a bond (RoCE
+    LAG), each member below. MTU matters on all of them; PFC is set on the physical ports."""
+    netdev = port.get("netdev")
+    vlans = sorted({g["netdev"] for g in port.get("gids") or []
+                    if g.get("netdev") and g["netdev"] != netdev})
+    members = bond_members(sysfs_root, netdev) if netdev and port.get("bond") == netdev else []
+    return {"netdev": netdev, "vlans": vlans, "members": members,
+            "link_layer": port.get("link_layer")}
+
+
+MELLANOX_VENDOR = "0x15b3"
+
+
+def cards_without_rdma(root: str) -> list:
+    """Mellanox/NVIDIA network functions on PCI (vendor 0x15b3, class Ethernet 0x0200xx or
+    InfiniBand 0x0207xx, not a virtual function) that no RDMA device sits on: a card that did
+    not probe. [{address, slot, driver}]. Only a hint for naming a missing card: an
+    Ethernet-only ConnectX (a management NIC) is legitimate on its own."""
+    sysfs_root = os.path.join(root, "sys")
+    devs = os.path.join(sysfs_root, "bus/pci/devices")
+    used = {hca_pci_address(sysfs_root, n) for n in list_devices(sysfs_root)}
+    slots = None
+    out = []
+    for addr in sorted(_listdir(devs)):
+        if addr in used or read(os.path.join(devs, addr, "vendor")) != MELLANOX_VENDOR:
+            continue
+        if not (read(os.path.join(devs, addr, "class")) or "").startswith(("0x0200", "0x0207")):
+            continue
+        if os.path.lexists(os.path.join(devs, addr, "physfn")):
+            continue
+        slots = pci_slots(sysfs_root) if slots is None else slots
+        driver = os.path.join(devs, addr, "driver")
+        out.append({"address": addr, "slot": slots.get(addr.rsplit(".", 1)[0]),
+                    "driver": os.path.basename(os.path.realpath(driver))
+                    if os.path.lexists(driver) else None})
+    return out

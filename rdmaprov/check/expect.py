@@ -33,6 +33,8 @@ class Expectations:
     rate: int | None = None  # Gb/s each ACTIVE port must reach; None: any
     link_layer: str | None = None  # InfiniBand or Ethernet; None: either
     hcas: list[str] = field(default_factory=list)  # only these devices; []: all
+    hca_pci: list[str] = field(default_factory=list)  # PCI addresses of HCAs that must be there
+    gpu_nic: dict[str, str] = field(default_factory=dict)  # GPU PCI address -> nearest NIC
     mtu: int | None = None  # wanted MTU of the RDMA netdevs and `interfaces`
     interfaces: list[str] = field(default_factory=list)  # netdevs checked besides the ports'
     modules: list[str] = field(default_factory=lambda: list(DEFAULT_MODULES))
@@ -62,6 +64,8 @@ SPEC: dict[str, dict[str, Any]] = {
     "rate": {"type": "int"},
     "link_layer": {"type": "str", "choices": ["InfiniBand", "Ethernet"]},
     "hcas": {"type": "list", "elements": "str"},
+    "hca_pci": {"type": "list", "elements": "str"},
+    "gpu_nic": {"type": "raw"},  # {GPU PCI address: RDMA device name or PCI address}
     "mtu": {"type": "int"},
     "interfaces": {"type": "list", "elements": "str"},
     "modules": {"type": "list", "elements": "str"},
@@ -83,13 +87,24 @@ SPEC: dict[str, dict[str, Any]] = {
 # How the CLI spells each expectation (for messages about a flag's value).
 FLAG_NAMES = {"ports": "--expect-ports", "rate": "--expect-rate", "mtu": "--expect-mtu",
               "pfc_priority": "--expect-pfc", "gpus": "--expect-gpus",
-              "link_layer": "--expect-link-layer", "hcas": "--hca", "interfaces": "--interface",
+              "link_layer": "--expect-link-layer", "hcas": "--hca",
+              "hca_pci": "--expect-hca-pci", "interfaces": "--interface",
               "modules": "--module", "memlock": "--expect-memlock", "link_state": "--link-state",
               "nccl_python": "--nccl-python"}
 
 
 def _convert(name: str, value: Any, label: str) -> Any:
     spec = SPEC[name]
+    if name == "gpu_nic":
+        import re
+
+        pci = r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
+        if not isinstance(value, dict) or not all(
+                isinstance(k, str) and re.fullmatch(pci, k) and isinstance(v, str) and v
+                for k, v in value.items()):
+            raise UserError(f"{label}: must map GPU PCI addresses to their nearest NIC, e.g. "
+                            "{'0000:18:00.0': mlx5_0}")
+        return {k.lower(): v for k, v in value.items()}
     if name == "link_thresholds":
         if not isinstance(value, dict):
             raise UserError(f"{label}: must be a mapping of counter class to a number, e.g. "
@@ -109,6 +124,14 @@ def _convert(name: str, value: Any, label: str) -> Any:
         raise UserError(f"{label}: {value} must not be negative")
     if spec["type"] == "list":
         value = [str(x) for x in value]
+    if name == "hca_pci":
+        import re
+
+        bad = [v for v in value if not re.fullmatch(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:"
+                                                     r"[0-9a-fA-F]{2}\.[0-7]", v)]
+        if bad:
+            raise UserError(f"{label}: {bad[0]!r} is not a PCI address like 0000:3b:00.0")
+        value = [v.lower() for v in value]
     if name == "memlock" and value != "unlimited" and not value.isdigit():
         raise UserError(f"{label}: {value!r} is not 'unlimited' or a size in KiB")
     return value

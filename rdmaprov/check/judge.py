@@ -49,16 +49,53 @@ def _label(p: Mapping[str, Any]) -> str:
     return f"{p['device']}/{p['port']}"
 
 
+def _missing_cards(state: State) -> Item | None:
+    """Expected HCAs (by PCI address) that are not RDMA devices, named by address and slot:
+    gone from PCI (a dead or unseated card), or on PCI without an RDMA device (the driver did
+    not bind or probe)."""
+    gone, unbound = [], []
+    for addr, ident in (state.get("identity") or {}).items():
+        if ident.get("device"):
+            continue
+        where = addr + (f" (slot {ident['slot']})" if ident.get("slot") else "")
+        if ident.get("on_pci"):
+            unbound.append(f"{where} on PCI (driver {ident.get('driver') or 'none'}) but no "
+                           "RDMA device")
+        else:
+            gone.append(f"{where} not on PCI")
+    if gone:
+        return Item("ports", "fail", f"HCA {'; '.join(gone + unbound)}", remedy=REPLACE)
+    if unbound:
+        return Item("ports", "fail", f"HCA {'; '.join(unbound)}", remedy=REBOOT)
+    return None
+
+
+def _unprobed(state: State) -> str:
+    """' (card on PCI without an RDMA device: 0000:19:00.0 slot 2, driver mlx5_core)', or ''."""
+    cards = state.get("unprobed") or []
+    if not cards:
+        return ""
+    named = [c["address"] + (f" slot {c['slot']}" if c.get("slot") else "")
+             + f", driver {c.get('driver') or 'none'}" for c in cards]
+    return f" (card on PCI without an RDMA device: {'; '.join(named)})"
+
+
 def check_ports(state: State, exp: Expectations) -> Item:
     if exp.ports == 0:
         return Item("ports", "n/a", "no RDMA port expected (--expect-ports 0)")
     rdma = state["rdma"]
+    card = _missing_cards(state)
+    if card is not None:
+        return card
+    unprobed = _unprobed(state)
     if not rdma["devices"]:
         why = rdma["kernel"].get("reason") or "no RDMA devices in /sys/class/infiniband"
         # A kernel without uverbs is set up wrong; devices gone from a kernel that has it is a
         # card or driver that did not come up.
         remedy = CONFIG if not rdma["kernel"].get("uverbs") else INVESTIGATE
-        return Item("ports", "fail", f"no RDMA devices: {why}", remedy=remedy)
+        if unprobed and rdma["kernel"].get("uverbs"):
+            remedy = REBOOT
+        return Item("ports", "fail", f"no RDMA devices: {why}{unprobed}", remedy=remedy)
     present = {d["name"] for d in rdma["devices"]}
     missing = [h for h in exp.hcas if h not in present]
     if missing:
@@ -74,8 +111,8 @@ def check_ports(state: State, exp: Expectations) -> Item:
     wanted = exp.ports if exp.ports is not None else 1
     if len(active) < wanted:
         detail = f"{len(active)} of {wanted} RDMA ports ACTIVE"
-        return Item("ports", "fail", detail + (f": {', '.join(down)}" if down else ""),
-                    remedy=RESET_LINK)
+        return Item("ports", "fail", detail + (f": {', '.join(down)}" if down else "")
+                    + unprobed, remedy=REBOOT if unprobed and not down else RESET_LINK)
     if exp.rate is not None:
         slow = [f"{_label(p)} at {p.get('rate_gbps')} Gb/s" for p in active
                 if p.get("rate_gbps") is None or p["rate_gbps"] < exp.rate]
@@ -106,9 +143,18 @@ def check_modules(state: State, exp: Expectations) -> Item:
     return Item("modules", "pass", caps.summary([state["modules"][m] for m in exp.modules]))
 
 
+def _datapath(state: State, p: Mapping[str, Any]) -> Mapping[str, Any]:
+    return (state["rdma"].get("datapath") or {}).get(_label(p)) or {}
+
+
 def _mtu_interfaces(state: State, exp: Expectations) -> list[str]:
-    netdevs = [p["netdev"] for p in _ports(state, exp) if p.get("netdev")]
-    return list(dict.fromkeys([*exp.interfaces, *netdevs]))
+    """The named interfaces, each port's netdev, and for RoCE the VLANs on top of it and the
+    members of its bond: the MTU of every hop of the data path."""
+    netdevs = []
+    for p in _ports(state, exp):
+        path = _datapath(state, p)
+        netdevs += [p.get("netdev"), *path.get("vlans", []), *path.get("members", [])]
+    return list(dict.fromkeys([*exp.interfaces, *(n for n in netdevs if n)]))
 
 
 def check_mtu(state: State, exp: Expectations) -> Item:
@@ -130,9 +176,13 @@ def check_mtu(state: State, exp: Expectations) -> Item:
 
 
 def qos_interfaces(state: State, exp: Expectations) -> list[str]:
-    """RoCE ports' netdevs plus the named interfaces: where PFC matters."""
-    roce = [p["netdev"] for p in _ports(state, exp)
-            if p.get("link_layer") == "Ethernet" and p.get("netdev")]
+    """RoCE ports' netdevs (a bond's members) plus the named interfaces: where PFC matters."""
+    roce = []
+    for p in _ports(state, exp):
+        if p.get("link_layer") != "Ethernet" or not p.get("netdev"):
+            continue
+        # PFC lives on the physical ports: a bond's members, not the bond.
+        roce += list(_datapath(state, p).get("members") or []) or [p["netdev"]]
     return list(dict.fromkeys([*roce, *exp.interfaces]))
 
 
@@ -168,11 +218,12 @@ def check_memlock(state: State, exp: Expectations) -> Item:
         ok = have is None
     else:
         ok = have is None or have >= int(exp.memlock) * 1024
+    source = state.get("memlock_source")
     if ok:
-        return Item("memlock", "pass", shown)
+        return Item("memlock", "pass", shown + (f" ({source})" if source else ""))
     want = exp.memlock if exp.memlock == "unlimited" else f">= {exp.memlock} KiB"
-    return Item("memlock", "fail", f"memlock {shown}, want {want} (RDMA pins memory)",
-                remedy=CONFIG)
+    return Item("memlock", "fail", f"memlock {shown}, want {want} (RDMA pins memory)"
+                + (f"; read from {source}" if source else ""), remedy=CONFIG)
 
 
 def check_gpus(state: State, exp: Expectations) -> Item:
@@ -214,6 +265,8 @@ def check_links(state: State, exp: Expectations) -> Item:
     if not links:
         return Item("links", "n/a", "link history not judged")
     wanted = {f"{p['device']}/{p['port']}" for p in _ports(state, exp)}
+    if not wanted:
+        return Item("links", "n/a", "no RDMA port")
     findings = [f for f in links["findings"] if f"{f['device']}/{f['port']}" in wanted]
     fails = [f for f in findings if f["severity"] == "fail"]
     warns = [f["text"] for f in findings if f["severity"] != "fail"]
@@ -265,6 +318,18 @@ def check_pcie(state: State, exp: Expectations) -> Item:
             down.append(f"{_where(name, link)} PCIe {why}")
     if down:
         return Item("pcie", "fail", f"trained down: {'; '.join(down)}", remedy=REPLACE)
+    if exp.gpu_nic:
+        near = {a["gpu"]: a["nic"] for a in topo["affinity"]}
+        addr_of = {n: (h or {}).get("address") for n, h in topo["hcas"].items()}
+        wrong = []
+        for gpu, want in sorted(exp.gpu_nic.items()):
+            got = near.get(gpu)
+            if got is None:
+                wrong.append(f"GPU {gpu}: no NIC found near it (want {want})")
+            elif want not in (got, addr_of.get(got)):
+                wrong.append(f"GPU {gpu} nearest NIC {got} ({addr_of.get(got)}), want {want}")
+        if wrong:
+            return Item("pcie", "fail", "; ".join(wrong), remedy=INVESTIGATE)
     gdr = exp.gpus != 0 and exp.peermem
     redirect = [f"{b} {a['why']}" for b, a in topo["acs"].items() if a["enabled"]]
     if gdr and redirect:
@@ -298,9 +363,31 @@ def check_pcie(state: State, exp: Expectations) -> Item:
     return Item("pcie", "pass", "; ".join(parts))
 
 
+def check_verbs(state: State, exp: Expectations) -> Item:
+    """Each HCA's verbs device: /sys/class/infiniband_verbs/uverbsN names it, and
+    /dev/infiniband/uverbsN exists (a job opens the HCA through it)."""
+    verbs = {n: v for n, v in (state.get("verbs") or {}).items()
+             if not exp.hcas or n in exp.hcas}
+    if exp.ports == 0 or not state["rdma"]["devices"]:
+        return Item("verbs", "n/a", "no RDMA device")
+    if not verbs:
+        return Item("verbs", "n/a", "no /dev/infiniband here (a container without the host's "
+                                    "devices?): not judged")
+    if not any(v["uverbs"] for v in verbs.values()):
+        return Item("verbs", "n/a", "no uverbsN/ibdev readable in /sys/class/infiniband_verbs")
+    unbound = [n for n, v in verbs.items() if not v["uverbs"]]
+    no_node = [f"/dev/infiniband/{v['uverbs']} ({n})" for n, v in verbs.items()
+               if v["uverbs"] and not v["node"]]
+    if unbound or no_node:
+        parts = ([f"{', '.join(unbound)} without a uverbs device"] if unbound else []) + \
+                ([f"{', '.join(no_node)} missing"] if no_node else [])
+        return Item("verbs", "fail", "; ".join(parts), remedy=CONFIG)
+    return Item("verbs", "pass", ", ".join(f"{n}: {v['uverbs']}" for n, v in sorted(verbs.items())))
+
+
 CHECKS: tuple[Callable[[State, Expectations], Item], ...] = (
     check_ports, check_modules, check_mtu, check_qos, check_memlock, check_gpus, check_gpudirect,
-    check_links, check_pcie,
+    check_links, check_pcie, check_verbs,
 )
 
 

@@ -77,6 +77,13 @@ def prometheus_text(doc: dict[str, Any]) -> str:
         if c["status"] != "n/a":
             lines.append(f'rdmaprov_check_ok{{check="{_esc(c["name"])}"}} '
                          f'{int(c["status"] == "pass")}')
+    lines += ["# HELP rdmaprov_check_failed_remedy 1 per failing check, labelled with what to do "
+              "about it (rdmaprov/remediation.py).",
+              "# TYPE rdmaprov_check_failed_remedy gauge"]
+    for c in doc["checks"]:
+        if c["status"] == "fail" and c.get("remedy"):
+            lines.append(f'rdmaprov_check_failed_remedy{{check="{_esc(c["name"])}",'
+                         f'remedy="{_esc(c["remedy"])}"}} 1')
     lines += ["# HELP rdmaprov_rdma_port_active 1 when the RDMA port is ACTIVE.",
               "# TYPE rdmaprov_rdma_port_active gauge"]
     rates = []

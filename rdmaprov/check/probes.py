@@ -67,8 +67,11 @@ def rdma(root: str = "/") -> dict[str, Any]:
             devices.append({"name": dev["name"], "ports": ports})
     # Error counters per port ({"dev/port": {state, counters}}), for the judgement over time.
     counters = module_utils("link_counters").snapshot(full)
+    # The netdevs RoCE traffic crosses besides the port's own: VLANs on top, bond members below.
+    datapath = {f"{dev['name']}/{p['port']}": sysfs.roce_datapath(sys_root, dev["name"], p)
+                for dev in full for p in dev["ports"] if p.get("link_layer") == "Ethernet"}
     return {"kernel": kernel, "source": "sysfs" if devices else "none", "devices": devices,
-            "counters": counters}
+            "counters": counters, "datapath": datapath}
 
 
 def modules(names: list[str], root: str = "/") -> dict[str, dict[str, str]]:
@@ -103,6 +106,77 @@ def memlock() -> int | None:
     return None if soft == resource.RLIM_INFINITY else int(soft)
 
 
+SLURM_CONFS = ("etc/slurm/slurm.conf", "etc/slurm-llnl/slurm.conf")
+
+
+def _limit(text: str) -> int | None:
+    return None if text == "unlimited" else int(text)
+
+
+def slurmd_memlock(root: str = "/") -> dict[str, Any] | None:
+    """slurmd's RLIMIT_MEMLOCK {pid, soft, hard} (bytes, None = unlimited) from
+    /proc/<pid>/limits of the process whose comm is slurmd; None when no slurmd runs here."""
+    proc = Path(root) / "proc"
+    try:
+        pids = [e.name for e in proc.iterdir() if e.name.isdigit()]
+    except OSError:
+        return None
+    for pid in pids:
+        if _read(proc / pid / "comm") != "slurmd":
+            continue
+        for line in (_read(proc / pid / "limits") or "").splitlines():
+            if line.startswith("Max locked memory"):
+                words = line.split()
+                try:
+                    return {"pid": int(pid), "soft": _limit(words[3]), "hard": _limit(words[4])}
+                except (IndexError, ValueError):
+                    return None
+    return None
+
+
+def memlock_propagated(root: str = "/") -> tuple[bool, str]:
+    """(whether srun hands the submitting shell's MEMLOCK limit to the job, where that was
+    read). slurm.conf's PropagateResourceLimits defaults to ALL; PropagateResourceLimitsExcept
+    =MEMLOCK (or a list without it) makes the job inherit slurmd's own limit."""
+    for rel in SLURM_CONFS:
+        text = _read(Path(root) / rel)
+        if text is None:
+            continue
+        values: dict[str, str] = {}
+        for line in text.splitlines():
+            key, _, value = line.split("#", 1)[0].strip().partition("=")
+            if key.strip().lower() in ("propagateresourcelimits",
+                                       "propagateresourcelimitsexcept"):
+                values[key.strip().lower()] = value.strip().upper()
+        where = "/" + rel
+        if "MEMLOCK" in values.get("propagateresourcelimitsexcept", "").split(","):
+            return False, f"{where}: PropagateResourceLimitsExcept=MEMLOCK"
+        prop = values.get("propagateresourcelimits", "ALL")
+        if prop == "NONE" or (prop != "ALL" and "MEMLOCK" not in prop.split(",")):
+            return False, f"{where}: PropagateResourceLimits={prop}"
+        return True, f"{where}: PropagateResourceLimits={prop}"
+    return True, "no slurm.conf: Slurm's default PropagateResourceLimits=ALL"
+
+
+def job_memlock(root: str = "/") -> dict[str, Any]:
+    """The memlock a job will get, and where that was read: under Slurm, slurmd's limit when
+    MEMLOCK is not propagated, else the submitting shell's (unknown here; slurmd's hard limit
+    caps it); without slurmd, this process's own limit."""
+    slurmd = slurmd_memlock(root)
+    if slurmd is None:
+        return {"bytes": memlock(), "source": "this process's limit (no slurmd running)",
+                "propagated": None}
+    propagated, where = memlock_propagated(root)
+    limits = f"/proc/{slurmd['pid']}/limits"
+    if propagated:
+        return {"bytes": slurmd["hard"], "propagated": True,
+                "source": f"slurmd's hard limit ({limits}) caps it; {where}: the job gets the "
+                          "submitting shell's limit (PropagateResourceLimitsExcept=MEMLOCK "
+                          "gives it slurmd's)"}
+    return {"bytes": slurmd["soft"], "propagated": False,
+            "source": f"slurmd's limit ({limits}; {where})"}
+
+
 def _tool(argv: list[str]) -> dict[str, Any] | None:
     if shutil.which(argv[0]) is None:
         return None
@@ -129,6 +203,11 @@ def qos(interface: str, root: str = "/") -> dict[str, Any]:
     return dict(qos_mod.qos_state(probe))
 
 
+def _memlock_state(root: str) -> dict[str, Any]:
+    job = job_memlock(root)
+    return {"memlock": job["bytes"], "memlock_source": job["source"]}
+
+
 def gather(exp: Expectations, root: str = "/") -> dict[str, Any]:
     """Everything the judge needs, in one dict (also what ``--json`` shows as ``state``)."""
     from rdmaprov.check.judge import _mtu_interfaces, qos_interfaces
@@ -140,8 +219,11 @@ def gather(exp: Expectations, root: str = "/") -> dict[str, Any]:
         "gpus": gpus(root),
         "gpudirect": module_utils("rdma_sysfs").gpudirect(root),
         "pcie": module_utils("rdma_sysfs").pcie_topology(root),
+        "identity": module_utils("rdma_sysfs").hca_identity(root, exp.hca_pci),
+        "verbs": module_utils("rdma_sysfs").verbs_devices(root),
+        "unprobed": module_utils("rdma_sysfs").cards_without_rdma(root),
         "mtu": mtus(_mtu_interfaces(state, exp), root),
-        "memlock": memlock(),
+        **_memlock_state(root),
         # DCB tools only when PFC is expected: they are the slow part of a check.
         "qos": {i: qos(i, root) for i in qos_interfaces(state, exp)}
         if exp.pfc_priority is not None else {},

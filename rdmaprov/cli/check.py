@@ -82,6 +82,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="only count ports of this link layer")
     e.add_argument("--hca", action="append", metavar="DEV",
                    help="only these RDMA devices (comma-separated, repeatable; each must exist)")
+    e.add_argument("--expect-hca-pci", action="append", metavar="ADDR",
+                   help="PCI addresses of the HCAs that must be there, e.g. 0000:3b:00.0 "
+                        "(comma-separated, repeatable): a missing card is named by address "
+                        "and slot, not by a name that shifted")
     e.add_argument("--expect-mtu", metavar="MTU",
                    help="MTU of the RDMA netdevs and of --interface")
     e.add_argument("--interface", action="append", metavar="IF",
@@ -224,6 +228,7 @@ def _run(args: argparse.Namespace, started: float) -> int:
     exp = expect.build(args.config, {
         "ports": args.expect_ports, "rate": args.expect_rate,
         "link_layer": args.expect_link_layer, "hcas": _csv(args.hca), "mtu": args.expect_mtu,
+        "hca_pci": _csv(args.expect_hca_pci),
         "interfaces": _csv(args.interface), "modules": _csv(args.module),
         "pfc_priority": args.expect_pfc, "gpus": args.expect_gpus, "peermem": args.peermem,
         "memlock": args.expect_memlock, "nccl": args.nccl,

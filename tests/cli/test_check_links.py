@@ -121,3 +121,27 @@ def test_thresholds_come_from_the_config_and_bad_ones_are_config_errors(tmp_path
                        check=False)
     assert p.returncode == 1 and "unknown counter class 'symbols'" in p.stderr, p.stderr
     assert len(p.stderr.splitlines()) == 1
+
+
+def test_roce_retransmissions_warn_and_never_drain(tmp_path: Path) -> None:
+    """mlx5 RoCE hw_counters (ports/1/hw_counters/): loss-driven retransmissions are reported
+    on the item, the node stays healthy (congestion elsewhere raises them too)."""
+    root = fake_node(tmp_path / "node", ports=[
+        ("mlx5_0", 1, "4: ACTIVE", "100 Gb/sec (4X EDR)", "Ethernet", "ens1f0np0")],
+        mtus={"ens1f0np0": 9000})
+    hw = root / "sys/class/infiniband/mlx5_0/ports/1/hw_counters"
+    hw.mkdir()
+    base = {"out_of_sequence": 1203, "packet_seq_err": 88, "local_ack_timeout_err": 3,
+            "rnr_nak_retry_err": 0, "np_cnp_sent": 90211, "rp_cnp_handled": 88410,
+            "out_of_buffer": 0, "duplicate_request": 12, "implied_nak_seq_err": 40}
+    for name, value in base.items():
+        (hw / name).write_text(f"{value}\n")
+    cfg = tmp_path / "check.yml"
+    cfg.write_text("memlock: '1'\n")
+    assert check(root, cfg)[0] == 0
+    (hw / "out_of_sequence").write_text(f"{1203 + 5000}\n")
+    (hw / "np_cnp_sent").write_text("990211\n")  # congestion notifications: not judged
+    rc, c = check(root, cfg)
+    assert rc == 0 and c["links"]["status"] == "pass", c
+    assert "warn: mlx5_0/1 out_of_sequence +5000" in c["links"]["detail"]
+    assert "np_cnp_sent" not in c["links"]["detail"]

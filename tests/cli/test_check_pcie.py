@@ -88,3 +88,91 @@ def test_unreadable_acs_is_said_not_judged(tmp_path: Path) -> None:
     rc, c = check(root)
     assert rc == 0
     assert "ACS: extended config space not readable (root only)" in c["pcie"]["detail"]
+
+
+# -- identity: HCAs by PCI address and slot; verbs device nodes per HCA ----------------------
+
+WANT = ("--expect-hca-pci", "0000:19:00.0,0000:3e:00.0")
+
+
+def test_a_card_gone_from_pci_is_named_by_address_and_slot(tmp_path: Path) -> None:
+    root = pcie_root.build(tmp_path, failed={"0000:19:00.0": "gone"})
+    rc, c = check(root, *WANT)
+    assert rc == 2
+    assert c["ports"]["detail"] == "HCA 0000:19:00.0 (slot 2) not on PCI"
+    assert c["ports"]["remedy"] == "replace"
+    # The card that is there took the name mlx5_0; it is not blamed.
+    assert "mlx5" not in c["_reason"], c["_reason"]
+
+
+def test_a_card_that_did_not_probe_is_named_not_its_neighbour(tmp_path: Path) -> None:
+    root = pcie_root.build(tmp_path, failed={"0000:19:00.0": "unbound"})
+    rc, c = check(root, *WANT)
+    assert rc == 2
+    assert c["ports"]["detail"] == ("HCA 0000:19:00.0 (slot 2) on PCI (driver none) but no "
+                                    "RDMA device")
+    assert c["ports"]["remedy"] == "reboot"
+
+
+def test_all_cards_there_by_address(tmp_path: Path) -> None:
+    rc, c = check(pcie_root.build(tmp_path), *WANT)
+    assert rc == 0, c
+    assert c["verbs"] == {"name": "verbs", "status": "pass", "remedy": None,
+                          "detail": "mlx5_0: uverbs0, mlx5_1: uverbs1"}
+
+
+def test_a_missing_verbs_device_node_is_named(tmp_path: Path) -> None:
+    root = pcie_root.build(tmp_path)
+    (root / "dev/infiniband/uverbs1").unlink()
+    rc, c = check(root)
+    assert rc == 2
+    assert c["verbs"]["detail"] == "/dev/infiniband/uverbs1 (mlx5_1) missing"
+    assert c["verbs"]["remedy"] == "config"
+
+
+def test_a_bad_pci_address_is_a_config_error(tmp_path: Path) -> None:
+    p = subprocess.run([sys.executable, "-m", "rdmaprov", "check", "--sysroot",
+                        str(pcie_root.build(tmp_path)), "--expect-hca-pci", "3b:00.0"],
+                       capture_output=True, text=True, timeout=60, check=False)
+    assert p.returncode == 1 and "is not a PCI address like 0000:3b:00.0" in p.stderr, p.stderr
+
+
+def test_no_dev_infiniband_at_all_is_not_judged(tmp_path: Path) -> None:
+    root = pcie_root.build(tmp_path)
+    for node in (root / "dev/infiniband").iterdir():
+        node.unlink()
+    (root / "dev/infiniband").rmdir()
+    rc, c = check(root)
+    assert rc == 0 and c["verbs"]["status"] == "n/a", c
+    assert "no /dev/infiniband here" in c["verbs"]["detail"]
+
+
+def test_a_gpu_whose_nearest_nic_differs_from_the_expectation_is_named(tmp_path: Path) -> None:
+    root = pcie_root.build(tmp_path)
+    cfg = tmp_path / "check.yml"
+    cfg.write_text("gpu_nic: {'0000:18:00.0': mlx5_0, '0000:3d:00.0': '0000:3e:00.0'}\n")
+    rc, c = check(root, "--config", str(cfg))
+    assert rc == 0, c
+    cfg.write_text("gpu_nic: {'0000:18:00.0': mlx5_1}\n")
+    rc, c = check(root, "--config", str(cfg))
+    assert rc == 2 and c["pcie"]["remedy"] == "investigate"
+    assert c["pcie"]["detail"] == ("GPU 0000:18:00.0 nearest NIC mlx5_0 (0000:19:00.0), "
+                                   "want mlx5_1")
+    cfg.write_text("gpu_nic: [mlx5_0]\n")
+    p = subprocess.run([sys.executable, "-m", "rdmaprov", "check", "--sysroot", str(root),
+                        "--config", str(cfg)], capture_output=True, text=True, timeout=60,
+                       check=False)
+    assert p.returncode == 1 and "must map GPU PCI addresses" in p.stderr, p.stderr
+
+
+def test_a_card_that_did_not_probe_is_named_without_an_expectation(tmp_path: Path) -> None:
+    """No hca_pci given: the port count fails, and the card on PCI that has no RDMA device is
+    named by address and slot (the card that took the name mlx5_0 is not blamed)."""
+    root = pcie_root.build(tmp_path, failed={"0000:19:00.0": "unbound"})
+    rc, c = check(root)
+    assert rc == 2 and c["ports"]["remedy"] == "reboot"
+    assert c["ports"]["detail"] == ("1 of 2 RDMA ports ACTIVE (card on PCI without an RDMA "
+                                    "device: 0000:19:00.0 slot 2, driver none)")
+    # A healthy node does not mention the hint at all.
+    rc, c = check(pcie_root.build(tmp_path / "ok"))
+    assert rc == 0 and "without an RDMA device" not in json.dumps(c)

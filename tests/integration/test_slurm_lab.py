@@ -196,6 +196,44 @@ def test_the_check_reason_reaches_slurm_as_printed(cluster: dict[str, Any]) -> N
     assert node(cluster)["node3"] == ("idle", "none")
 
 
+def rpc_counts(env: dict[str, Any]) -> dict[str, int]:
+    """slurmctld's RPC counts by message type, as `sdiag` prints them
+    ("REQUEST_NODE_INFO                       ( 2007) count:12     ave_time:180 ...")."""
+    counts = {}
+    for line in ctl(env, "sdiag").splitlines():
+        words = line.split()
+        if len(words) >= 4 and words[0].startswith(("REQUEST_", "MESSAGE_")) and \
+                words[3].startswith("count:"):
+            counts[words[0]] = int(words[3].split(":")[1])
+    return counts
+
+
+def test_healthy_checks_ask_slurmctld_nothing(cluster: dict[str, Any]) -> None:
+    """Issue 24: 20 healthy `check --drain` runs make no RPC (no sinfo, no scontrol); 5 sick ones
+    each ask (sinfo) and the first drains."""
+    lab = cluster["lab"]
+    drain = ["env", "SLURMD_NODENAME=node2", "/opt/rdmaprov/bin/rdmaprov", "check", "--nhc",
+             "--drain"]
+    before = rpc_counts(cluster)
+    for _ in range(20):
+        assert lab.exec("node2", drain, check=False).returncode == 0
+    after = rpc_counts(cluster)
+    ours = ("REQUEST_NODE_INFO", "REQUEST_NODE_INFO_SINGLE", "REQUEST_UPDATE_NODE")
+    assert {k: after.get(k, 0) - before.get(k, 0) for k in ours} == dict.fromkeys(ours, 0)
+    set_mtu(cluster, "node2", 9000)
+    try:
+        for _ in range(5):
+            assert lab.exec("node2", drain, check=False).returncode == 2
+        sick = rpc_counts(cluster)
+        asked = sum(sick.get(k, 0) - after.get(k, 0) for k in ours[:2])
+        assert asked >= 5 and sick.get("REQUEST_UPDATE_NODE", 0) - after.get(
+            "REQUEST_UPDATE_NODE", 0) == 1, (after, sick)
+    finally:
+        set_mtu(cluster, "node2", 1500)
+        lab.exec("node2", drain, check=False)  # healthy, drained by us: resumed
+    assert node(cluster)["node2"] == ("idle", "none")
+
+
 def test_slurmd_runs_the_health_check_itself(cluster: dict[str, Any]) -> None:
     """No test hand this time: slurmd's own HealthCheckProgram runs drain and resume."""
     lab = cluster["lab"]

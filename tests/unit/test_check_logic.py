@@ -230,6 +230,7 @@ def test_prometheus_text(tmp_path: Path) -> None:
     assert "rdmaprov_check_healthy 0\n" in text
     assert 'rdmaprov_check_ok{check="ports"} 0\n' in text
     assert 'rdmaprov_check_ok{check="mtu"}' not in text  # n/a: left out
+    assert 'rdmaprov_check_failed_remedy{check="ports",remedy="reset-link"} 1\n' in text
     assert ('rdmaprov_rdma_port_active{device="mlx5_1",port="1",link_layer="InfiniBand"} 0'
             in text)
     assert 'rdmaprov_rdma_port_rate_gbps{device="mlx5_0",port="1",link_layer="InfiniBand"} 400' \
