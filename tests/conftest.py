@@ -6,6 +6,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,3 +78,32 @@ def lab() -> Iterator[LabHandle]:
     finally:
         if os.environ.get("RDMAPROV_KEEP_LAB") != "1":
             lab.down(log=lambda msg: None)
+
+
+H200_CAPTURE = Path(__file__).resolve().parent / "fixtures" / "sysfs" / "h200-captured.tar.gz"
+
+
+def extract_safely(archive: Path, dest: Path) -> None:
+    """extractall with the "data" filter where this Python has it (3.11.4+, 3.12); before that
+    (Debian 12's 3.11.2) the same refusals by hand: no absolute or escaping path, no link out of
+    ``dest``, no device, only plain files, directories and links."""
+    with tarfile.open(archive) as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(dest, filter="data")
+            return
+        root = dest.resolve()
+        for m in tar.getmembers():
+            target = (dest / m.name).resolve()
+            link = (target.parent / m.linkname).resolve() if m.issym() else \
+                (dest / m.linkname).resolve() if m.islnk() else target
+            if (m.name.startswith("/") or not (m.isfile() or m.isdir() or m.issym() or m.islnk())
+                    or not target.is_relative_to(root) or not link.is_relative_to(root)):
+                raise ValueError(f"{archive.name}: refusing member {m.name!r}")
+        tar.extractall(dest)  # every member checked above
+
+
+@pytest.fixture
+def h200_root(tmp_path: Path) -> Path:
+    """The root captured from the real H200 (tests/fixtures/sysfs/SOURCES.md), extracted."""
+    extract_safely(H200_CAPTURE, tmp_path)
+    return tmp_path

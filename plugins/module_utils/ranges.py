@@ -139,6 +139,8 @@ FORMS = {
     "container_runtime_limits_file": "absolute_path",
     "container_runtime_systemd_dropin": "absolute_path",
     "container_runtime_cdi_spec": "absolute_path",
+    "container_runtime_rdma_cdi_spec": "absolute_path",
+    "container_runtime_rdma_cdi_nccl_conf": "absolute_path",
     "container_runtime_verify_image": "image_or_empty",
     "container_runtime_images[].name": "image",
     "nccl_validate_image": "image",

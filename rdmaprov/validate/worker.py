@@ -813,8 +813,15 @@ def _supervise(args: argparse.Namespace) -> int:
     start_limit = max(limit, watchdog_limit(IMPORT_FLOOR_S))
     read_fd, write_fd = os.pipe()
     parent = os.getppid()
+    # A stop signal that arrived between the fork and the handlers below would end this
+    # process by default and orphan the worker (which holds the launcher's pipes open, so the
+    # launcher waits for it): hold them until the handlers are in place; the child starts with
+    # the default dispositions and the mask it would have had.
+    stops = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
     pid = os.fork()
     if pid == 0:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         os.close(read_fd)
         with contextlib.suppress(OSError):
             os.setpgid(0, 0)  # its own group, so that killing it spares this supervisor
@@ -842,8 +849,9 @@ def _supervise(args: argparse.Namespace) -> int:
             os.waitpid(pid, 0)
         os._exit(128 + signum)
 
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for sig in stops:
         signal.signal(sig, on_signal)
+    signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
 
     phase, printed, buf = "start", False, b""
     current = start_limit

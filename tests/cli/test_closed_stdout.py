@@ -86,5 +86,5 @@ def test_check_still_drains_when_nobody_reads_its_output(tmp_path: Path) -> None
                         "--expect-gpus", "2", "--drain"], env)
     assert code == 2
     assert (tmp_path / "scontrol.log").read_text() == (
-        "update nodename=gpu17 state=drain reason=rdmaprov: 1 of 2 GPUs visible\n")
+        "update nodename=gpu17 state=drain reason=rdmaprov: [reboot] 1 of 2 GPUs visible\n")
     assert "Traceback" not in err and "BrokenPipe" not in err

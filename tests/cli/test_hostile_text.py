@@ -171,7 +171,7 @@ def test_check_outputs_and_drain_reason(tmp_path: Path) -> None:
     for f in bindir.iterdir():
         f.chmod(0o755)
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "SLURMD_NODENAME": "gpu17"}
-    reason = "1 of 2 RDMA ports ACTIVE: mlx5_1/1 DOWN [/x]"
+    reason = "[reset-link] 1 of 2 RDMA ports ACTIVE: mlx5_1/1 DOWN [/x]"
     prom = tmp_path / "check.prom"
     outs = {}
     for flag in ("--json", "--nhc", "--table"):

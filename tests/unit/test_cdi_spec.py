@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -74,9 +73,8 @@ def test_lag_and_a_node_udev_has_not_made(tmp_path: Path) -> None:
     assert "mlx5_2: /dev/infiniband/uverbs1 missing" in out["report"]
 
 
-def test_h200_capture_no_hca_carries_only_the_nccl_settings(tmp_path: Path) -> None:
-    with tarfile.open(FIXTURES / "sysfs/h200-captured.tar.gz") as tar:
-        tar.extractall(tmp_path, filter="data")
+def test_h200_capture_no_hca_carries_only_the_nccl_settings(h200_root: Path) -> None:
+    tmp_path = h200_root
     assert (tmp_path / "dev/infiniband/rdma_cm").exists()
     out = cdi.plan(facts_of(tmp_path), SETTINGS)
     assert out["devices"] == ["all"]
