@@ -9,21 +9,18 @@ Slurm drain reason.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class Remedy(str, Enum):
-    """A remediation class. ``str`` so it serialises as its value in JSON and text."""
+class Remedy(StrEnum):
+    """A remediation class: a str, so it serialises as its value in JSON and text."""
 
-    CONFIG = "config"            # a setting, file, flag or install is wrong: fix it; the node is not sick
-    REPLACE = "replace"          # hardware fault (HCA, cable, transceiver, GPU): reseat or replace the part
-    RESET_LINK = "reset-link"    # a link flaps, trained down or collects errors: reset/reseat the port or cable
-    REBOOT = "reboot"            # driver or device state that a reboot clears (catastrophic error, stuck module)
-    FIRMWARE = "firmware"        # driver/firmware mismatch or a firmware syndrome: update or reflash
+    CONFIG = "config"  # a setting, file, flag or install is wrong; the node is not sick
+    REPLACE = "replace"  # hardware fault (HCA, cable, transceiver, GPU): reseat or replace it
+    RESET_LINK = "reset-link"  # a link flaps, trained down or collects errors: reset the port
+    REBOOT = "reboot"  # driver or device state a reboot clears (catastrophic error, stuck module)
+    FIRMWARE = "firmware"  # driver/firmware mismatch or a firmware syndrome: update or reflash
     INVESTIGATE = "investigate"  # a symptom without a single known cause: look at the named part
-
-    def __str__(self) -> str:  # f"{Remedy.CONFIG}" -> "config"
-        return self.value
 
 
 ALL = tuple(r.value for r in Remedy)

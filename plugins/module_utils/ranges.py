@@ -128,6 +128,7 @@ FORMS = {
     "roce_qos_script": "absolute_path",
     "roce_qos_unit_name": "unit_name",
     "firewall_nft_dir": "absolute_path",
+    "slurm_health_nccl_python": "absolute_path_or_empty",
     "firewall_nft_table": "nft_name",
     "firewall_nft_unit_name": "unit_name",
     "rdma_modules_load_conf": "absolute_path",
