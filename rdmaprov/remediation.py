@@ -1,4 +1,4 @@
-"""What an operator does about a failure: one small vocabulary shared by check, validate and explain.
+"""What an operator does about a failure: one vocabulary shared by check, validate and explain.
 
 Fleet health tools map every failing check to a remediation class so that automation can act
 on it (drain and open a hardware ticket, reset a link, fix a config file) without parsing prose.
