@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from rdmaprov.parsers.nccl_log import parse_nccl_log
 from rdmaprov.validate import rounds as R
 from rdmaprov.validate import verdict as V
 from rdmaprov.validate.nics import channel_devices
-from rdmaprov.validate.report import CompareRow, HostResult, Pair, Pairwise, Report
+from rdmaprov.validate.report import CompareRow, HostResult, Pair, Pairwise, Report, Stability
 
 # Without a bar from the line rate, a pair slower than this fraction of the best pair is slow;
 # with one, a pair must pass both (lab gloo pairs on 2 busy cores spread to ~0.6 of the best; a
@@ -453,6 +453,61 @@ def judge_pairs(bar: float | None, fraction: float, rows: dict[str, HostResult],
     return Pairwise(round(eff, 6), source, pairs, blamed, unexplained)
 
 
+# ----- stability -----------------------------------------------------------------------------
+
+def judge_stability(rows_doc: list[dict[str, Any]] | None, pairs: list[Pair], limit: float,
+                    hosts: dict[str, HostResult]) -> tuple[V.Check, Stability]:
+    """UNSTABLE: the fabric's or a pair's p99/p50 at the large sizes above ``limit`` (rounds.py:
+    jitter, the rule the worker plans its pair rounds with). Hosts unstable with two good
+    partners are named by the pair rounds' blame rule; other unstable pairs are links."""
+    sizes = [{"bytes": r["bytes"], **r["iter_us"]} for r in rows_doc or []
+             if isinstance(r, dict) and isinstance(r.get("iter_us"), dict)]
+    fj = R.jitter(rows_doc)
+    pair_rows: list[dict[str, Any]] = []
+    texts: dict[tuple[str, str], str | None] = {}
+    flags: dict[tuple[str, str], bool] = {}
+    for p in pairs:
+        pj = R.jitter(p.results)
+        bad = pj is not None and pj.ratio > limit
+        pair_rows.append({"hosts": list(p.hosts), "ratio": round(pj.ratio, 3) if pj else None,
+                          "unstable": bad, "text": pj.text() if pj else None})
+        texts[p.hosts] = texts[(p.hosts[1], p.hosts[0])] = pj.text() if pj else None
+        if pj is not None:
+            flags[p.hosts] = bad
+    blamed: dict[str, str] = {}
+    unexplained: list[str] = []
+    if any(flags.values()):
+        names = sorted({h for pr in flags for h in pr})
+        b = R.blame(names, flags) if len(names) > 2 else None
+        for h, mine in (b.blamed.items() if b else ()):
+            blamed[h] = ("UNSTABLE with every partner: " + "; ".join(
+                f"{'+'.join(pr)} {texts.get(pr)}" for pr in mine)
+                + f" (limit p99/p50 {limit:g})")
+        bad_links = b.bad_links if b else [pr for pr, bad in flags.items() if bad]
+        unexplained = [f"{'+'.join(pr)} {texts.get(pr)}" for pr in bad_links]
+        unexplained += [f"{h}: inconclusive: {why}" for h, why in
+                        sorted((b.inconclusive if b else {}).items())
+                        if any(flags.get(pr) for pr in flags if h in pr)]
+    for h, why in blamed.items():
+        if h in hosts:
+            hosts[h].fail(why)
+    st = Stability(limit, (dict(asdict(fj), ratio=round(fj.ratio, 3)) if fj else None), sizes,
+                   pair_rows, blamed, unexplained)
+    if fj is None and not flags:
+        return V.Check("stability", V.SKIP, "no per-iteration times in the results (a worker "
+                       "older than the stability check)"), st
+    unstable = []
+    if fj is not None and fj.ratio > limit:
+        unstable.append(f"fabric {fj.text()}")
+    unstable += [f"{h}: {why}" for h, why in blamed.items()]
+    unstable += [f"pair {u}" for u in unexplained]
+    if unstable:
+        return V.Check("stability", V.FAIL, "UNSTABLE: " + "; ".join(unstable)
+                       + f" above the limit p99/p50 {limit:g}"), st
+    shown = f"fabric {fj.text()}" if fj else "pairs only"
+    return V.Check("stability", V.PASS, f"{shown} within p99/p50 {limit:g}"), st
+
+
 # ----- RDMA vs TCP ----------------------------------------------------------------------------
 
 def _cpu_busy(doc: Mapping[str, Any]) -> float | None:
@@ -583,6 +638,11 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
         rows[h].ports = V.ports_text(f.facts, f.report, used[h])
 
     pairwise = judge_pairs(bar.GBps, pair_fraction, rows, fabric)
+    stability = None
+    if doc is not None and doc.get("ok"):
+        chk, stability = judge_stability(doc.get("results"), _in_process_pairs(fabric),
+                                         policy.max_jitter, rows)
+        checks.append(chk)
     compare = None
     socket = load_run(results / "socket")
     if socket is not None:
@@ -596,4 +656,4 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
         world_size=(doc or {}).get("world_size"), busbw_GBps=busbw, bar=bar, checks=checks,
         hosts=[rows[h] for h in rows], error=error, pairwise=pairwise,
         results=(doc or {}).get("results") if fabric.ok else None, compare=compare,
-        source=str(results), notes=notes)
+        source=str(results), notes=notes, stability=stability)

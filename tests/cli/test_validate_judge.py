@@ -66,6 +66,7 @@ def worker_doc(hosts: list[str], busbw_peak: float, backend: str = "nccl",
         rows.append({"bytes": size, "count": size // 4, "time_us": round(seconds * 1e6, 3),
                      "time_us_avg": round(seconds * 1e6, 3), "algbw_GBps": float(f"{a:.6g}"),
                      "busbw_GBps": float(f"{b:.6g}"), "correct": True})
+    jittery(rows, 1.05)  # the iterations of a healthy fabric, as the worker records them
     doc = {"schema": worker.SCHEMA, "ok": True, "error": None, "backend": backend,
            "world_size": n, "ranks": [{"rank": i, "local_rank": 0, "hostname": h}
                                       for i, h in enumerate(hosts)],
@@ -241,7 +242,7 @@ def test_junit_shape_ci_tools_read(tmp_path: Path, capsys) -> None:
     suites = {s.get("name"): s for s in root}
     fabric = suites["rdmaprov.validate.fabric"]
     assert {k: fabric.get(k) for k in ("tests", "failures", "errors", "skipped")} == {
-        "tests": "3", "failures": "1", "errors": "0", "skipped": "0"}
+        "tests": "4", "failures": "1", "errors": "0", "skipped": "0"}  # + stability
     host_suite = suites["rdmaprov.validate.hosts"]
     n2 = next(c for c in host_suite if c.get("name") == "n2")
     assert n2.find("error") is not None and "evil" in n2.find("error").get("message")
@@ -591,3 +592,88 @@ def test_the_counters_script_reads_every_counter_the_rule_judges() -> None:
     spec.loader.exec_module(mod)
     read = {n for _, names in mod.COUNTERS for n in names}
     assert set(module_utils("link_counters").COUNTER_CLASS) <= read
+
+
+# ----- stability: p99/p50 of the iterations at the large sizes ---------------------------------
+
+def jittery(rows: list[dict], ratio: float, iters: int = 20) -> list[dict]:
+    """Rows as the worker writes them with per-iteration times: each size's iterations at its
+    mean time, one in ``iters`` stretched so that p99/p50 is about ``ratio`` at every size."""
+    for r in rows:
+        t = r["time_us"]
+        each = [t] * (iters - 1) + [t * (1 + (ratio - 1) / 0.81)]
+        r["iters_us"] = each
+        r["iter_us"] = {"n": iters, "p50_us": worker.percentile(each, 50),
+                        "p99_us": worker.percentile(each, 99), "max_us": max(each)}
+    return rows
+
+
+def test_an_unstable_fabric_with_a_fine_mean_is_named(tmp_path: Path, capsys) -> None:
+    hosts = {"n1": (HDR, IB_LOG), "n2": (HDR, IB_LOG)}
+    doc = worker_doc(list(hosts), 0.9 * 25.0)
+    jittery(doc["results"], 3.0)
+    make_run(tmp_path, "fabric", hosts, doc)
+    rc, out = judge(tmp_path, "--junit", str(tmp_path / "j.xml"), capsys=capsys)
+    assert rc == 2
+    assert "busbw 22.5 GB/s >= 0.8 x 25.0 GB/s" in out  # the mean passes
+    line = next(ln for ln in out.splitlines() if "stability" in ln)
+    assert line.split()[0] == "fail"
+    assert "UNSTABLE: fabric p99/p50 3.00 at " in line and "bytes (p50 " in line
+    assert "above the limit p99/p50 2" in line
+    assert "iterations (UNSTABLE above p99/p50 2 at the large sizes):" in out
+    fabric = ET.parse(tmp_path / "j.xml").getroot().find(
+        "testsuite[@name='rdmaprov.validate.fabric']")
+    assert fabric is not None
+    case = fabric.find("testcase[@name='stability']")
+    assert case is not None and case.find("failure") is not None
+    assert main(["validate", "--judge", str(tmp_path), "--html", str(tmp_path / "r.html")]) == 2
+    capsys.readouterr()
+    page = (tmp_path / "r.html").read_text()
+    assert "Iterations (UNSTABLE above p99/p50 2 at the large sizes)" in page
+    # one dot per iteration of each size, those past the limit in red
+    assert page.count('r="2" fill=') == sum(len(r["iters_us"]) for r in doc["results"])
+    assert page.count('fill="#c0392b"') == len(doc["results"])
+    assert judge(tmp_path, "--max-jitter", "4", capsys=capsys)[0] == 0
+    assert judge(tmp_path, "--max-jitter", "0.5", capsys=capsys)[0] == 1
+    doc_out = json_report(tmp_path, capsys=capsys)
+    assert doc_out["schema"] == "rdmaprov.validate.report/3"
+    st = doc_out["stability"]
+    assert st["limit"] == 2.0 and st["fabric"]["ratio"] == pytest.approx(3.0, rel=1e-3)
+    assert len(st["sizes"]) == len(doc["results"])
+
+
+def test_a_stable_fabric_passes_and_an_old_document_is_a_skip(tmp_path: Path, capsys) -> None:
+    hosts = {"n1": (HDR, IB_LOG), "n2": (HDR, IB_LOG)}
+    doc = worker_doc(list(hosts), 0.9 * 25.0)
+    jittery(doc["results"], 1.1)
+    make_run(tmp_path / "a", "fabric", hosts, doc)
+    old = worker_doc(list(hosts), 0.9 * 25.0)
+    for r in old["results"]:  # a worker before per-iteration timing
+        del r["iter_us"], r["iters_us"]
+    make_run(tmp_path / "b", "fabric", hosts, old)
+    checks = {c["name"]: c for c in json_report(tmp_path / "a", capsys=capsys)["checks"]}
+    assert checks["stability"]["status"] == "pass"
+    checks = {c["name"]: c for c in json_report(tmp_path / "b", capsys=capsys)["checks"]}
+    assert checks["stability"]["status"] == "skip"
+
+
+def test_pairs_name_the_unstable_host(tmp_path: Path, capsys) -> None:
+    """n4 is unstable with both its partners, the other pairs are flat: n4 is named UNSTABLE
+    by the pair rounds' blame rule, although every pair's mean is above the bar."""
+    hosts = ["n1", "n2", "n3", "n4"]
+    doc = worker_doc(hosts, 22.0)
+    jittery(doc["results"], 2.6)
+    ratios = {("n1", "n2"): 1.1, ("n3", "n4"): 3.5, ("n2", "n3"): 1.2, ("n4", "n1"): 3.1}
+    doc["pairs"] = [{"round": 1 if p in (("n1", "n2"), ("n3", "n4")) else 2, "step": 1,
+                     "hosts": list(p), "busbw_GBps": 23.0, "error": None,
+                     "results": jittery(worker_doc(list(p), 23.0)["results"][-2:], r)}
+                    for p, r in ratios.items()]
+    make_run(tmp_path, "fabric", {h: (HDR, IB_LOG) for h in hosts}, doc)
+    rc, out = judge(tmp_path, capsys=capsys)
+    assert rc == 2
+    row = next(ln for ln in out.splitlines() if ln.startswith("n4 "))
+    assert "UNSTABLE with every partner: " in row
+    assert "n3+n4 p99/p50 3.50" in row and "n1+n4 p99/p50 3.10" in row
+    for h in ("n1", "n2", "n3"):
+        assert "FAIL" not in next(ln for ln in out.splitlines() if ln.startswith(h + " "))
+    assert "pair n3+n4" in out and "UNSTABLE" in out
