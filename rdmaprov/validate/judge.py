@@ -535,8 +535,9 @@ def compare_row(label: str, run: Run | None) -> CompareRow:
         f"largest size {size} bytes; its time scaled to 1 GiB")
     if int(run.doc.get("world_size") or 1) < 2:
         note = "1 rank: no data crossed a link, so these figures say nothing of a transport"
+    j = R.jitter(rows)
     return CompareRow(label, _transport_line(run), V.peak_busbw(run.doc), t, size,
-                      _cpu_busy(run.doc), note)
+                      _cpu_busy(run.doc), note, round(j.ratio, 3) if j else None)
 
 
 # ----- the whole directory --------------------------------------------------------------------
@@ -620,9 +621,11 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
         # A failed or hung run: each host's own log still says which transport NCCL chose
         # (the host that fell back to Socket is the usual cause of the hang).
         for h in fabric.hosts:
-            if reports[h] is None:
+            rep = reports[h]
+            # Only what the log shows: a log cut before NCCL chose a network says nothing.
+            if rep is None or (rep.network is None and not rep.fallback_to_socket):
                 continue
-            c = V.check_transport(backend, reports[h], policy)
+            c = V.check_transport(backend, rep, policy)
             rows[h].transport = c.reason
             if c.status == V.FAIL:
                 rows[h].fail(c.reason)

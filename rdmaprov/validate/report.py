@@ -106,6 +106,7 @@ class CompareRow:
     size_bytes: int | None  # the size that time was measured at
     cpu_busy_cores: float | None  # the busiest host's cores busy during that size
     note: str = ""
+    jitter: float | None = None  # p99/p50 of the iterations at the large sizes
 
 
 @dataclass
@@ -196,12 +197,13 @@ def print_table(report: Report, out: TextIO) -> None:
     if d["compare"]:
         print("RDMA vs TCP (--compare-socket):", file=out)
         print(f"  {'run':20} {'transport':24} {'busbw':>12} {'1 GiB all_reduce':>17} "
-              f"{'CPU cores busy':>15}", file=out)
+              f"{'CPU cores busy':>15} {'p99/p50':>8}", file=out)
         for r in d["compare"]:
             t = "-" if r["time_1GiB_us"] is None else f"{r['time_1GiB_us'] / 1000:.1f} ms"
             cpu = "-" if r["cpu_busy_cores"] is None else f"{r['cpu_busy_cores']:.2f}"
+            jit = "-" if r["jitter"] is None else f"{r['jitter']:.2f}"
             print(f"  {r['label']:20} {r['transport'][:24]:24} {_bw(r['busbw_GBps']):>12} "
-                  f"{t:>17} {cpu:>15}", file=out)
+                  f"{t:>17} {cpu:>15} {jit:>8}", file=out)
             if r["note"]:
                 print(f"    {r['note']}", file=out)
     width = max([len(h["host"]) for h in d["hosts"]] + [4])

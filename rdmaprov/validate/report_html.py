@@ -309,10 +309,12 @@ def render(report: dict[str, Any]) -> str:
     if report.get("compare"):
         parts.append("<h2>RDMA vs TCP</h2>")
         parts.append(_table(
-            ["run", "transport", "peak busbw", "1 GiB all_reduce", "CPU cores busy", "note"],
+            ["run", "transport", "peak busbw", "1 GiB all_reduce", "CPU cores busy", "p99/p50",
+             "note"],
             [[_e(r.get("label")), _e(r.get("transport")), _num(r.get("busbw_GBps")),
               _cell(r.get("time_1GiB_us"), 1e-3, ".1f", " ms"),
-              _cell(r.get("cpu_busy_cores"), 1, ".2f", ""), _e(r.get("note") or "")]
+              _cell(r.get("cpu_busy_cores"), 1, ".2f", ""), _cell(r.get("jitter"), 1, ".2f", ""),
+              _e(r.get("note") or "")]
              for r in report["compare"]]))
 
     parts.append("<h2>Bus bandwidth against message size</h2>")
