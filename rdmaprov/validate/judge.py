@@ -51,16 +51,17 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 
 def _load_json(path: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """(document, None), (None, None) when the file is absent, or (None, why) when it is there
-    but cannot be read as one JSON object (truncated, not JSON, not an object, unreadable)."""
+    """(document, None), (None, None) when the file is absent or empty, or (None, why) when it
+    has text that is not one JSON object (truncated, not JSON, not an object) or cannot be
+    read."""
     try:
         text = path.read_text(errors="replace")
     except FileNotFoundError:
         return None, None
     except OSError as exc:
         return None, f"{path.name} unreadable: {exc.strerror or exc}"
-    if not text.strip():
-        return None, f"{path.name} unreadable: empty"
+    if not text.strip():  # a rank other than 0 prints no document: its result.json is empty
+        return None, None
     try:
         doc = json.loads(text)
     except ValueError as exc:
