@@ -107,6 +107,8 @@ _CONSEQUENCES = frozenset({"proxy", "nccl_error", "remote_error", "timeout", "sy
                            "comm_abort", "no_libibverbs"})
 _WEAK = frozenset({"socket", "peer_lost"})  # a lost peer: a cause only when nothing else is
 _EXC = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Exit|Interrupt)\b:?\s*(.*)$")
+_ERRORISH = re.compile(r"error|fail|exception|fatal|abort|killed|segmentation|timed? ?out|"
+                       r"refused|denied|unreachable|cannot|could not", re.I)
 _LOG_HEAD = re.compile(r"[\w.-]+:\d+:\d+ \[\d*")  # NCCL's "host:pid:tid [dev]", maybe cut
 _FRAME = re.compile(r"^(?:frame #\d+|#\d+\s|0x[0-9a-f]+|Exception raised from |"
                     r"File \"|Traceback |terminate called|\^+$|~+)")
@@ -184,7 +186,12 @@ def worker_outcome(rc: str | None, log: str | None, report: Any = None) -> str |
     last = _exception(plain)
     if last is None and not own:
         last = next((ln for ln in reversed(plain) if not any(c in ln for c in chatter)
-                     and not _FRAME.match(ln) and not _LOG_HEAD.search(ln[:80])), None)
+                     and not _FRAME.match(ln) and not _LOG_HEAD.search(ln[:80])
+                     and _ERRORISH.search(ln)), None)
+    wd = getattr(report, "watchdog", None) or {}
+    if last is None and not errors and wd.get("count"):
+        last = (f"torch's watchdog: collective {wd.get('op') or '?'} (SeqNum {wd.get('seq')}) "
+                f"timed out on {wd['count']} rank(s)")
     tail = errors[-1] if errors else last
     if own:
         return f"{own} (rc {rc})" + (f"; then: {tail}" if tail else "")
@@ -235,11 +242,12 @@ def _host_files(run_dir: Path, host: str) -> HostFiles:
     unreadable = []
     rc = _read_text(d / "rc")
     log = _read_text(d / "worker.log")
-    report = None
+    report = parsed = None
     if log is not None:
-        report = parse_nccl_log(log.splitlines(keepends=True))
-        if not report.nccl_lines:
-            report = None
+        parsed = parse_nccl_log(log.splitlines(keepends=True))
+        # NCCL's own text can reach a log without an INFO/WARN line (torch's "Last error:"):
+        # its errors still name the failure; its network needs NCCL's lines.
+        report = parsed if parsed.nccl_lines else None
     facts = None
     ports: dict[str, list[dict[str, Any]] | None] = {}
     for name in ("counters_before.json", "counters_after.json", "preflight.json"):
@@ -255,7 +263,7 @@ def _host_files(run_dir: Path, host: str) -> HostFiles:
     result, bad = _load_json(d / "result.json")
     if bad:
         unreadable.append(bad)
-    return HostFiles(rc.strip() if rc is not None else None, worker_outcome(rc, log, report),
+    return HostFiles(rc.strip() if rc is not None else None, worker_outcome(rc, log, parsed),
                      report, facts, result, unreadable,
                      ports_before=ports["counters_before.json"],
                      ports_after=ports["counters_after.json"])
@@ -630,6 +638,8 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
             rows[h].transport = c.reason
             if c.status == V.FAIL:
                 rows[h].fail(c.reason)
+                if first_nccl_error(rep) is None:  # no NCCL error of its own: this is the cause
+                    rows[h].reasons.insert(0, rows[h].reasons.pop())
     for h in fabric.hosts:
         f = fabric.files[h]
         for found in counters_during_run(f.ports_before, f.ports_after):

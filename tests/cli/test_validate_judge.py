@@ -682,3 +682,36 @@ def test_pairs_name_the_unstable_host(tmp_path: Path, capsys) -> None:
     for h in ("n1", "n2", "n3"):
         assert "FAIL" not in next(ln for ln in out.splitlines() if ln.startswith(h + " "))
     assert "pair n3+n4" in out and "UNSTABLE" in out
+
+
+@pytest.mark.parametrize("log, mode, starts", [
+    # NCCL 2.27: the verbs call and its errno, not the proxy's "Socket recv failed" after it
+    ("nccl_2013_v2.27_modify_qp_rtr_timeout.log", "1",
+     "Call to ibv_modify_qp failed with 110 Connection timed out, on dev mlx_x:1"),
+    # NCCL 2.14.3 under torch: NCCL's own text sits after "Last error:" only
+    ("alpaca207_v2.14.3_remote_inline_status12.log", "1",
+     "NET/IB : Got completion from peer 11.214.147.122<39138> with error 12"),
+    ("nccl_1905_v2.21.5_async_fatal_qp.log", "124",
+     "NET/IB : mlx5_ib0:1 async fatal event on QP"),
+    # NCCL < 2.13: 2.7.8, 2.5 and 2.2 ("include/socket.h:311 WARN", no word NCCL)
+    ("nccl_380_v2.7.8_create_cq.log", "1", "Call to ibv_create_cq failed"),
+    ("nccl_331_docker_bridge_comm_id.log", "1",
+     "Net : No interface found in the same subnet as remote address 192.168.0.91<27030>"),
+    ("nccl_tests14_v2.2_no_ibverbs_af.log", "1",
+     "Socket creation failed : Address family not supported by protocol"),
+    # no NCCL error of its own, a hung run: the Socket fallback is the cause named first
+    ("nccl_226_aws_nodevice.log", "124", "NCCL fell back to Socket (NET/IB : No device found)"),
+    ("horovod313_v2.2_no_ibverbs_socket.log", "137",
+     "NCCL fell back to Socket (libibverbs could not be loaded)"),
+])
+def test_real_failures_lead_with_the_hosts_own_cause(tmp_path: Path, capsys, log: str,
+                                                     mode: str, starts: str) -> None:
+    hosts = {"n1": (HDR, IB_LOG), "n2": (HDR, LOGS / log)}
+    err = {"ok": False, "error": "DistBackendError: NCCL error", "rank": 0}
+    make_run(tmp_path, "fabric", hosts, err if mode == "1" else None,
+             rcs={"n1": mode, "n2": mode})
+    doc = json_report(tmp_path, capsys=capsys)
+    n2 = next(h for h in doc["hosts"] if h["host"] == "n2")
+    assert doc["exit_code"] == 2 and not n2["passed"]
+    assert n2["reasons"][0].startswith(starts), n2["reasons"]
+    assert all("\n" not in r and "frame #" not in r for r in n2["reasons"])
