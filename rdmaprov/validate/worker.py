@@ -679,9 +679,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         bar = line_rate_bar(ranks, ctx.backend, args.bw_fraction, args.min_busbw)
         peak = max((r["busbw_GBps"] for r in rows), default=None)
         nhosts = len({r["node"] for r in ranks})
-        R = _rounds()
-        limit = R.DEFAULT_MAX_JITTER if args.max_jitter is None else args.max_jitter
-        run_pairs, why = want_pairs(args.pairs, nhosts, peak, bar, R.unstable(rows, limit))
+        unstable = False
+        if args.pairs in ("auto", "slow") and nhosts >= 3:  # rounds.py only when pairs may run
+            R = _rounds()
+            limit = R.DEFAULT_MAX_JITTER if args.max_jitter is None else args.max_jitter
+            unstable = R.unstable(rows, limit)
+        run_pairs, why = want_pairs(args.pairs, nhosts, peak, bar, unstable)
         pairs: list[dict[str, Any]] = []
         if run_pairs:
             pair_sizes = sizes[-max(1, args.pair_sizes):]
