@@ -638,8 +638,9 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
             rows[h].transport = c.reason
             if c.status == V.FAIL:
                 rows[h].fail(c.reason)
-                if first_nccl_error(rep) is None:  # no NCCL error of its own: this is the cause
-                    rows[h].reasons.insert(0, rows[h].reasons.pop())
+                listed = rows[h].reasons
+                if first_nccl_error(rep) is None and listed[-1] == c.reason:
+                    listed.insert(0, listed.pop())  # no NCCL error of its own: the cause
     for h in fabric.hosts:
         f = fabric.files[h]
         for found in counters_during_run(f.ports_before, f.ports_after):

@@ -231,7 +231,7 @@ def test_junit_shape_ci_tools_read(tmp_path: Path, capsys) -> None:
     doc = worker_doc(list(hosts), 12.0)
     # n2's process failed after rank 0 had its document; its last line carries escapes.
     make_run(tmp_path, "fabric", hosts, doc, rcs={"n2": "1"},
-             logs={"n2": IB_LOG.read_text() + "\x1b]0;pwned\x07\x1b[2J evil \x01\n"})
+             logs={"n2": IB_LOG.read_text() + "\x1b]0;pwned\x07\x1b[2J fatal: evil \x01\n"})
     rc = main(["validate", "--judge", str(tmp_path), "--junit", str(tmp_path / "j.xml")])
     capsys.readouterr()
     assert rc == 2
