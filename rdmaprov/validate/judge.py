@@ -503,8 +503,10 @@ def judge_stability(rows_doc: list[dict[str, Any]] | None, pairs: list[Pair], li
     st = Stability(limit, (dict(asdict(fj), ratio=round(fj.ratio, 3)) if fj else None), sizes,
                    pair_rows, blamed, unexplained)
     if fj is None and not flags:
-        return V.Check("stability", V.SKIP, "no per-iteration times in the results (a worker "
-                       "older than the stability check)"), st
+        why = (f"fewer than {R.MIN_ITERS} iterations per size (raise the sweep's iterations to "
+               "judge p99)" if sizes else "no per-iteration times in the results (a worker "
+               "older than the stability check)")
+        return V.Check("stability", V.SKIP, why), st
     unstable = []
     if fj is not None and fj.ratio > limit:
         unstable.append(f"fabric {fj.text()}")

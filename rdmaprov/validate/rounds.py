@@ -210,6 +210,9 @@ DEFAULT_MAX_JITTER = 2.0
 # The large sizes: those within a factor 8 of the sweep's largest (the bandwidth-bound end;
 # small sizes measure launch latency, whose relative spread says nothing of the fabric).
 LARGE_SIZES_WITHIN = 8
+# Fewer iterations than this make p99 the single slowest one: one scheduler hiccup on a loaded
+# host would be called a fabric's jitter. nccl's sweep runs 20; gloo's default 5 is not judged.
+MIN_ITERS = 10
 
 
 @dataclass
@@ -227,9 +230,10 @@ class Jitter:
 
 def jitter(rows: Sequence[Mapping[str, Any]] | None) -> Jitter | None:
     """The worst p99/p50 of the iteration times at the large sizes of a sweep's rows (each with
-    ``iter_us``: p50_us, p99_us, max_us); None when the rows carry no iteration times."""
+    ``iter_us``: n, p50_us, p99_us, max_us); None when no row carries MIN_ITERS or more."""
     timed = [r for r in rows or () if isinstance(r.get("iter_us"), dict)
-             and isinstance(r.get("bytes"), int)]
+             and isinstance(r.get("bytes"), int)
+             and int(r["iter_us"].get("n") or 0) >= MIN_ITERS]
     if not timed:
         return None
     largest = max(int(r["bytes"]) for r in timed)

@@ -660,6 +660,12 @@ def test_a_stable_fabric_passes_and_an_old_document_is_a_skip(tmp_path: Path, ca
     assert checks["stability"]["status"] == "pass"
     checks = {c["name"]: c for c in json_report(tmp_path / "b", capsys=capsys)["checks"]}
     assert checks["stability"]["status"] == "skip"
+    few = worker_doc(list(hosts), 0.9 * 25.0)
+    jittery(few["results"], 5.0, iters=5)  # gloo's default: p99 is the single slowest
+    make_run(tmp_path / "c", "fabric", hosts, few)
+    checks = {c["name"]: c for c in json_report(tmp_path / "c", capsys=capsys)["checks"]}
+    assert checks["stability"]["status"] == "skip"
+    assert checks["stability"]["reason"].startswith("fewer than 10 iterations per size")
 
 
 def test_pairs_name_the_unstable_host(tmp_path: Path, capsys) -> None:

@@ -135,6 +135,8 @@ def test_jitter_is_judged_at_the_large_sizes_only() -> None:
     assert R.jitter(rows[:1] + rows[3:]).ratio == pytest.approx(1.1)
     assert R.jitter([{"bytes": 1 << 30, "busbw_GBps": 1.0}]) is None  # an older worker
     assert not R.unstable(None)
+    few = [{"bytes": 1 << 30, "iter_us": {"n": 5, "p50_us": 1.0, "p99_us": 9.0}}]
+    assert R.jitter(few) is None  # p99 of 5 is the single slowest: not judged
 
 
 def test_an_unstable_fabric_gets_pair_rounds() -> None:
