@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from rdmaprov.parsers.nccl_log import parse_nccl_log
 from rdmaprov.validate import rounds as R
 from rdmaprov.validate import verdict as V
 from rdmaprov.validate.nics import channel_devices
-from rdmaprov.validate.report import CompareRow, HostResult, Pair, Pairwise, Report
+from rdmaprov.validate.report import CompareRow, HostResult, Pair, Pairwise, Report, Stability
 
 # Without a bar from the line rate, a pair slower than this fraction of the best pair is slow;
 # with one, a pair must pass both (lab gloo pairs on 2 busy cores spread to ~0.6 of the best; a
@@ -51,16 +51,17 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 
 def _load_json(path: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """(document, None), (None, None) when the file is absent, or (None, why) when it is there
-    but cannot be read as one JSON object (truncated, not JSON, not an object, unreadable)."""
+    """(document, None), (None, None) when the file is absent or empty, or (None, why) when it
+    has text that is not one JSON object (truncated, not JSON, not an object) or cannot be
+    read."""
     try:
         text = path.read_text(errors="replace")
     except FileNotFoundError:
         return None, None
     except OSError as exc:
         return None, f"{path.name} unreadable: {exc.strerror or exc}"
-    if not text.strip():
-        return None, f"{path.name} unreadable: empty"
+    if not text.strip():  # a rank other than 0 prints no document: its result.json is empty
+        return None, None
     try:
         doc = json.loads(text)
     except ValueError as exc:
@@ -106,6 +107,8 @@ _CONSEQUENCES = frozenset({"proxy", "nccl_error", "remote_error", "timeout", "sy
                            "comm_abort", "no_libibverbs"})
 _WEAK = frozenset({"socket", "peer_lost"})  # a lost peer: a cause only when nothing else is
 _EXC = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Exit|Interrupt)\b:?\s*(.*)$")
+_ERRORISH = re.compile(r"error|fail|exception|fatal|abort|killed|segmentation|timed? ?out|"
+                       r"refused|denied|unreachable|cannot|could not", re.I)
 _LOG_HEAD = re.compile(r"[\w.-]+:\d+:\d+ \[\d*")  # NCCL's "host:pid:tid [dev]", maybe cut
 _FRAME = re.compile(r"^(?:frame #\d+|#\d+\s|0x[0-9a-f]+|Exception raised from |"
                     r"File \"|Traceback |terminate called|\^+$|~+)")
@@ -183,7 +186,12 @@ def worker_outcome(rc: str | None, log: str | None, report: Any = None) -> str |
     last = _exception(plain)
     if last is None and not own:
         last = next((ln for ln in reversed(plain) if not any(c in ln for c in chatter)
-                     and not _FRAME.match(ln) and not _LOG_HEAD.search(ln[:80])), None)
+                     and not _FRAME.match(ln) and not _LOG_HEAD.search(ln[:80])
+                     and _ERRORISH.search(ln)), None)
+    wd = getattr(report, "watchdog", None) or {}
+    if last is None and not errors and wd.get("count"):
+        last = (f"torch's watchdog: collective {wd.get('op') or '?'} (SeqNum {wd.get('seq')}) "
+                f"timed out on {wd['count']} rank(s)")
     tail = errors[-1] if errors else last
     if own:
         return f"{own} (rc {rc})" + (f"; then: {tail}" if tail else "")
@@ -234,11 +242,12 @@ def _host_files(run_dir: Path, host: str) -> HostFiles:
     unreadable = []
     rc = _read_text(d / "rc")
     log = _read_text(d / "worker.log")
-    report = None
+    report = parsed = None
     if log is not None:
-        report = parse_nccl_log(log.splitlines(keepends=True))
-        if not report.nccl_lines:
-            report = None
+        parsed = parse_nccl_log(log.splitlines(keepends=True))
+        # NCCL's own text can reach a log without an INFO/WARN line (torch's "Last error:"):
+        # its errors still name the failure; its network needs NCCL's lines.
+        report = parsed if parsed.nccl_lines else None
     facts = None
     ports: dict[str, list[dict[str, Any]] | None] = {}
     for name in ("counters_before.json", "counters_after.json", "preflight.json"):
@@ -254,7 +263,7 @@ def _host_files(run_dir: Path, host: str) -> HostFiles:
     result, bad = _load_json(d / "result.json")
     if bad:
         unreadable.append(bad)
-    return HostFiles(rc.strip() if rc is not None else None, worker_outcome(rc, log, report),
+    return HostFiles(rc.strip() if rc is not None else None, worker_outcome(rc, log, parsed),
                      report, facts, result, unreadable,
                      ports_before=ports["counters_before.json"],
                      ports_after=ports["counters_after.json"])
@@ -453,6 +462,63 @@ def judge_pairs(bar: float | None, fraction: float, rows: dict[str, HostResult],
     return Pairwise(round(eff, 6), source, pairs, blamed, unexplained)
 
 
+# ----- stability -----------------------------------------------------------------------------
+
+def judge_stability(rows_doc: list[dict[str, Any]] | None, pairs: list[Pair], limit: float,
+                    hosts: dict[str, HostResult]) -> tuple[V.Check, Stability]:
+    """UNSTABLE: the fabric's or a pair's p99/p50 at the large sizes above ``limit`` (rounds.py:
+    jitter, the rule the worker plans its pair rounds with). Hosts unstable with two good
+    partners are named by the pair rounds' blame rule; other unstable pairs are links."""
+    sizes = [{"bytes": r["bytes"], **r["iter_us"]} for r in rows_doc or []
+             if isinstance(r, dict) and isinstance(r.get("iter_us"), dict)]
+    fj = R.jitter(rows_doc)
+    pair_rows: list[dict[str, Any]] = []
+    texts: dict[tuple[str, str], str | None] = {}
+    flags: dict[tuple[str, str], bool] = {}
+    for p in pairs:
+        pj = R.jitter(p.results)
+        bad = pj is not None and pj.ratio > limit
+        pair_rows.append({"hosts": list(p.hosts), "ratio": round(pj.ratio, 3) if pj else None,
+                          "unstable": bad, "text": pj.text() if pj else None})
+        texts[p.hosts] = texts[(p.hosts[1], p.hosts[0])] = pj.text() if pj else None
+        if pj is not None:
+            flags[p.hosts] = bad
+    blamed: dict[str, str] = {}
+    unexplained: list[str] = []
+    if any(flags.values()):
+        names = sorted({h for pr in flags for h in pr})
+        b = R.blame(names, flags) if len(names) > 2 else None
+        for h, mine in (b.blamed.items() if b else ()):
+            blamed[h] = ("UNSTABLE with every partner: " + "; ".join(
+                f"{'+'.join(pr)} {texts.get(pr)}" for pr in mine)
+                + f" (limit p99/p50 {limit:g})")
+        bad_links = b.bad_links if b else [pr for pr, bad in flags.items() if bad]
+        unexplained = [f"{'+'.join(pr)} {texts.get(pr)}" for pr in bad_links]
+        unexplained += [f"{h}: inconclusive: {why}" for h, why in
+                        sorted((b.inconclusive if b else {}).items())
+                        if any(flags.get(pr) for pr in flags if h in pr)]
+    for h, why in blamed.items():
+        if h in hosts:
+            hosts[h].fail(why)
+    st = Stability(limit, (dict(asdict(fj), ratio=round(fj.ratio, 3)) if fj else None), sizes,
+                   pair_rows, blamed, unexplained)
+    if fj is None and not flags:
+        why = (f"fewer than {R.MIN_ITERS} iterations per size (raise the sweep's iterations to "
+               "judge p99)" if sizes else "no per-iteration times in the results (a worker "
+               "older than the stability check)")
+        return V.Check("stability", V.SKIP, why), st
+    unstable = []
+    if fj is not None and fj.ratio > limit:
+        unstable.append(f"fabric {fj.text()}")
+    unstable += [f"{h}: {why}" for h, why in blamed.items()]
+    unstable += [f"pair {u}" for u in unexplained]
+    if unstable:
+        return V.Check("stability", V.FAIL, "UNSTABLE: " + "; ".join(unstable)
+                       + f" above the limit p99/p50 {limit:g}"), st
+    shown = f"fabric {fj.text()}" if fj else "pairs only"
+    return V.Check("stability", V.PASS, f"{shown} within p99/p50 {limit:g}"), st
+
+
 # ----- RDMA vs TCP ----------------------------------------------------------------------------
 
 def _cpu_busy(doc: Mapping[str, Any]) -> float | None:
@@ -480,8 +546,9 @@ def compare_row(label: str, run: Run | None) -> CompareRow:
         f"largest size {size} bytes; its time scaled to 1 GiB")
     if int(run.doc.get("world_size") or 1) < 2:
         note = "1 rank: no data crossed a link, so these figures say nothing of a transport"
+    j = R.jitter(rows)
     return CompareRow(label, _transport_line(run), V.peak_busbw(run.doc), t, size,
-                      _cpu_busy(run.doc), note)
+                      _cpu_busy(run.doc), note, round(j.ratio, 3) if j else None)
 
 
 # ----- the whole directory --------------------------------------------------------------------
@@ -565,12 +632,17 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
         # A failed or hung run: each host's own log still says which transport NCCL chose
         # (the host that fell back to Socket is the usual cause of the hang).
         for h in fabric.hosts:
-            if reports[h] is None:
+            rep = reports[h]
+            # Only what the log shows: a log cut before NCCL chose a network says nothing.
+            if rep is None or (rep.network is None and not rep.fallback_to_socket):
                 continue
-            c = V.check_transport(backend, reports[h], policy)
+            c = V.check_transport(backend, rep, policy)
             rows[h].transport = c.reason
             if c.status == V.FAIL:
                 rows[h].fail(c.reason)
+                listed = rows[h].reasons
+                if first_nccl_error(rep) is None and listed[-1] == c.reason:
+                    listed.insert(0, listed.pop())  # no NCCL error of its own: the cause
     for h in fabric.hosts:
         f = fabric.files[h]
         for found in counters_during_run(f.ports_before, f.ports_after):
@@ -583,6 +655,11 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
         rows[h].ports = V.ports_text(f.facts, f.report, used[h])
 
     pairwise = judge_pairs(bar.GBps, pair_fraction, rows, fabric)
+    stability = None
+    if doc is not None and doc.get("ok"):
+        chk, stability = judge_stability(doc.get("results"), _in_process_pairs(fabric),
+                                         policy.max_jitter, rows)
+        checks.append(chk)
     compare = None
     socket = load_run(results / "socket")
     if socket is not None:
@@ -596,4 +673,4 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
         world_size=(doc or {}).get("world_size"), busbw_GBps=busbw, bar=bar, checks=checks,
         hosts=[rows[h] for h in rows], error=error, pairwise=pairwise,
         results=(doc or {}).get("results") if fabric.ok else None, compare=compare,
-        source=str(results), notes=notes)
+        source=str(results), notes=notes, stability=stability)

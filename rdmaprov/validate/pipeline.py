@@ -37,7 +37,9 @@ def policy(args: argparse.Namespace) -> V.Policy:
         return V.Policy(transport=args.transport, allow_socket=args.allow_socket,
                         require_gdr=args.require_gdr, bw_fraction=float(args.bw_fraction),
                         min_busbw_GBps=(None if args.min_busbw in (None, "")
-                                        else float(args.min_busbw)))
+                                        else float(args.min_busbw)),
+                        max_jitter=float(getattr(args, "max_jitter", None)
+                                         or V.DEFAULT_MAX_JITTER))
     except ValueError as exc:
         raise UserError(f"verdict options: {exc}") from None
 

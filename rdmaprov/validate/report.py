@@ -20,7 +20,7 @@ from rdmaprov.errors import UserError
 from rdmaprov.textsafe import safe_text
 from rdmaprov.validate.verdict import FAIL, PASS, SKIP, Bar, Check, gbps
 
-SCHEMA = "rdmaprov.validate.report/2"
+SCHEMA = "rdmaprov.validate.report/3"
 
 def clean(text: str) -> str:
     """Text from a host, safe to print, to put in XML, to show in HTML (before escaping)."""
@@ -79,6 +79,23 @@ class Pairwise:
 
 
 @dataclass
+class Stability:
+    """The iterations' spread: p99/p50 at the large sizes for the fabric and each pair."""
+
+    limit: float  # above this p99/p50 a fabric or pair is UNSTABLE
+    fabric: dict[str, Any] | None  # the worst large size: ratio, bytes, p50_us, p99_us, max_us
+    sizes: list[dict[str, Any]]  # per size: bytes, n, p50_us, p99_us, max_us
+    pairs: list[dict[str, Any]]  # per pair: hosts, ratio (or None), unstable
+    blamed: dict[str, str]  # host -> why (unstable with every partner)
+    unexplained: list[str]  # unstable pairs no single host explains
+
+    @property
+    def unstable(self) -> bool:
+        return bool((self.fabric and self.fabric["ratio"] > self.limit) or
+                    any(p["unstable"] for p in self.pairs))
+
+
+@dataclass
 class CompareRow:
     """One sweep of --compare-socket: the fabric as run, and again with NCCL_IB_DISABLE=1."""
 
@@ -89,6 +106,7 @@ class CompareRow:
     size_bytes: int | None  # the size that time was measured at
     cpu_busy_cores: float | None  # the busiest host's cores busy during that size
     note: str = ""
+    jitter: float | None = None  # p99/p50 of the iterations at the large sizes
 
 
 @dataclass
@@ -105,6 +123,7 @@ class Report:
     compare: list[CompareRow] | None = None
     source: str = ""  # the results directory judged
     notes: list[str] = field(default_factory=list)  # facts of the run worth a line (shared names)
+    stability: Stability | None = None
 
     @property
     def passed(self) -> bool:
@@ -125,7 +144,8 @@ class Report:
                "pairwise": asdict(self.pairwise) if self.pairwise else None,
                "results": self.results,
                "compare": [asdict(r) for r in self.compare] if self.compare else None,
-               "source": self.source, "notes": self.notes}
+               "source": self.source, "notes": self.notes,
+               "stability": asdict(self.stability) if self.stability else None}
         return _cleaned(doc)
 
 
@@ -159,15 +179,31 @@ def print_table(report: Report, out: TextIO) -> None:
                   f"{'  ' + p['error'] if p['error'] else ''}", file=out)
         for u in pw["unexplained"]:
             print(f"  slow pair, no single host to blame: {u}", file=out)
+    st = d["stability"]
+    if st and st["sizes"]:
+        print(f"iterations (UNSTABLE above p99/p50 {st['limit']:g} at the large sizes):",
+              file=out)
+        print(f"  {'bytes':>12} {'p50':>11} {'p99':>11} {'max':>11} {'p99/p50':>8}", file=out)
+        for z in st["sizes"]:
+            ratio = z["p99_us"] / z["p50_us"] if z["p50_us"] else 0.0
+            print(f"  {z['bytes']:>12} {z['p50_us'] / 1e3:>8.3f} ms {z['p99_us'] / 1e3:>8.3f} ms "
+                  f"{z['max_us'] / 1e3:>8.3f} ms {ratio:>8.2f}", file=out)
+        for p in st["pairs"]:
+            if p["ratio"] is not None:
+                print(f"  pair {'+'.join(p['hosts']):24} p99/p50 {p['ratio']:.2f}"
+                      f"{'  UNSTABLE' if p['unstable'] else ''}", file=out)
+        for u in st["unexplained"]:
+            print(f"  unstable pair, no single host to blame: {u}", file=out)
     if d["compare"]:
         print("RDMA vs TCP (--compare-socket):", file=out)
         print(f"  {'run':20} {'transport':24} {'busbw':>12} {'1 GiB all_reduce':>17} "
-              f"{'CPU cores busy':>15}", file=out)
+              f"{'CPU cores busy':>15} {'p99/p50':>8}", file=out)
         for r in d["compare"]:
             t = "-" if r["time_1GiB_us"] is None else f"{r['time_1GiB_us'] / 1000:.1f} ms"
             cpu = "-" if r["cpu_busy_cores"] is None else f"{r['cpu_busy_cores']:.2f}"
+            jit = "-" if r["jitter"] is None else f"{r['jitter']:.2f}"
             print(f"  {r['label']:20} {r['transport'][:24]:24} {_bw(r['busbw_GBps']):>12} "
-                  f"{t:>17} {cpu:>15}", file=out)
+                  f"{t:>17} {cpu:>15} {jit:>8}", file=out)
             if r["note"]:
                 print(f"    {r['note']}", file=out)
     width = max([len(h["host"]) for h in d["hosts"]] + [4])

@@ -175,6 +175,77 @@ def _cell(value: Any, scale: float, fmt: str, unit: str) -> str:
     return f'<td class="num">{_e(text)}</td>'
 
 
+def iterations_svg(rows: list[dict[str, Any]], limit: float, width: int = 640,
+                   height: int = 220) -> str:
+    """Every iteration of each size as a dot at its time / the size's median: a flat fabric is
+    a line of dots at 1, a pausing or retransmitting one has dots far above the limit line."""
+    series = []
+    for r in rows:
+        each = r.get("iters_us")
+        p50 = (r.get("iter_us") or {}).get("p50_us")
+        if isinstance(each, list) and each and isinstance(p50, int | float) and p50 > 0:
+            series.append((r.get("bytes"), [float(t) / p50 for t in each
+                                             if isinstance(t, int | float)]))
+    if not series:
+        return ""
+    top = max([limit * 1.2] + [max(v) for _, v in series if v])
+    left, right, pad = 56, width - 12, 18
+    lane = (right - left) / len(series)
+
+    def py(ratio: float) -> float:
+        return height - pad - (height - 2 * pad) * min(ratio, top) / top
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           'role="img" aria-label="iteration time over the median, per size">',
+           f'<line x1="{left}" x2="{right}" y1="{py(limit):.1f}" y2="{py(limit):.1f}" '
+           'stroke="#c0392b" stroke-dasharray="4 3"/>',
+           f'<text x="4" y="{py(limit) + 4:.1f}" font-size="10">x{limit:g}</text>',
+           f'<text x="4" y="{py(1.0) + 4:.1f}" font-size="10">x1</text>']
+    for i, (size, ratios) in enumerate(series):
+        x0 = left + i * lane
+        step = lane * 0.8 / max(1, len(ratios))
+        for k, ratio in enumerate(ratios):
+            color = "#c0392b" if ratio > limit else "#2471a3"
+            out.append(f'<circle cx="{x0 + lane * 0.1 + k * step:.1f}" cy="{py(ratio):.1f}" '
+                       f'r="2" fill="{color}"/>')
+        label = human_bytes(size) if isinstance(size, int | float) else str(size)
+        out.append(f'<text x="{x0 + lane / 2:.1f}" y="{height - 4}" font-size="10" '
+                   f'text-anchor="middle">{_e(label)}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _stability_html(report: dict[str, Any]) -> list[str]:
+    st = report.get("stability") or {}
+    if not st.get("sizes"):
+        return []
+    limit = float(st.get("limit") or 2.0)
+    parts = [f"<h2>Iterations (UNSTABLE above p99/p50 {_e(f'{limit:g}')} at the large "
+             "sizes)</h2>"]
+    rows = []
+    for z in st["sizes"]:
+        p50, p99 = z.get("p50_us") or 0, z.get("p99_us") or 0
+        ratio = p99 / p50 if p50 else 0.0
+        rows.append([f'<td class="num">{_e(human_bytes(z.get("bytes") or 0))}</td>',
+                     _cell(p50, 1e-3, ".3f", " ms"), _cell(p99, 1e-3, ".3f", " ms"),
+                     _cell(z.get("max_us"), 1e-3, ".3f", " ms"), _cell(ratio, 1, ".2f", "")])
+    parts.append(_table(["size", "p50", "p99", "max", "p99/p50"], rows))
+    pairs = [p for p in st.get("pairs") or [] if p.get("ratio") is not None]
+    if pairs:
+        parts.append(_table(["pair", "p99/p50", ""], [
+            [_e("+".join(p.get("hosts") or [])), _cell(p.get("ratio"), 1, ".2f", ""),
+             f'<td class="{"fail" if p.get("unstable") else "pass"}">'
+             f'{"UNSTABLE" if p.get("unstable") else "ok"}</td>'] for p in pairs]))
+    for h, why in (st.get("blamed") or {}).items():
+        parts.append(f'<p><strong class="FAIL">{_e(h)}</strong>: {_e(why)}</p>')
+    svg = iterations_svg([r for r in report.get("results") or [] if isinstance(r, dict)], limit)
+    if svg:
+        parts.append(svg)
+        parts.append('<p class="note">Each dot is one iteration\'s time over its size\'s '
+                     "median; the dashed line is the limit.</p>")
+    return parts
+
+
 def render(report: dict[str, Any]) -> str:
     """The whole page, from the report's document (``Report.to_dict()``)."""
     verdict = "PASS" if report.get("passed") else "FAIL"
@@ -238,10 +309,12 @@ def render(report: dict[str, Any]) -> str:
     if report.get("compare"):
         parts.append("<h2>RDMA vs TCP</h2>")
         parts.append(_table(
-            ["run", "transport", "peak busbw", "1 GiB all_reduce", "CPU cores busy", "note"],
+            ["run", "transport", "peak busbw", "1 GiB all_reduce", "CPU cores busy", "p99/p50",
+             "note"],
             [[_e(r.get("label")), _e(r.get("transport")), _num(r.get("busbw_GBps")),
               _cell(r.get("time_1GiB_us"), 1e-3, ".1f", " ms"),
-              _cell(r.get("cpu_busy_cores"), 1, ".2f", ""), _e(r.get("note") or "")]
+              _cell(r.get("cpu_busy_cores"), 1, ".2f", ""), _cell(r.get("jitter"), 1, ".2f", ""),
+              _e(r.get("note") or "")]
              for r in report["compare"]]))
 
     parts.append("<h2>Bus bandwidth against message size</h2>")
@@ -263,6 +336,8 @@ def render(report: dict[str, Any]) -> str:
         notes.append("No bar is known, so the plot has no bar line.")
     parts.append(svg if svg else '<p class="note">Nothing to plot.</p>')
     parts += [f'<p class="note">{_e(n)}</p>' for n in notes]
+
+    parts += _stability_html(report)
 
     rows_html = []
     for r in report.get("results") or []:

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rdmaprov.validate.nics import physical_port
+from rdmaprov.validate.rounds import DEFAULT_MAX_JITTER
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 
@@ -44,12 +45,16 @@ class Policy:
     require_gdr: bool = False
     bw_fraction: float = DEFAULT_BW_FRACTION
     min_busbw_GBps: float | None = None  # explicit threshold; replaces fraction x line rate
+    max_jitter: float = DEFAULT_MAX_JITTER  # p99/p50 at the large sizes (rounds.py says why)
 
     def __post_init__(self) -> None:
         if self.transport not in (None, "IB", "Socket"):
             raise ValueError(f"transport must be IB or Socket, not {self.transport!r}")
         if not 0 < self.bw_fraction <= 1:
             raise ValueError(f"bw_fraction must be in (0, 1], not {self.bw_fraction}")
+        if not self.max_jitter >= 1:
+            raise ValueError(f"max_jitter must be 1 or more (a ratio p99/p50), not "
+                             f"{self.max_jitter}")
         if self.min_busbw_GBps is not None and self.min_busbw_GBps <= 0:
             raise ValueError(f"min_busbw_GBps must be positive, not {self.min_busbw_GBps}")
 

@@ -127,6 +127,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bw-fraction", type=float, default=0.8,
                    help="the bar: this fraction of the slowest host's line rate (nccl)")
     p.add_argument("--min-busbw", type=float, default=None, help="an explicit bar in GB/s")
+    p.add_argument("--max-jitter", type=float, default=None,
+                   help="unstable above this p99/p50 of the iteration times at the large sizes "
+                   "(rounds.DEFAULT_MAX_JITTER); an unstable fabric gets pair rounds too")
     p.add_argument("--pair-sizes", type=int, default=2,
                    help="the pair sweep: the sweep's largest N sizes")
     p.add_argument("--preflight", action="store_true",
@@ -577,12 +580,15 @@ def line_rate_bar(ranks: list[dict[str, Any]], backend: str, bw_fraction: float,
     return bw_fraction * min(rates.values()) if rates and all(rates.values()) else None
 
 
-def want_pairs(mode: str, nhosts: int, peak: float | None, bar: float | None) -> tuple[bool, str]:
+def want_pairs(mode: str, nhosts: int, peak: float | None, bar: float | None,
+               unstable: bool = False) -> tuple[bool, str]:
     if nhosts < 3:
         return False, f"{nhosts} hosts: a pair is the whole fabric"
     slow = bar is not None and (peak is None or peak < bar)
     if mode == "always":
         return True, "asked for (always)"
+    if mode in ("auto", "slow") and unstable:
+        return True, "the fabric is unstable (p99/p50 of its iterations above the limit)"
     if mode == "auto" and (bar is None or slow):
         return True, "no bar known" if bar is None else "the fabric is below the bar"
     if mode == "slow" and slow:
@@ -673,7 +679,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         bar = line_rate_bar(ranks, ctx.backend, args.bw_fraction, args.min_busbw)
         peak = max((r["busbw_GBps"] for r in rows), default=None)
         nhosts = len({r["node"] for r in ranks})
-        run_pairs, why = want_pairs(args.pairs, nhosts, peak, bar)
+        unstable = False
+        if args.pairs in ("auto", "slow") and nhosts >= 3:  # rounds.py only when pairs may run
+            R = _rounds()
+            limit = R.DEFAULT_MAX_JITTER if args.max_jitter is None else args.max_jitter
+            unstable = R.unstable(rows, limit)
+        run_pairs, why = want_pairs(args.pairs, nhosts, peak, bar, unstable)
         pairs: list[dict[str, Any]] = []
         if run_pairs:
             pair_sizes = sizes[-max(1, args.pair_sizes):]

@@ -66,6 +66,7 @@ def worker_doc(hosts: list[str], busbw_peak: float, backend: str = "nccl",
         rows.append({"bytes": size, "count": size // 4, "time_us": round(seconds * 1e6, 3),
                      "time_us_avg": round(seconds * 1e6, 3), "algbw_GBps": float(f"{a:.6g}"),
                      "busbw_GBps": float(f"{b:.6g}"), "correct": True})
+    jittery(rows, 1.05)  # the iterations of a healthy fabric, as the worker records them
     doc = {"schema": worker.SCHEMA, "ok": True, "error": None, "backend": backend,
            "world_size": n, "ranks": [{"rank": i, "local_rank": 0, "hostname": h}
                                       for i, h in enumerate(hosts)],
@@ -230,7 +231,7 @@ def test_junit_shape_ci_tools_read(tmp_path: Path, capsys) -> None:
     doc = worker_doc(list(hosts), 12.0)
     # n2's process failed after rank 0 had its document; its last line carries escapes.
     make_run(tmp_path, "fabric", hosts, doc, rcs={"n2": "1"},
-             logs={"n2": IB_LOG.read_text() + "\x1b]0;pwned\x07\x1b[2J evil \x01\n"})
+             logs={"n2": IB_LOG.read_text() + "\x1b]0;pwned\x07\x1b[2J fatal: evil \x01\n"})
     rc = main(["validate", "--judge", str(tmp_path), "--junit", str(tmp_path / "j.xml")])
     capsys.readouterr()
     assert rc == 2
@@ -241,7 +242,7 @@ def test_junit_shape_ci_tools_read(tmp_path: Path, capsys) -> None:
     suites = {s.get("name"): s for s in root}
     fabric = suites["rdmaprov.validate.fabric"]
     assert {k: fabric.get(k) for k in ("tests", "failures", "errors", "skipped")} == {
-        "tests": "3", "failures": "1", "errors": "0", "skipped": "0"}
+        "tests": "4", "failures": "1", "errors": "0", "skipped": "0"}  # + stability
     host_suite = suites["rdmaprov.validate.hosts"]
     n2 = next(c for c in host_suite if c.get("name") == "n2")
     assert n2.find("error") is not None and "evil" in n2.find("error").get("message")
@@ -309,8 +310,9 @@ def test_compare_socket_side_by_side(tmp_path: Path, capsys) -> None:
     hosts = ["n1", "n2"]
     make_run(tmp_path, "fabric", {h: (HDR, IB_LOG) for h in hosts},
              worker_doc(hosts, 23.0, cpu={"n1": 0.2, "n2": 0.3}))
-    make_run(tmp_path, "socket", {h: (HDR, SOCKET_LOG) for h in hosts},
-             worker_doc(hosts, 1.1, cpu={"n1": 1.9, "n2": 1.7}))
+    tcp = worker_doc(hosts, 1.1, cpu={"n1": 1.9, "n2": 1.7})
+    jittery(tcp["results"], 4.0)  # TCP's retransmissions stretch single iterations
+    make_run(tmp_path, "socket", {h: (HDR, SOCKET_LOG) for h in hosts}, tcp)
     rc, out = judge(tmp_path, capsys=capsys)
     assert rc == 0, out
     lines = [ln for ln in out.splitlines() if ln.startswith("  as configured")
@@ -320,6 +322,7 @@ def test_compare_socket_side_by_side(tmp_path: Path, capsys) -> None:
     t_rdma = float(lines[0].split(" ms")[0].split()[-1])
     t_tcp = float(lines[1].split(" ms")[0].split()[-1])
     assert t_tcp > 10 * t_rdma
+    assert lines[0].split()[-1] == "1.05" and lines[1].split()[-1] == "4.00"  # p99/p50
 
 
 def test_judge_refuses_what_is_not_a_results_dir(tmp_path: Path, capsys) -> None:
@@ -436,6 +439,9 @@ def named(doc: dict, hostnames: list[str]) -> dict:
 def test_corrupt_result_json_is_a_failed_host_never_a_pass(tmp_path: Path, capsys) -> None:
     hosts = {"n1": (HDR, IB_LOG), "n2": (HDR, IB_LOG)}
     make_run(tmp_path, "fabric", hosts, worker_doc(list(hosts), 0.9 * 25.0))
+    # as the role leaves it: rank 1 prints no document, its result.json is empty
+    (tmp_path / "fabric" / "n2" / "result.json").write_text("")
+    assert json_report(tmp_path, capsys=capsys)["exit_code"] == 0
     (tmp_path / "fabric" / "n2" / "result.json").write_text('{"ok": true, "resu')
     doc = json_report(tmp_path, capsys=capsys)
     by = {h["host"]: h for h in doc["hosts"]}
@@ -591,3 +597,127 @@ def test_the_counters_script_reads_every_counter_the_rule_judges() -> None:
     spec.loader.exec_module(mod)
     read = {n for _, names in mod.COUNTERS for n in names}
     assert set(module_utils("link_counters").COUNTER_CLASS) <= read
+
+
+# ----- stability: p99/p50 of the iterations at the large sizes ---------------------------------
+
+def jittery(rows: list[dict], ratio: float, iters: int = 20) -> list[dict]:
+    """Rows as the worker writes them with per-iteration times: each size's iterations at its
+    mean time, one in ``iters`` stretched so that p99/p50 is about ``ratio`` at every size."""
+    for r in rows:
+        t = r["time_us"]
+        each = [t] * (iters - 1) + [t * (1 + (ratio - 1) / 0.81)]
+        r["iters_us"] = each
+        r["iter_us"] = {"n": iters, "p50_us": worker.percentile(each, 50),
+                        "p99_us": worker.percentile(each, 99), "max_us": max(each)}
+    return rows
+
+
+def test_an_unstable_fabric_with_a_fine_mean_is_named(tmp_path: Path, capsys) -> None:
+    hosts = {"n1": (HDR, IB_LOG), "n2": (HDR, IB_LOG)}
+    doc = worker_doc(list(hosts), 0.9 * 25.0)
+    jittery(doc["results"], 3.0)
+    make_run(tmp_path, "fabric", hosts, doc)
+    rc, out = judge(tmp_path, "--junit", str(tmp_path / "j.xml"), capsys=capsys)
+    assert rc == 2
+    assert "busbw 22.5 GB/s >= 0.8 x 25.0 GB/s" in out  # the mean passes
+    line = next(ln for ln in out.splitlines() if "stability" in ln)
+    assert line.split()[0] == "fail"
+    assert "UNSTABLE: fabric p99/p50 3.00 at " in line and "bytes (p50 " in line
+    assert "above the limit p99/p50 2" in line
+    assert "iterations (UNSTABLE above p99/p50 2 at the large sizes):" in out
+    fabric = ET.parse(tmp_path / "j.xml").getroot().find(
+        "testsuite[@name='rdmaprov.validate.fabric']")
+    assert fabric is not None
+    case = fabric.find("testcase[@name='stability']")
+    assert case is not None and case.find("failure") is not None
+    assert main(["validate", "--judge", str(tmp_path), "--html", str(tmp_path / "r.html")]) == 2
+    capsys.readouterr()
+    page = (tmp_path / "r.html").read_text()
+    assert "Iterations (UNSTABLE above p99/p50 2 at the large sizes)" in page
+    # one dot per iteration of each size, those past the limit in red
+    assert page.count('r="2" fill=') == sum(len(r["iters_us"]) for r in doc["results"])
+    assert page.count('fill="#c0392b"') == len(doc["results"])
+    assert judge(tmp_path, "--max-jitter", "4", capsys=capsys)[0] == 0
+    assert judge(tmp_path, "--max-jitter", "0.5", capsys=capsys)[0] == 1
+    doc_out = json_report(tmp_path, capsys=capsys)
+    assert doc_out["schema"] == "rdmaprov.validate.report/3"
+    st = doc_out["stability"]
+    assert st["limit"] == 2.0 and st["fabric"]["ratio"] == pytest.approx(3.0, rel=1e-3)
+    assert len(st["sizes"]) == len(doc["results"])
+
+
+def test_a_stable_fabric_passes_and_an_old_document_is_a_skip(tmp_path: Path, capsys) -> None:
+    hosts = {"n1": (HDR, IB_LOG), "n2": (HDR, IB_LOG)}
+    doc = worker_doc(list(hosts), 0.9 * 25.0)
+    jittery(doc["results"], 1.1)
+    make_run(tmp_path / "a", "fabric", hosts, doc)
+    old = worker_doc(list(hosts), 0.9 * 25.0)
+    for r in old["results"]:  # a worker before per-iteration timing
+        del r["iter_us"], r["iters_us"]
+    make_run(tmp_path / "b", "fabric", hosts, old)
+    checks = {c["name"]: c for c in json_report(tmp_path / "a", capsys=capsys)["checks"]}
+    assert checks["stability"]["status"] == "pass"
+    checks = {c["name"]: c for c in json_report(tmp_path / "b", capsys=capsys)["checks"]}
+    assert checks["stability"]["status"] == "skip"
+    few = worker_doc(list(hosts), 0.9 * 25.0)
+    jittery(few["results"], 5.0, iters=5)  # gloo's default: p99 is the single slowest
+    make_run(tmp_path / "c", "fabric", hosts, few)
+    checks = {c["name"]: c for c in json_report(tmp_path / "c", capsys=capsys)["checks"]}
+    assert checks["stability"]["status"] == "skip"
+    assert checks["stability"]["reason"].startswith("fewer than 10 iterations per size")
+
+
+def test_pairs_name_the_unstable_host(tmp_path: Path, capsys) -> None:
+    """n4 is unstable with both its partners, the other pairs are flat: n4 is named UNSTABLE
+    by the pair rounds' blame rule, although every pair's mean is above the bar."""
+    hosts = ["n1", "n2", "n3", "n4"]
+    doc = worker_doc(hosts, 22.0)
+    jittery(doc["results"], 2.6)
+    ratios = {("n1", "n2"): 1.1, ("n3", "n4"): 3.5, ("n2", "n3"): 1.2, ("n4", "n1"): 3.1}
+    doc["pairs"] = [{"round": 1 if p in (("n1", "n2"), ("n3", "n4")) else 2, "step": 1,
+                     "hosts": list(p), "busbw_GBps": 23.0, "error": None,
+                     "results": jittery(worker_doc(list(p), 23.0)["results"][-2:], r)}
+                    for p, r in ratios.items()]
+    make_run(tmp_path, "fabric", {h: (HDR, IB_LOG) for h in hosts}, doc)
+    rc, out = judge(tmp_path, capsys=capsys)
+    assert rc == 2
+    row = next(ln for ln in out.splitlines() if ln.startswith("n4 "))
+    assert "UNSTABLE with every partner: " in row
+    assert "n3+n4 p99/p50 3.50" in row and "n1+n4 p99/p50 3.10" in row
+    for h in ("n1", "n2", "n3"):
+        assert "FAIL" not in next(ln for ln in out.splitlines() if ln.startswith(h + " "))
+    assert "pair n3+n4" in out and "UNSTABLE" in out
+
+
+@pytest.mark.parametrize("log, mode, starts", [
+    # NCCL 2.27: the verbs call and its errno, not the proxy's "Socket recv failed" after it
+    ("nccl_2013_v2.27_modify_qp_rtr_timeout.log", "1",
+     "Call to ibv_modify_qp failed with 110 Connection timed out, on dev mlx_x:1"),
+    # NCCL 2.14.3 under torch: NCCL's own text sits after "Last error:" only
+    ("alpaca207_v2.14.3_remote_inline_status12.log", "1",
+     "NET/IB : Got completion from peer 11.214.147.122<39138> with error 12"),
+    ("nccl_1905_v2.21.5_async_fatal_qp.log", "124",
+     "NET/IB : mlx5_ib0:1 async fatal event on QP"),
+    # NCCL < 2.13: 2.7.8, 2.5 and 2.2 ("include/socket.h:311 WARN", no word NCCL)
+    ("nccl_380_v2.7.8_create_cq.log", "1", "Call to ibv_create_cq failed"),
+    ("nccl_331_docker_bridge_comm_id.log", "1",
+     "Net : No interface found in the same subnet as remote address 192.168.0.91<27030>"),
+    ("nccl_tests14_v2.2_no_ibverbs_af.log", "1",
+     "Socket creation failed : Address family not supported by protocol"),
+    # no NCCL error of its own, a hung run: the Socket fallback is the cause named first
+    ("nccl_226_aws_nodevice.log", "124", "NCCL fell back to Socket (NET/IB : No device found)"),
+    ("horovod313_v2.2_no_ibverbs_socket.log", "137",
+     "NCCL fell back to Socket (libibverbs could not be loaded)"),
+])
+def test_real_failures_lead_with_the_hosts_own_cause(tmp_path: Path, capsys, log: str,
+                                                     mode: str, starts: str) -> None:
+    hosts = {"n1": (HDR, IB_LOG), "n2": (HDR, LOGS / log)}
+    err = {"ok": False, "error": "DistBackendError: NCCL error", "rank": 0}
+    make_run(tmp_path, "fabric", hosts, err if mode == "1" else None,
+             rcs={"n1": mode, "n2": mode})
+    doc = json_report(tmp_path, capsys=capsys)
+    n2 = next(h for h in doc["hosts"] if h["host"] == "n2")
+    assert doc["exit_code"] == 2 and not n2["passed"]
+    assert n2["reasons"][0].startswith(starts), n2["reasons"]
+    assert all("\n" not in r and "frame #" not in r for r in n2["reasons"])

@@ -119,3 +119,30 @@ def test_plan_flag_through_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert out.startswith("64 hosts: 2 rounds") and "round 2: 32 pairs" in out
     assert main(["validate", "--plan", "0"]) == 1
+
+
+def _row(size: int, p50: float, p99: float) -> dict:
+    return {"bytes": size, "iter_us": {"n": 20, "p50_us": p50, "p99_us": p99, "max_us": p99}}
+
+
+def test_jitter_is_judged_at_the_large_sizes_only() -> None:
+    """A 4x spread at 1 MiB (launch latency) is not the fabric's; 2.5x at 512 MiB is."""
+    rows = [_row(1 << 20, 10.0, 40.0), _row(256 << 20, 100.0, 120.0),
+            _row(512 << 20, 200.0, 500.0), _row(1 << 30, 400.0, 440.0)]
+    j = R.jitter(rows)
+    assert j is not None and j.bytes == 512 << 20 and j.ratio == 2.5
+    assert R.unstable(rows) and not R.unstable(rows, limit=3.0)
+    assert R.jitter(rows[:1] + rows[3:]).ratio == pytest.approx(1.1)
+    assert R.jitter([{"bytes": 1 << 30, "busbw_GBps": 1.0}]) is None  # an older worker
+    assert not R.unstable(None)
+    few = [{"bytes": 1 << 30, "iter_us": {"n": 5, "p50_us": 1.0, "p99_us": 9.0}}]
+    assert R.jitter(few) is None  # p99 of 5 is the single slowest: not judged
+
+
+def test_an_unstable_fabric_gets_pair_rounds() -> None:
+    from rdmaprov.validate import worker
+
+    assert worker.want_pairs("auto", 4, 23.0, 20.0, unstable=True)[0]
+    assert worker.want_pairs("slow", 4, 23.0, 20.0, unstable=True)[0]
+    assert not worker.want_pairs("slow", 4, 23.0, 20.0)[0]
+    assert not worker.want_pairs("never", 4, 23.0, 20.0, unstable=True)[0]
