@@ -181,7 +181,21 @@ RULES: tuple[Rule, ...] = (
        "firmware with mlxfwmanager/flint; reflash or replace the HCA if it stays stuck.", F,
        "https://github.com/torvalds/linux/blob/master/drivers/net/ethernet/mellanox/mlx5/"
        "core/main.c", needle="firmware"),
-    _r("mlx5_cmd_timeout", "kernel", r"mlx5_core.*(?:cmd_work_handler|wait_func).*timeout",
+    _r("mlx5_recovery_failed", "kernel", r"mlx5_core.*(?:health recovery flow aborted|"
+       r"recovery flow aborted|mlx5_health_try_recover.*(?:failed|aborted))",
+       "error", "the mlx5 driver could not recover the adapter after a firmware fault",
+       "The device stays unusable until the host is power-cycled; update the firmware, and "
+       "replace the HCA if it happens again.", B,
+       "https://github.com/torvalds/linux/blob/master/drivers/net/ethernet/mellanox/mlx5/"
+       "core/health.c", needle="recover"),
+    _r("mlx5_thermal", "kernel", r"mlx5_core.*High temperature on sensors",
+       "error", "the adapter reports a high temperature",
+       "Check the airflow and fans of that slot and the adapter's temperature (mget_temp); a "
+       "NIC that overheats throttles or shuts its link down.", V,
+       "https://github.com/torvalds/linux/blob/master/drivers/net/ethernet/mellanox/mlx5/"
+       "core/events.c", needle="temperature"),
+    _r("mlx5_cmd_timeout", "kernel", r"mlx5_core.*(?:cmd_work_handler|wait_func).*"
+       r"(?:timeout|No done completion)",
        "error", "an mlx5 firmware command timed out",
        "The firmware stopped answering commands: reboot the host; update the firmware if it "
        "recurs.", B,
@@ -237,19 +251,31 @@ RULES: tuple[Rule, ...] = (
        "that does, check the riser and the BIOS slot power setting.", V,
        "https://github.com/torvalds/linux/blob/master/drivers/net/ethernet/mellanox/mlx5/"
        "core/events.c", needle="insufficient power"),
-    _r("pcie_aer", "kernel", r"PCIe Bus Error: severity=(Uncorrected \(Fatal\)|"
-       r"Uncorrect(?:ed|able) \(Non-Fatal\)|Uncorrected|Fatal)",
+    _r("pcie_aer", "kernel", r"(?:PCIe Bus Error: severity=|AER: (?:Multiple )?)(Uncorrected "
+       r"\(Fatal\)|Uncorrect(?:ed|able) \(Non-Fatal\)|Uncorrected|Fatal)",
        "error", "an uncorrected PCIe error ({0})",
        "Uncorrected PCIe errors reset or take the device offline: reseat the card, check the "
        "slot/riser, and replace the part if they recur.", R,
-       "https://github.com/torvalds/linux/blob/master/drivers/pci/pcie/aer.c",
-       needle="pcie bus error"),
+       "https://github.com/torvalds/linux/blob/master/drivers/pci/pcie/aer.c"),
     _r("pcie_aer_corrected", "kernel", r"PCIe Bus Error: severity=Correct",
        "warning", "corrected PCIe errors on a device",
        "Corrected errors are survivable, but many of them point at a marginal slot, riser "
        "or card: watch the rate, reseat if it grows.", V,
        "https://github.com/torvalds/linux/blob/master/drivers/pci/pcie/aer.c",
        needle="pcie bus error"),
+    _r("tx_timeout", "kernel", r"mlx5_core \S+ (\S+): TX timeout on queue:? (\d+)",
+       "error", "{0}: transmit queue {1} timed out (mlx5 TX timeout)",
+       "The NIC stopped completing sends: look for firmware/health messages of the same "
+       "device; the driver recovers the queue, reboot if it does not.", B,
+       "https://github.com/torvalds/linux/blob/master/net/sched/sch_generic.c",
+       needle="t"),
+    _r("gpu_xid", "kernel", r"NVRM: Xid \(PCI:([^)]+)\): (\d+)",
+       "error", "GPU Xid {1} on {0}",
+       "An NVIDIA driver error event: look the number up in NVIDIA's Xid catalog "
+       "(docs.nvidia.com/deploy/xid-errors); 79 (fallen off the bus), 48/94/95 (ECC), 74 "
+       "(NVLink) and 119/120 (GSP) are hardware or driver state that needs a reset or "
+       "reboot, 13/31/43 are usually the application's own faults.", V,
+       "https://docs.nvidia.com/deploy/xid-errors/index.html", needle="xid"),
     _r("tx_timeout", "kernel", r"NETDEV WATCHDOG: (\S+).*transmit queue (\d+) timed out",
        "error", "{0}: transmit queue {1} timed out (NETDEV WATCHDOG)",
        "The NIC stopped completing sends: look for firmware/health messages of the same "
@@ -396,7 +422,7 @@ def remedy_for(code: str | None) -> str | None:
 
 def _fmt(text: str, groups: tuple[str | None, ...]) -> str:
     try:
-        return text.format(*((g or "?").strip() for g in groups))
+        return text.format(*((g or "").strip() for g in groups))
     except (IndexError, KeyError, ValueError):
         return text
 
