@@ -96,13 +96,8 @@ CONTEXT_CODES = frozenset({
     "env_deprecated", "env_unknown", "env_nccl_says", "version_from_env",
     "dmabuf_unsupported", "nvls_failure", "collnet_fallback"})
 
-# ibv_wc_status values (verbs.h) NCCL prints as "status=N" or "with error N".
-WC_STATUS = {
-    1: "local length error", 2: "local QP operation error", 4: "local protection error",
-    5: "work request flushed", 9: "remote invalid request", 10: "remote access error",
-    11: "remote operation error", 12: "transport retry counter exceeded",
-    13: "RNR retry counter exceeded",
-}
+# ibv_wc_status names: one table, in rules (kept here under its old name).
+WC_STATUS = rules.WC_STATUS
 
 
 @dataclass
