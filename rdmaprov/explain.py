@@ -28,7 +28,7 @@ from rdmaprov.parsers import (
     rules,
     show_gids,
 )
-from rdmaprov.parsers._common import clean, split_pasted
+from rdmaprov.parsers._common import Finding, clean, split_pasted
 from rdmaprov.textsafe import safe_text
 
 KNOWN_FORMATS = {
@@ -215,6 +215,14 @@ def _nccl(lines: Iterable[str], opts: Options) -> dict[str, Any]:
             d["nccl_log"] = sub
             # The log's errors and fallback matter most when a table looks slow.
             d["findings"] = [f for f in sub["findings"] if f["severity"] != "info"] + d["findings"]
+        if (log_report.ranks == 1 and log_report.hosts > 1
+                and not any(f.get("code") == "tests_no_mpi" for f in d["findings"])):
+            d["findings"].insert(0, Finding(
+                "error", f"every NCCL communicator here has 1 rank, on {log_report.hosts} "
+                "hosts: each process ran its own single-rank test",
+                "nccl-tests was built without MPI support: `make clean; make MPI=1 "
+                "MPI_HOME=...` so the ranks form one communicator.", "tests_no_mpi",
+                "config").to_dict())
         return d
     d = log_report.to_dict()
     if tests.failures:  # an aborted nccl-tests run under an NCCL log is never healthy
