@@ -303,7 +303,8 @@ def _collapse(rows: list[dict[str, Any]]) -> Finding | None:
     if peak < 1 or peak_size >= last_size or last >= 0.5 * peak:
         return None
     return Finding(
-        "warning", f"busbw collapses at large sizes: {last:g} GB/s at {_human(last_size)} "
+        "warning", f"bandwidth collapse at large sizes: busbw {last:g} GB/s at "
+        f"{_human(last_size)} "
         f"against a peak of {peak:g} GB/s at {_human(peak_size)}",
         "Bandwidth should stay near its peak as messages grow: a drop at the largest sizes "
         "points at a link or switch port that congests under sustained load (RoCE: pause "

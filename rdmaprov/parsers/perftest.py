@@ -144,9 +144,10 @@ class PerftestParser:
             if to_gbps and avgs:
                 r.bw_avg_gbps = round(max(avgs) * to_gbps, 2)
                 r.bw_peak_gbps = round(max(peaks) * to_gbps, 2) if peaks else None
+                at = next(row["bytes"] for row in r.rows if row.get("bw_average") == max(avgs))
                 f.append(Finding("info", f"average bandwidth {r.bw_avg_gbps:g} Gb/s "
-                                 f"({max(avgs):g} {r.unit})" + (" from GPU memory"
-                                                                if r.use_cuda else ""), None))
+                                 f"({max(avgs):g} {r.unit}) at {at} bytes"
+                                 + (" from GPU memory" if r.use_cuda else ""), None))
                 if line_rate_gbps:
                     need = min_fraction * line_rate_gbps
                     ok = r.bw_avg_gbps >= need

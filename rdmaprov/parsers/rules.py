@@ -72,8 +72,8 @@ RULES: tuple[Rule, ...] = (
        "switch port, and make them equal.", C,
        "https://github.com/NVIDIA/nccl/issues/1524", needle="async"),
     _r("async_event", "nccl", r"async (?:fatal )?event\b.*\bport error",
-       "error", "the HCA port went down under NCCL (async event 'port error'): the link "
-       "flapped or dropped",
+       "error", "the HCA port went down under NCCL (async event 'port error'): a flapping "
+       "link (the link flapped or dropped) or a failing HCA port",
        "A port error is the link itself going down, not a setting: look for 'Link down' of "
        "that port in the kernel log (dmesg -T | grep -i link), check the cable/transceiver "
        "and the switch port's error counters, and reset or reseat the link; a port that "
@@ -82,7 +82,8 @@ RULES: tuple[Rule, ...] = (
        needle="port error"),
     _r("async_event", "nccl", r"async (?:fatal )?event\b.*\b(local catastrophic error|"
        r"local work queue catastrophic error)",
-       "error", "the HCA reported a {0} (async event): the adapter or its firmware failed",
+       "error", "the HCA reported a {0} (async event): a failing HCA (the adapter or its "
+       "firmware failed)",
        "A catastrophic error is the adapter failing, not a setting: read the kernel log for "
        "mlx5_core health messages (health compromised, firmware internal error, syndrome), "
        "reboot the host to reset the device, and if it recurs update the firmware or "
@@ -112,7 +113,7 @@ RULES: tuple[Rule, ...] = (
     _r("dmabuf_unsupported", "nccl", r"ibv_reg_dmabuf_mr failed.*(?:not supported|"
        r"Operation not permitted|Invalid argument|errno 95)",
        "error", "GPU memory registration through DMA-BUF failed (ibv_reg_dmabuf_mr: not "
-       "supported)",
+       "supported): a driver/kernel without DMA-BUF support",
        "The NIC driver or kernel has no DMA-BUF support (needs kernel 5.12+, rdma-core 34+ "
        "and an OFED/driver that implements it; an open GPU kernel module on the GPU side). "
        "Work around with NCCL_DMABUF_ENABLE=0 (NCCL then uses nvidia_peermem if loaded), "
@@ -237,8 +238,8 @@ RULES: tuple[Rule, ...] = (
     _r("pcie_downtrained", "kernel", r"([\d.]+ Gb/s) available PCIe bandwidth, limited by "
        r"(\S+ GT/s PCIe x\d+|[\d.]+ GT/s x\d+|\S+ x\d+) link at (\S+) \(capable of ([\d.]+ "
        r"Gb/s) with (\S+ GT/s PCIe x\d+|[\d.]+ GT/s x\d+|\S+ x\d+) link\)",
-       "warning", "PCIe link trained below the device's capability: {0} available, limited "
-       "by {1} at {2} (capable of {3} with {4})",
+       "warning", "PCIe link width/speed below the device's capability: {0} available, "
+       "limited by {1} at {2} (capable of {3} with {4})",
        "A narrower or slower PCIe link caps the NIC or GPU below line rate: reseat the card "
        "or riser, check the slot's BIOS setting (width/generation, bifurcation); if the "
        "limit is an upstream port's, it is the slot or riser.", R,
