@@ -542,6 +542,15 @@ class NcclLogParser:
                 self._last_error(inline)
             return
         if m:
+            # "NCCL error in: ..., unhandled system error, NCCL version X" names no cause by
+            # itself; a flattened exception carries NCCL's own message after "Last error:".
+            if inline:
+                kind = ("system_error" if "system error" in line or "ncclSystemError" in line
+                        else "cuda_error" if "cuda error" in line
+                        or "ncclUnhandledCudaError" in line else None)
+                if kind:
+                    self._add_error(kind, "", line)
+                self._last_error(inline)
             return
         if "Got completion" in line or "ncclSocketInit" in line or "NET/OFI" in line:
             self._warn(line, line)
