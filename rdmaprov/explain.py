@@ -72,7 +72,8 @@ _SIGNS: list[tuple[str, re.Pattern[str]]] = [
                             r"dscp2prio mapping|^\s*DCBX mode:|^\s*tc:\s*\d+\s+ratelimit:|"
                             r"^\s*enabled(\s+[01]){8}\s*$")),
     ("perftest", re.compile(r"BW peak\[|BW average\[|t_typical\[|#bytes\s+#iterations|"
-                            r"^\s*(?:RDMA_Write|RDMA_Read|Send|Atomic\w*)\s+(?:BW|Lat\w*) Test|"
+                            r"^\s*(?:RDMA_Write|RDMA_Read|Send|Atomic\w*)\s+(?:Bidirectional\s+)?"
+                            r"(?:BW|Lat\w*) Test|"
                             r"Couldn't connect to \S+:\d+|Unable to init the socket connection|"
                             r"Failed to modify QP|Failed status \d+: wr_id|Waiting for client to "
                             r"connect|^\s*(?:Dual-port|Number of qps|Data ex\. method|"

@@ -24,8 +24,8 @@ from typing import Any
 from rdmaprov.parsers import rules
 from rdmaprov.parsers._common import Finding, clean, num
 
-_TITLE = re.compile(r"^\s*((?:RDMA_Write|RDMA_Read|Send|Atomic(?:_\w+)?|Write)\s+(?:BW|Lat)"
-                    r"(?:ency)?\s+Test)\s*$", re.I)
+_TITLE = re.compile(r"^\s*((?:RDMA_Write|RDMA_Read|Send|Atomic(?:_\w+)?|Write)\s+"
+                    r"(?:Bidirectional\s+)?(?:BW|Lat)(?:ency)?\s+Test)\s*$", re.I)
 # "Device         : mlx5_0" and two settings on one line ("Dual-port : OFF  Device : mlx5_0")
 _SETTING = re.compile(r"([A-Za-z][\w .*/-]*?)\s*:\s*(\S+(?:\[B\])?)")
 _KEYS = {"device": "device", "link type": "link_type", "gid index": "gid_index", "mtu": "mtu",
@@ -149,6 +149,9 @@ class PerftestParser:
                                  f"({max(avgs):g} {r.unit}) at {at} bytes"
                                  + (" from GPU memory" if r.use_cuda else ""), None))
                 if line_rate_gbps:
+                    # A bidirectional test reports both directions together.
+                    if "Bidirectional" in (r.test or ""):
+                        line_rate_gbps = 2 * line_rate_gbps
                     need = min_fraction * line_rate_gbps
                     ok = r.bw_avg_gbps >= need
                     r.verdict = {"expected_gbps": round(need, 2), "measured_gbps":
