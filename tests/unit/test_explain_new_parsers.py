@@ -110,3 +110,14 @@ def test_kernel_lines_of_older_and_newer_drivers() -> None:
     assert got["tx_timeout"]["cause"].startswith("ens1f0np0: transmit queue 3")
     assert got["pcie_aer"]["remedy"] == "replace"
     assert got["gpu_xid"]["cause"] == "GPU Xid 79 on 0000:18:00"
+
+
+def test_ethtool_other_drivers_priority_and_global_pause() -> None:
+    bnxt = ["NIC statistics:", "     rx_pfc_ena_frames_pri3: 10", "     rx_pfc_ena_frames_pri5: 4",
+            "     tx_pause_frames: 2"]
+    r = explain_stream(bnxt)
+    assert r["kind"] == "ethtool_stats" and r["pause_priorities"] == [3, 5]
+    assert {"pfc_wrong_priority", "global_pause"} <= set(codes(r))
+    ice = ["NIC statistics:", "     rx_priority_3_xoff.nic: 7", "     tx_priority_3_xoff.nic: 1"]
+    r = explain_stream(ice)
+    assert r["pause_priorities"] == [3] and "pfc_wrong_priority" not in codes(r)
