@@ -70,6 +70,7 @@ class PerftestParser:
         self.diag = rules.Diagnoser("perftest")
         self.mode: str | None = None  # bw | lat, once a table header is seen
         self.statuses: set[int] = set()
+        self.seen_local = False
 
     def feed(self, raw: str) -> None:
         line = clean(raw)
@@ -95,6 +96,10 @@ class PerftestParser:
             r.role = "server"
         if _CUDA.search(s):
             r.use_cuda = True
+        if s.startswith("GID:") and "local_gid" not in r.settings and self.seen_local:
+            r.settings["local_gid"] = s[4:].strip()
+        if s.startswith("local address"):
+            self.seen_local = True
         if ":" in s and not s.startswith(("local address", "remote address", "GID:")):
             for k, v in _SETTING.findall(s):
                 key = _KEYS.get(k.strip().lower())
@@ -172,6 +177,17 @@ class PerftestParser:
         if not r.rows and not found:
             f.append(Finding("warning", "no result table and no error in this output (the "
                              "run stopped early, or only one side was pasted)", None))
+        gid = str(r.settings.get("local_gid") or "")
+        gi = r.settings.get("gid_index")
+        if r.settings.get("link_type") == "Ethernet" and (
+                gid.startswith(("254:128", "fe80")) or (not gid and gi in (0, 1))):
+            f.append(Finding(
+                "warning", f"RoCE GID index {gi if gi is not None else '?'} is "
+                + ("the link-local (fe80::) GID" if gid else "usually a link-local (fe80::) "
+                   "GID on mlx5"),
+                "A link-local GID is not routed between subnets: pass -x with the RoCE v2 "
+                "GID of the port's IPv4 address (show_gids; typically 3) on both sides.",
+                "perftest_gid_link_local", "config"))
         mtu = str(r.settings.get("mtu") or "")
         if r.settings.get("link_type") == "Ethernet" and mtu.startswith(("256", "512", "1024")):
             f.append(Finding(
