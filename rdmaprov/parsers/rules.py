@@ -64,14 +64,14 @@ RULES: tuple[Rule, ...] = (
     # ibv_event_type_str() names (rdma-core libibverbs/verbs.c); NCCL prints them in
     # "NET/IB : mlx5_0:1 Got async event : <name>" (net_ib.cc) and, from 2.19, "async fatal
     # event on QP ...: <name>".
-    _r("async_event", "nccl", r"async (?:fatal )?event.*local access violation",
+    _r("async_event", "nccl", r"async (?:(?:non-)?fatal )?event.*local access violation",
        "error", "the NIC reported a local access violation on a work queue (async event)",
        "'local access violation work queue error' after an NCCL upgrade was traced to hosts "
        "with different MTUs (NVIDIA/nccl#1524: 2.20 stopped taking the smaller of the two "
        "path MTUs): compare active_mtu in ibv_devinfo and the netdev MTU on every host and "
        "switch port, and make them equal.", C,
        "https://github.com/NVIDIA/nccl/issues/1524", needle="async"),
-    _r("async_event", "nccl", r"async (?:fatal )?event\b.*\bport error",
+    _r("async_event", "nccl", r"async (?:(?:non-)?fatal )?event\b.*\bport error",
        "error", "the HCA port went down under NCCL (async event 'port error'): a flapping "
        "link (the link flapped or dropped) or a failing HCA port",
        "A port error is the link itself going down, not a setting: look for 'Link down' of "
@@ -80,7 +80,7 @@ RULES: tuple[Rule, ...] = (
        "keeps flapping needs its cable or optic replaced.", L,
        "https://github.com/linux-rdma/rdma-core/blob/master/libibverbs/verbs.c",
        needle="port error"),
-    _r("async_event", "nccl", r"async (?:fatal )?event\b.*\b(local catastrophic error|"
+    _r("async_event", "nccl", r"async (?:(?:non-)?fatal )?event\b.*\b(local catastrophic error|"
        r"local work queue catastrophic error)",
        "error", "the HCA reported a {0} (async event): a failing HCA (the adapter or its "
        "firmware failed)",
@@ -98,7 +98,7 @@ RULES: tuple[Rule, ...] = (
        "https://github.com/linux-rdma/rdma-core/blob/master/libibverbs/verbs.c",
        needle="event"),
     _r("async_event", "nccl", r"(?:got async event|async (?:fatal|non-fatal) event)\s*"
-       r"(?:on QP \([^)]*\))?\s*:\s*(.+?)\s*$",
+       r"(?:on (?:\w+ \([^)]*\)|device))?\s*:\s*(.+?)\s*$",
        "error", "the NIC reported an asynchronous event: {0}",
        "Read the kernel log of that host around the same time (mlx5_core, Link down/up) for "
        "what the device reported.", V,

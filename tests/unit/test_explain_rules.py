@@ -113,3 +113,13 @@ def test_single_rank_communicators_on_several_hosts_are_no_mpi_runs() -> None:
     r = explain_stream(lines)
     assert r["kind"] == "nccl_tests"
     assert r["findings"][0]["code"] == "tests_no_mpi" and "2 hosts" in r["findings"][0]["message"]
+
+
+@pytest.mark.parametrize(("line", "text"), [
+    ("NCCL WARN NET/IB : mlx5_0:1 async non-fatal event: port error", "flapping link"),
+    ("NCCL WARN NET/IB : mlx5_0:1 async fatal event: local catastrophic error", "failing HCA"),
+    ("NCCL WARN NET/IB : mlx5_0:1 async fatal event on CQ (0x1): CQ error", "CQ error"),
+])
+def test_async_event_shapes_of_newer_nccl(line: str, text: str) -> None:
+    hit = rules.match(line, "nccl")
+    assert hit is not None and text in rules.diagnosis(*hit, line).cause
