@@ -53,7 +53,8 @@ _SIGNS: list[tuple[str, re.Pattern[str]]] = [
                               r"^#?\s*size\s+count\s+type|^\s*\d+\s+\d+\s+(?:float|half|"
                               r"bfloat16|double|int8|uint8|int32|uint32|int64|uint64)\s|"
                               r"^\s*#\s*(?:nThread \d|nccl-tests version|Using devices|"
-                              r"Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid)")),
+                              r"Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid)|^\s*nThread \d+ nGpus \d|"
+                              r"(?:Test )?(?:CUDA|Cuda|NCCL) failure \S+\.cu:\d+")),
     ("nccl_log", re.compile(r"NCCL (?:INFO|WARN)|NCCL version \d|Got completion from peer|"
                             r"ProcessGroupNCCL|NET/IB|NET/Socket|\.(?:cu|cc|c|h):\d+ WARN |"
                             r"nccl\w*Error|ncclSocketInit")),
