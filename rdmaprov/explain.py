@@ -191,14 +191,20 @@ def _nccl(lines: Iterable[str], opts: Options) -> dict[str, Any]:
     log = nccl_log.NcclLogParser()
     tests = nccl_tests.NcclTestsParser()
     log_feed, log_other, tests_feed = log.feed, log.feed_other, tests.feed
-    for raw in lines:
+    for line in lines:
         # Colour codes and one-line pasted exceptions ("...\\nLast error:\\n...") are rare:
         # two substring tests keep the common line on the fast path.
-        for line in (split_pasted(raw) if "\x1b" in raw or "\\n" in raw else (raw,)):
-            if "NCCL" in line:
-                log_feed(line)
-            elif not log_other(line):
-                tests_feed(line)
+        if "\x1b" in line or "\\n" in line:
+            for part in split_pasted(line):
+                if "NCCL" in part:
+                    log_feed(part)
+                elif not log_other(part):
+                    tests_feed(part)
+            continue
+        if "NCCL" in line:
+            log_feed(line)
+        elif not log_other(line):
+            tests_feed(line)
     for line in log.test_failures:
         tests.abort(line)
     log_report = log.finish()
