@@ -28,7 +28,7 @@ from rdmaprov.parsers import (
     rules,
     show_gids,
 )
-from rdmaprov.parsers._common import clean, split_pasted
+from rdmaprov.parsers._common import Finding, clean, split_pasted
 from rdmaprov.textsafe import safe_text
 
 KNOWN_FORMATS = {
@@ -53,7 +53,8 @@ _SIGNS: list[tuple[str, re.Pattern[str]]] = [
                               r"^#?\s*size\s+count\s+type|^\s*\d+\s+\d+\s+(?:float|half|"
                               r"bfloat16|double|int8|uint8|int32|uint32|int64|uint64)\s|"
                               r"^\s*#\s*(?:nThread \d|nccl-tests version|Using devices|"
-                              r"Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid)")),
+                              r"Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid)|^\s*nThread \d+ nGpus \d|"
+                              r"(?:Test )?(?:CUDA|Cuda|NCCL) failure \S+\.cu:\d+")),
     ("nccl_log", re.compile(r"NCCL (?:INFO|WARN)|NCCL version \d|Got completion from peer|"
                             r"ProcessGroupNCCL|NET/IB|NET/Socket|\.(?:cu|cc|c|h):\d+ WARN |"
                             r"nccl\w*Error|ncclSocketInit")),
@@ -72,7 +73,8 @@ _SIGNS: list[tuple[str, re.Pattern[str]]] = [
                             r"dscp2prio mapping|^\s*DCBX mode:|^\s*tc:\s*\d+\s+ratelimit:|"
                             r"^\s*enabled(\s+[01]){8}\s*$")),
     ("perftest", re.compile(r"BW peak\[|BW average\[|t_typical\[|#bytes\s+#iterations|"
-                            r"^\s*(?:RDMA_Write|RDMA_Read|Send|Atomic\w*)\s+(?:BW|Lat\w*) Test|"
+                            r"^\s*(?:RDMA_Write|RDMA_Read|Send|Atomic\w*)\s+(?:Bidirectional\s+)?"
+                            r"(?:BW|Lat\w*) Test|"
                             r"Couldn't connect to \S+:\d+|Unable to init the socket connection|"
                             r"Failed to modify QP|Failed status \d+: wr_id|Waiting for client to "
                             r"connect|^\s*(?:Dual-port|Number of qps|Data ex\. method|"
@@ -189,14 +191,20 @@ def _nccl(lines: Iterable[str], opts: Options) -> dict[str, Any]:
     log = nccl_log.NcclLogParser()
     tests = nccl_tests.NcclTestsParser()
     log_feed, log_other, tests_feed = log.feed, log.feed_other, tests.feed
-    for raw in lines:
+    for line in lines:
         # Colour codes and one-line pasted exceptions ("...\\nLast error:\\n...") are rare:
         # two substring tests keep the common line on the fast path.
-        for line in (split_pasted(raw) if "\x1b" in raw or "\\n" in raw else (raw,)):
-            if "NCCL" in line:
-                log_feed(line)
-            elif not log_other(line):
-                tests_feed(line)
+        if "\x1b" in line or "\\n" in line:
+            for part in split_pasted(line):
+                if "NCCL" in part:
+                    log_feed(part)
+                elif not log_other(part):
+                    tests_feed(part)
+            continue
+        if "NCCL" in line:
+            log_feed(line)
+        elif not log_other(line):
+            tests_feed(line)
     for line in log.test_failures:
         tests.abort(line)
     log_report = log.finish()
@@ -215,6 +223,14 @@ def _nccl(lines: Iterable[str], opts: Options) -> dict[str, Any]:
             d["nccl_log"] = sub
             # The log's errors and fallback matter most when a table looks slow.
             d["findings"] = [f for f in sub["findings"] if f["severity"] != "info"] + d["findings"]
+        if (log_report.ranks == 1 and log_report.hosts > 1
+                and not any(f.get("code") == "tests_no_mpi" for f in d["findings"])):
+            d["findings"].insert(0, Finding(
+                "error", f"every NCCL communicator here has 1 rank, on {log_report.hosts} "
+                "hosts: each process ran its own single-rank test",
+                "nccl-tests was built without MPI support: `make clean; make MPI=1 "
+                "MPI_HOME=...` so the ranks form one communicator.", "tests_no_mpi",
+                "config").to_dict())
         return d
     d = log_report.to_dict()
     if tests.failures:  # an aborted nccl-tests run under an NCCL log is never healthy

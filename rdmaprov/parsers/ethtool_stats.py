@@ -23,6 +23,12 @@ from rdmaprov.parsers._common import Finding, clean
 
 _COUNTER = re.compile(r"^\s*([A-Za-z][\w.\[\]-]*):\s+(-?\d+)\s*$")
 _PRIO = re.compile(r"^(rx|tx)_prio(\d)_(\w+)$")
+# Other drivers' per-priority pause counters, read as "<rx|tx>_pause" of that priority:
+# bnxt_en rx_pfc_ena_frames_pri3, ice rx_priority_3_xoff.nic.
+_PRIO_OTHER = re.compile(r"^(rx|tx)_(?:pfc_ena_frames_pri(\d)|priority_(\d)_xoff(?:\.nic)?)$")
+# Link-level (global) pause counters: mlx5, bnxt_en, ice.
+_GLOBAL_PAUSE = {"rx": ("rx_pause_ctrl_phy", "rx_pause_frames", "link_xoff_rx.nic"),
+                 "tx": ("tx_pause_ctrl_phy", "tx_pause_frames", "link_xoff_tx.nic")}
 LOSSLESS_PRIO = 3
 _MAX = 8192
 
@@ -80,6 +86,11 @@ class EthtoolStatsParser:
             m = _PRIO.match(name)
             if m:
                 r.priorities.setdefault(m.group(2), {})[f"{m.group(1)}_{m.group(3)}"] = val
+                continue
+            m = _PRIO_OTHER.match(name)
+            if m:
+                c = r.priorities.setdefault(m.group(2) or m.group(3), {})
+                c[f"{m.group(1)}_pause"] = c.get(f"{m.group(1)}_pause", 0) + val
         r.totals = {k: v[k] for k in _TOTALS if k in v}
         f = r.findings
         pause = {int(p): c.get("rx_pause", 0) + c.get("tx_pause", 0)
@@ -105,11 +116,11 @@ class EthtoolStatsParser:
                 "Pauses on the lossless class are PFC doing its job; many tx pauses mean this "
                 "host's receive side falls behind (slow receiver), many rx pauses a "
                 "congested switch egress.", "pfc_pause"))
-        gp = v.get("rx_pause_ctrl_phy", 0) + v.get("tx_pause_ctrl_phy", 0)
-        if gp:
+        grx = sum(v.get(k, 0) for k in _GLOBAL_PAUSE["rx"])
+        gtx = sum(v.get(k, 0) for k in _GLOBAL_PAUSE["tx"])
+        if grx + gtx:
             f.append(Finding(
-                "warning", f"global (link-level) pause frames: rx "
-                f"{v.get('rx_pause_ctrl_phy', 0)}, tx {v.get('tx_pause_ctrl_phy', 0)}",
+                "warning", f"global (link-level) pause frames: rx {grx}, tx {gtx}",
                 "Link-level flow control pauses every class at once: turn it off (ethtool -A "
                 "IFACE rx off tx off) and use PFC on the RDMA priority instead.",
                 "global_pause", "config"))

@@ -25,6 +25,9 @@ from rdmaprov.parsers._common import Finding, clean
 # "mlx5_core 0000:01:00.1 eth1: Link up", "lan: Link is Down", "eth0: igb: eth0 NIC Link is Down"
 _LINK = re.compile(r"(?:^|\s)([\w.@-]+): (?:[\w-]+: [\w.@-]+ )?(?:NIC )?[Ll]ink (?:is )?"
                    r"([Uu]p|[Dd]own)\b")
+# bonding: "bond0: link status definitely down for interface eno50, disabling it"
+_BOND_DOWN = re.compile(r"link status definitely (?=(?:down|up) for interface ([\w.@-]+))"
+                        r"(down|up)")
 _FW = re.compile(r"(mlx5_core|mlx4_core|bnxt_en|ice|irdma) ([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}"
                  r"\.\d)(?: [\w.-]+)?: (?:firmware version|FW version)[: ]+(\S+)", re.I)
 _DEV = re.compile(r"(mlx5_core|mlx4_core|bnxt_en|irdma) ([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d)"
@@ -66,7 +69,7 @@ class KernelLogParser:
         m = _FW.search(line)
         if m and m.group(2) in self.devices:
             self.devices[m.group(2)]["firmware"] = m.group(3).rstrip(",")
-        m = _LINK.search(line)
+        m = _LINK.search(line) or _BOND_DOWN.search(line)
         if m and len(self.links) < _MAX:
             name = m.group(1)
             up = m.group(2).lower() == "up"

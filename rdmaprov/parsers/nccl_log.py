@@ -96,13 +96,8 @@ CONTEXT_CODES = frozenset({
     "env_deprecated", "env_unknown", "env_nccl_says", "version_from_env",
     "dmabuf_unsupported", "nvls_failure", "collnet_fallback"})
 
-# ibv_wc_status values (verbs.h) NCCL prints as "status=N" or "with error N".
-WC_STATUS = {
-    1: "local length error", 2: "local QP operation error", 4: "local protection error",
-    5: "work request flushed", 9: "remote invalid request", 10: "remote access error",
-    11: "remote operation error", 12: "transport retry counter exceeded",
-    13: "RNR retry counter exceeded",
-}
+# ibv_wc_status names: one table, in rules (kept here under its old name).
+WC_STATUS = rules.WC_STATUS
 
 
 @dataclass
@@ -547,6 +542,15 @@ class NcclLogParser:
                 self._last_error(inline)
             return
         if m:
+            # "NCCL error in: ..., unhandled system error, NCCL version X" names no cause by
+            # itself; a flattened exception carries NCCL's own message after "Last error:".
+            if inline:
+                kind = ("system_error" if "system error" in line or "ncclSystemError" in line
+                        else "cuda_error" if "cuda error" in line
+                        or "ncclUnhandledCudaError" in line else None)
+                if kind:
+                    self._add_error(kind, "", line)
+                self._last_error(inline)
             return
         if "Got completion" in line or "ncclSocketInit" in line or "NET/OFI" in line:
             self._warn(line, line)

@@ -27,7 +27,8 @@ _OOB = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(\w+)?")
 _MAX_ROWS = 10000
 # "node1: Test CUDA failure common.cu:963 'invalid device ordinal'", "Test NCCL failure ...":
 # the test aborted (src/common.h TESTCHECK/CUDACHECK/NCCLCHECK).
-_ABORT = re.compile(r"(?:(\S+): )?Test (CUDA|NCCL) failure (\S+) '([^']*)'|Test failure (\S+)")
+_ABORT = re.compile(r"(?:(\S+): )?(?:Test )?(CUDA|Cuda|NCCL) failure (\S+\.cu:\d+|\S+) "
+                    r"'([^']*)'|Test failure (\S+)")
 
 
 def _float(tok: str) -> float | None:
@@ -96,7 +97,7 @@ class NcclTestsParser:
             return False
         self.signals += 2
         if m.group(2) and len(self.failures) < 16:
-            f = {"host": m.group(1) or "", "what": m.group(2), "where": m.group(3),
+            f = {"host": m.group(1) or "", "what": m.group(2).upper(), "where": m.group(3),
                  "error": m.group(4).strip(" /")}
             if f not in self.failures:
                 self.failures.append(f)
@@ -121,7 +122,7 @@ class NcclTestsParser:
                     self.back_to_back += 1
                 self._rows_at_summary = len(self.rows)
             return
-        if "Test " in body and " failure" in body and self.abort(body):
+        if " failure " in body and ("Test " in body or ".cu:" in body) and self.abort(body):
             return
         if "Out of bounds" in body:
             m = _OOB.search(body)
@@ -303,7 +304,8 @@ def _collapse(rows: list[dict[str, Any]]) -> Finding | None:
     if peak < 1 or peak_size >= last_size or last >= 0.5 * peak:
         return None
     return Finding(
-        "warning", f"busbw collapses at large sizes: {last:g} GB/s at {_human(last_size)} "
+        "warning", f"bandwidth collapse at large sizes: busbw {last:g} GB/s at "
+        f"{_human(last_size)} "
         f"against a peak of {peak:g} GB/s at {_human(peak_size)}",
         "Bandwidth should stay near its peak as messages grow: a drop at the largest sizes "
         "points at a link or switch port that congests under sustained load (RoCE: pause "

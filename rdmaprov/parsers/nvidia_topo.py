@@ -97,7 +97,7 @@ class TopoParser:
         if far:
             f.append(Finding(
                 "warning", "GPU(s) whose nearest NIC is SYS away (across the CPU "
-                "interconnect): " + ", ".join(g["name"] for g in far),
+                "interconnect between NUMA nodes): " + ", ".join(g["name"] for g in far),
                 "Network traffic of these GPUs crosses sockets and NCCL keeps GPUDirect RDMA "
                 "off for them (NCCL_NET_GDR_LEVEL): put a NIC on each GPU's PCIe switch or "
                 "NUMA node, or pin those ranks to the NIC on their socket (NCCL_IB_HCA per "

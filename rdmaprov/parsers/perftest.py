@@ -24,8 +24,8 @@ from typing import Any
 from rdmaprov.parsers import rules
 from rdmaprov.parsers._common import Finding, clean, num
 
-_TITLE = re.compile(r"^\s*((?:RDMA_Write|RDMA_Read|Send|Atomic(?:_\w+)?|Write)\s+(?:BW|Lat)"
-                    r"(?:ency)?\s+Test)\s*$", re.I)
+_TITLE = re.compile(r"^\s*((?:RDMA_Write|RDMA_Read|Send|Atomic(?:_\w+)?|Write)\s+"
+                    r"(?:Bidirectional\s+)?(?:BW|Lat)(?:ency)?\s+Test)\s*$", re.I)
 # "Device         : mlx5_0" and two settings on one line ("Dual-port : OFF  Device : mlx5_0")
 _SETTING = re.compile(r"([A-Za-z][\w .*/-]*?)\s*:\s*(\S+(?:\[B\])?)")
 _KEYS = {"device": "device", "link type": "link_type", "gid index": "gid_index", "mtu": "mtu",
@@ -70,6 +70,7 @@ class PerftestParser:
         self.diag = rules.Diagnoser("perftest")
         self.mode: str | None = None  # bw | lat, once a table header is seen
         self.statuses: set[int] = set()
+        self.seen_local = False
 
     def feed(self, raw: str) -> None:
         line = clean(raw)
@@ -95,6 +96,10 @@ class PerftestParser:
             r.role = "server"
         if _CUDA.search(s):
             r.use_cuda = True
+        if s.startswith("GID:") and "local_gid" not in r.settings and self.seen_local:
+            r.settings["local_gid"] = s[4:].strip()
+        if s.startswith("local address"):
+            self.seen_local = True
         if ":" in s and not s.startswith(("local address", "remote address", "GID:")):
             for k, v in _SETTING.findall(s):
                 key = _KEYS.get(k.strip().lower())
@@ -144,10 +149,14 @@ class PerftestParser:
             if to_gbps and avgs:
                 r.bw_avg_gbps = round(max(avgs) * to_gbps, 2)
                 r.bw_peak_gbps = round(max(peaks) * to_gbps, 2) if peaks else None
+                at = next(row["bytes"] for row in r.rows if row.get("bw_average") == max(avgs))
                 f.append(Finding("info", f"average bandwidth {r.bw_avg_gbps:g} Gb/s "
-                                 f"({max(avgs):g} {r.unit})" + (" from GPU memory"
-                                                                if r.use_cuda else ""), None))
+                                 f"({max(avgs):g} {r.unit}) at {at} bytes"
+                                 + (" from GPU memory" if r.use_cuda else ""), None))
                 if line_rate_gbps:
+                    # A bidirectional test reports both directions together.
+                    if "Bidirectional" in (r.test or ""):
+                        line_rate_gbps = 2 * line_rate_gbps
                     need = min_fraction * line_rate_gbps
                     ok = r.bw_avg_gbps >= need
                     r.verdict = {"expected_gbps": round(need, 2), "measured_gbps":
@@ -168,6 +177,17 @@ class PerftestParser:
         if not r.rows and not found:
             f.append(Finding("warning", "no result table and no error in this output (the "
                              "run stopped early, or only one side was pasted)", None))
+        gid = str(r.settings.get("local_gid") or "")
+        gi = r.settings.get("gid_index")
+        if r.settings.get("link_type") == "Ethernet" and (
+                gid.startswith(("254:128", "fe80")) or (not gid and gi in (0, 1))):
+            f.append(Finding(
+                "warning", f"RoCE GID index {gi if gi is not None else '?'} is "
+                + ("the link-local (fe80::) GID" if gid else "usually a link-local (fe80::) "
+                   "GID on mlx5"),
+                "A link-local GID is not routed between subnets: pass -x with the RoCE v2 "
+                "GID of the port's IPv4 address (show_gids; typically 3) on both sides.",
+                "perftest_gid_link_local", "config"))
         mtu = str(r.settings.get("mtu") or "")
         if r.settings.get("link_type") == "Ethernet" and mtu.startswith(("256", "512", "1024")):
             f.append(Finding(

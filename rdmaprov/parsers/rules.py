@@ -64,25 +64,26 @@ RULES: tuple[Rule, ...] = (
     # ibv_event_type_str() names (rdma-core libibverbs/verbs.c); NCCL prints them in
     # "NET/IB : mlx5_0:1 Got async event : <name>" (net_ib.cc) and, from 2.19, "async fatal
     # event on QP ...: <name>".
-    _r("async_event", "nccl", r"async (?:fatal )?event.*local access violation",
+    _r("async_event", "nccl", r"async (?:(?:non-)?fatal )?event.*local access violation",
        "error", "the NIC reported a local access violation on a work queue (async event)",
        "'local access violation work queue error' after an NCCL upgrade was traced to hosts "
        "with different MTUs (NVIDIA/nccl#1524: 2.20 stopped taking the smaller of the two "
        "path MTUs): compare active_mtu in ibv_devinfo and the netdev MTU on every host and "
        "switch port, and make them equal.", C,
        "https://github.com/NVIDIA/nccl/issues/1524", needle="async"),
-    _r("async_event", "nccl", r"async (?:fatal )?event\b.*\bport error",
-       "error", "the HCA port went down under NCCL (async event 'port error'): the link "
-       "flapped or dropped",
+    _r("async_event", "nccl", r"async (?:(?:non-)?fatal )?event\b.*\bport error",
+       "error", "the HCA port went down under NCCL (async event 'port error'): a flapping "
+       "link (the link flapped or dropped) or a failing HCA port",
        "A port error is the link itself going down, not a setting: look for 'Link down' of "
        "that port in the kernel log (dmesg -T | grep -i link), check the cable/transceiver "
        "and the switch port's error counters, and reset or reseat the link; a port that "
        "keeps flapping needs its cable or optic replaced.", L,
        "https://github.com/linux-rdma/rdma-core/blob/master/libibverbs/verbs.c",
        needle="port error"),
-    _r("async_event", "nccl", r"async (?:fatal )?event\b.*\b(local catastrophic error|"
+    _r("async_event", "nccl", r"async (?:(?:non-)?fatal )?event\b.*\b(local catastrophic error|"
        r"local work queue catastrophic error)",
-       "error", "the HCA reported a {0} (async event): the adapter or its firmware failed",
+       "error", "the HCA reported a {0} (async event): a failing HCA (the adapter or its "
+       "firmware failed)",
        "A catastrophic error is the adapter failing, not a setting: read the kernel log for "
        "mlx5_core health messages (health compromised, firmware internal error, syndrome), "
        "reboot the host to reset the device, and if it recurs update the firmware or "
@@ -97,7 +98,7 @@ RULES: tuple[Rule, ...] = (
        "https://github.com/linux-rdma/rdma-core/blob/master/libibverbs/verbs.c",
        needle="event"),
     _r("async_event", "nccl", r"(?:got async event|async (?:fatal|non-fatal) event)\s*"
-       r"(?:on QP \([^)]*\))?\s*:\s*(.+?)\s*$",
+       r"(?:on (?:\w+ \([^)]*\)|device))?\s*:\s*(.+?)\s*$",
        "error", "the NIC reported an asynchronous event: {0}",
        "Read the kernel log of that host around the same time (mlx5_core, Link down/up) for "
        "what the device reported.", V,
@@ -112,7 +113,7 @@ RULES: tuple[Rule, ...] = (
     _r("dmabuf_unsupported", "nccl", r"ibv_reg_dmabuf_mr failed.*(?:not supported|"
        r"Operation not permitted|Invalid argument|errno 95)",
        "error", "GPU memory registration through DMA-BUF failed (ibv_reg_dmabuf_mr: not "
-       "supported)",
+       "supported): a driver/kernel without DMA-BUF support",
        "The NIC driver or kernel has no DMA-BUF support (needs kernel 5.12+, rdma-core 34+ "
        "and an OFED/driver that implements it; an open GPU kernel module on the GPU side). "
        "Work around with NCCL_DMABUF_ENABLE=0 (NCCL then uses nvidia_peermem if loaded), "
@@ -181,7 +182,21 @@ RULES: tuple[Rule, ...] = (
        "firmware with mlxfwmanager/flint; reflash or replace the HCA if it stays stuck.", F,
        "https://github.com/torvalds/linux/blob/master/drivers/net/ethernet/mellanox/mlx5/"
        "core/main.c", needle="firmware"),
-    _r("mlx5_cmd_timeout", "kernel", r"mlx5_core.*(?:cmd_work_handler|wait_func).*timeout",
+    _r("mlx5_recovery_failed", "kernel", r"mlx5_core.*(?:health recovery flow aborted|"
+       r"recovery flow aborted|mlx5_health_try_recover.*(?:failed|aborted))",
+       "error", "the mlx5 driver could not recover the adapter after a firmware fault",
+       "The device stays unusable until the host is power-cycled; update the firmware, and "
+       "replace the HCA if it happens again.", B,
+       "https://github.com/torvalds/linux/blob/master/drivers/net/ethernet/mellanox/mlx5/"
+       "core/health.c", needle="recover"),
+    _r("mlx5_thermal", "kernel", r"mlx5_core.*High temperature on sensors",
+       "error", "the adapter reports a high temperature",
+       "Check the airflow and fans of that slot and the adapter's temperature (mget_temp); a "
+       "NIC that overheats throttles or shuts its link down.", V,
+       "https://github.com/torvalds/linux/blob/master/drivers/net/ethernet/mellanox/mlx5/"
+       "core/events.c", needle="temperature"),
+    _r("mlx5_cmd_timeout", "kernel", r"mlx5_core.*(?:cmd_work_handler|wait_func).*"
+       r"(?:timeout|No done completion)",
        "error", "an mlx5 firmware command timed out",
        "The firmware stopped answering commands: reboot the host; update the firmware if it "
        "recurs.", B,
@@ -223,8 +238,8 @@ RULES: tuple[Rule, ...] = (
     _r("pcie_downtrained", "kernel", r"([\d.]+ Gb/s) available PCIe bandwidth, limited by "
        r"(\S+ GT/s PCIe x\d+|[\d.]+ GT/s x\d+|\S+ x\d+) link at (\S+) \(capable of ([\d.]+ "
        r"Gb/s) with (\S+ GT/s PCIe x\d+|[\d.]+ GT/s x\d+|\S+ x\d+) link\)",
-       "warning", "PCIe link trained below the device's capability: {0} available, limited "
-       "by {1} at {2} (capable of {3} with {4})",
+       "warning", "PCIe link width/speed below the device's capability: {0} available, "
+       "limited by {1} at {2} (capable of {3} with {4})",
        "A narrower or slower PCIe link caps the NIC or GPU below line rate: reseat the card "
        "or riser, check the slot's BIOS setting (width/generation, bifurcation); if the "
        "limit is an upstream port's, it is the slot or riser.", R,
@@ -237,19 +252,31 @@ RULES: tuple[Rule, ...] = (
        "that does, check the riser and the BIOS slot power setting.", V,
        "https://github.com/torvalds/linux/blob/master/drivers/net/ethernet/mellanox/mlx5/"
        "core/events.c", needle="insufficient power"),
-    _r("pcie_aer", "kernel", r"PCIe Bus Error: severity=(Uncorrected \(Fatal\)|"
-       r"Uncorrect(?:ed|able) \(Non-Fatal\)|Uncorrected|Fatal)",
+    _r("pcie_aer", "kernel", r"(?:PCIe Bus Error: severity=|AER: (?:Multiple )?)(Uncorrected "
+       r"\(Fatal\)|Uncorrect(?:ed|able) \(Non-Fatal\)|Uncorrected|Fatal)",
        "error", "an uncorrected PCIe error ({0})",
        "Uncorrected PCIe errors reset or take the device offline: reseat the card, check the "
        "slot/riser, and replace the part if they recur.", R,
-       "https://github.com/torvalds/linux/blob/master/drivers/pci/pcie/aer.c",
-       needle="pcie bus error"),
+       "https://github.com/torvalds/linux/blob/master/drivers/pci/pcie/aer.c"),
     _r("pcie_aer_corrected", "kernel", r"PCIe Bus Error: severity=Correct",
        "warning", "corrected PCIe errors on a device",
        "Corrected errors are survivable, but many of them point at a marginal slot, riser "
        "or card: watch the rate, reseat if it grows.", V,
        "https://github.com/torvalds/linux/blob/master/drivers/pci/pcie/aer.c",
        needle="pcie bus error"),
+    _r("tx_timeout", "kernel", r"mlx5_core \S+ (\S+): TX timeout on queue:? (\d+)",
+       "error", "{0}: transmit queue {1} timed out (mlx5 TX timeout)",
+       "The NIC stopped completing sends: look for firmware/health messages of the same "
+       "device; the driver recovers the queue, reboot if it does not.", B,
+       "https://github.com/torvalds/linux/blob/master/net/sched/sch_generic.c",
+       needle="t"),
+    _r("gpu_xid", "kernel", r"NVRM: Xid \(PCI:([^)]+)\): (\d+)",
+       "error", "GPU Xid {1} on {0}",
+       "An NVIDIA driver error event: look the number up in NVIDIA's Xid catalog "
+       "(docs.nvidia.com/deploy/xid-errors); 79 (fallen off the bus), 48/94/95 (ECC), 74 "
+       "(NVLink) and 119/120 (GSP) are hardware or driver state that needs a reset or "
+       "reboot, 13/31/43 are usually the application's own faults.", V,
+       "https://docs.nvidia.com/deploy/xid-errors/index.html", needle="xid"),
     _r("tx_timeout", "kernel", r"NETDEV WATCHDOG: (\S+).*transmit queue (\d+) timed out",
        "error", "{0}: transmit queue {1} timed out (NETDEV WATCHDOG)",
        "The NIC stopped completing sends: look for firmware/health messages of the same "
@@ -396,7 +423,7 @@ def remedy_for(code: str | None) -> str | None:
 
 def _fmt(text: str, groups: tuple[str | None, ...]) -> str:
     try:
-        return text.format(*((g or "?").strip() for g in groups))
+        return text.format(*((g or "").strip() for g in groups))
     except (IndexError, KeyError, ValueError):
         return text
 

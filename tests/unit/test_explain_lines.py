@@ -74,3 +74,14 @@ def test_one_line_pasted_exception_keeps_its_last_error() -> None:
     kinds = [e["kind"] for e in r["errors"]]
     assert "completion" in kinds
     assert r["errors"][kinds.index("completion")]["status"] == 12
+
+
+def test_flattened_exception_with_version_keeps_its_last_error() -> None:
+    line = ("[rank3]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:"
+            "1970, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version "
+            "2.20.5 ncclSystemError: System call failed.  Last error: NET/IB : Got completion "
+            "from peer 10.1.1.2<40251> with status=12 opcode=0 len=0 vendor err 129 (Send)")
+    r = explain_stream([line])
+    kinds = [e["kind"] for e in r["errors"]]
+    assert "completion" in kinds and "system_error" in kinds
+    assert r["findings"][0]["message"].startswith("work completion error status 12")

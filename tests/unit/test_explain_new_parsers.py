@@ -91,3 +91,33 @@ def test_perftest_line_rate_verdict_and_qp_failure() -> None:
 def test_detection_keeps_nccl_logs_nccl() -> None:
     assert detect(["h:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>",
                    "h:1:2 [0] NCCL INFO Using network IB"]) == "nccl_log"
+
+
+def test_kernel_lines_of_older_and_newer_drivers() -> None:
+    lines = [
+        "[  12.1] mlx5_core 0000:08:00.0: mlx5_cmd_check:772:(pid 123): SET_ROCE_ADDRESS(0x761) "
+        "op_mod(0x0) failed, status bad parameter(0x3), syndrome (0x1f7a8b)",
+        "mlx5_core 0000:3b:00.0: wait_func:1152:(pid 123): DESTROY_QP(0x501) timeout. Will "
+        "cause a leak of a command resource",
+        "mlx5_core 0000:3b:00.0 ens1f0np0: TX timeout on queue: 3, SQ: 0x10a, CQ: 0x4b2",
+        "pcieport 0000:00:01.0: AER: Uncorrected (Non-Fatal) error received: 0000:3b:00.0",
+        "NVRM: Xid (PCI:0000:18:00): 79, pid=1234, GPU has fallen off the bus.",
+    ]
+    r = explain_stream(lines)
+    got = {d["code"]: d for d in r["diagnoses"]}
+    assert "SET_ROCE_ADDRESS" in got["mlx5_cmd_error"]["cause"]
+    assert got["mlx5_cmd_timeout"]["remedy"] == "reboot"
+    assert got["tx_timeout"]["cause"].startswith("ens1f0np0: transmit queue 3")
+    assert got["pcie_aer"]["remedy"] == "replace"
+    assert got["gpu_xid"]["cause"] == "GPU Xid 79 on 0000:18:00"
+
+
+def test_ethtool_other_drivers_priority_and_global_pause() -> None:
+    bnxt = ["NIC statistics:", "     rx_pfc_ena_frames_pri3: 10", "     rx_pfc_ena_frames_pri5: 4",
+            "     tx_pause_frames: 2"]
+    r = explain_stream(bnxt)
+    assert r["kind"] == "ethtool_stats" and r["pause_priorities"] == [3, 5]
+    assert {"pfc_wrong_priority", "global_pause"} <= set(codes(r))
+    ice = ["NIC statistics:", "     rx_priority_3_xoff.nic: 7", "     tx_priority_3_xoff.nic: 1"]
+    r = explain_stream(ice)
+    assert r["pause_priorities"] == [3] and "pfc_wrong_priority" not in codes(r)

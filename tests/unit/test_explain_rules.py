@@ -99,3 +99,27 @@ def test_coded_errors_of_the_real_pastes_carry_a_remediation_class() -> None:
             elif f["severity"] == "error" and f.get("code") in rules.CODE_REMEDY:
                 raise AssertionError(f"{p.name}: {f['code']} without a remedy")
     assert seen >= 60
+
+
+def test_single_rank_communicators_on_several_hosts_are_no_mpi_runs() -> None:
+    lines = ["#       size         count      type   redop    root     time   algbw   busbw "
+             "#wrong     time   algbw   busbw #wrong",
+             "hostA:11:12 [0] NCCL INFO comm 0x1 rank 0 nranks 1 cudaDev 0 busId 1b000 - Init "
+             "COMPLETE",
+             "hostB:21:22 [0] NCCL INFO comm 0x2 rank 0 nranks 1 cudaDev 0 busId 1b000 - Init "
+             "COMPLETE",
+             "     1048576        262144     float     sum      -1   10.0   104.86    0.00      0"
+             "   10.0   104.86    0.00      0"]
+    r = explain_stream(lines)
+    assert r["kind"] == "nccl_tests"
+    assert r["findings"][0]["code"] == "tests_no_mpi" and "2 hosts" in r["findings"][0]["message"]
+
+
+@pytest.mark.parametrize(("line", "text"), [
+    ("NCCL WARN NET/IB : mlx5_0:1 async non-fatal event: port error", "flapping link"),
+    ("NCCL WARN NET/IB : mlx5_0:1 async fatal event: local catastrophic error", "failing HCA"),
+    ("NCCL WARN NET/IB : mlx5_0:1 async fatal event on CQ (0x1): CQ error", "CQ error"),
+])
+def test_async_event_shapes_of_newer_nccl(line: str, text: str) -> None:
+    hit = rules.match(line, "nccl")
+    assert hit is not None and text in rules.diagnosis(*hit, line).cause
