@@ -222,6 +222,7 @@ class Run:
     doc: dict[str, Any] | None  # the rank-0 document
     name_of: dict[str, str] = field(default_factory=dict)  # worker hostname -> inventory host
     shared: dict[str, list[str]] = field(default_factory=dict)  # hostname -> hosts sharing it
+    _worker_of: dict[str, str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -229,8 +230,13 @@ class Run:
 
     def worker_name(self, host: str) -> str:
         f = self.files.get(host)
-        return (f.hostname if f and f.hostname else None) or next(
-            (w for w, h in self.name_of.items() if h == host), host)
+        if f and f.hostname:
+            return f.hostname
+        if self._worker_of is None:  # one reverse map, not a scan per host (10,000 hosts)
+            self._worker_of = {}
+            for w, h in self.name_of.items():
+                self._worker_of.setdefault(h, w)
+        return self._worker_of.get(host, host)
 
     def inventory_name(self, worker: str) -> str | None:
         """The inventory host of a worker hostname; None when two hosts share that name."""
@@ -456,9 +462,13 @@ def judge_pairs(bar: float | None, fraction: float, rows: dict[str, HostResult],
     for h, why in blamed.items():
         if h in rows:
             rows[h].fail(why)
+    best: dict[str, float] = {}  # each host's best pair, in one pass over the pairs
+    for pair_hosts, bw in figures.items():
+        if bw is not None:
+            for h in pair_hosts:
+                best[h] = max(bw, best.get(h, bw))
     for h, row in rows.items():
-        mine = [bw for p, bw in figures.items() if h in p and bw is not None]
-        row.pair_busbw_GBps = max(mine) if mine else None
+        row.pair_busbw_GBps = best.get(h)
     return Pairwise(round(eff, 6), source, pairs, blamed, unexplained)
 
 
