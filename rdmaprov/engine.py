@@ -375,11 +375,16 @@ class RunnerSession:
                 seen.setdefault((p.pid, p.start), p)
             return [p for p in seen.values() if proctree.alive(p)]
 
-        proctree.signal_groups(sweep(), proctree.INTERRUPT)
         deadline = time.monotonic() + INTERRUPT_GRACE_S
-        killed = False
+        killed = signalled = False
         while True:
             try:
+                if not signalled:
+                    signalled = True
+                    running = sweep()
+                    proctree.signal_groups(running, proctree.INTERRUPT)
+                    if not running:  # not started yet: ansible-runner must not start it
+                        self._cancel.set()
                 while not events.empty():
                     self._record(events.get_nowait())
                 living = sweep()
