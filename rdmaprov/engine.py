@@ -176,6 +176,7 @@ class RunnerSession:
         self._errors: list[str] = []
         self._last_line = ""
         self._in_flight: dict[str, str] = {}
+        self._before: frozenset[int] = frozenset()  # sessions of ours not ansible-runner's
 
     # -- private data dir -------------------------------------------------------------------
 
@@ -328,6 +329,7 @@ class RunnerSession:
             secrets = secret_values(spec.extravars, spec.user_vars,
                                     [os.environ, runner.config.env])
             worker = threading.Thread(target=runner.run, name="ansible-runner", daemon=True)
+            self._before = proctree.session_leaders(os.getpid())
             worker.start()
             try:
                 while worker.is_alive() or not events.empty():
@@ -369,15 +371,20 @@ class RunnerSession:
 
         def sweep() -> list[proctree.Proc]:
             # Workers reparent away once ansible-playbook ends: remember every process seen.
-            for p in proctree.started_sessions(os.getpid()):
+            for p in proctree.started_sessions(os.getpid(), "ansible-playbook", self._before):
                 seen.setdefault((p.pid, p.start), p)
             return [p for p in seen.values() if proctree.alive(p)]
 
-        proctree.signal_groups(sweep(), proctree.INTERRUPT)
         deadline = time.monotonic() + INTERRUPT_GRACE_S
-        killed = False
+        killed = signalled = False
         while True:
             try:
+                if not signalled:
+                    signalled = True
+                    running = sweep()
+                    proctree.signal_groups(running, proctree.INTERRUPT)
+                    if not running:  # not started yet: ansible-runner must not start it
+                        self._cancel.set()
                 while not events.empty():
                     self._record(events.get_nowait())
                 living = sweep()

@@ -47,20 +47,36 @@ def table(proc: str = "/proc") -> list[Proc]:
     return out
 
 
-def started_sessions(parent: int, proc: str = "/proc") -> list[Proc]:
-    """Every process below ``parent``'s children that lead a session of their own (what
-    ansible-runner started), those children included."""
+def cmdline(pid: int, proc: str = "/proc") -> str:
+    try:
+        return Path(proc, str(pid), "cmdline").read_bytes().replace(b"\0", b" ").decode(
+            errors="replace")
+    except OSError:
+        return ""
+
+
+def started_sessions(parent: int, program: str, before: frozenset[int] = frozenset(),
+                     proc: str = "/proc") -> list[Proc]:
+    """``parent``'s children that lead a session of their own and run ``program`` (what
+    ansible-runner started; not one of ``before``, the ones that were there already, e.g. a
+    test's lab nodes), and every process below them."""
     procs = table(proc)
     kids: dict[int, list[Proc]] = {}
     for p in procs:
         kids.setdefault(p.ppid, []).append(p)
-    roots = [p for p in kids.get(parent, []) if p.sid == p.pid]
+    roots = [p for p in kids.get(parent, []) if p.sid == p.pid and p.pid not in before
+             and program in cmdline(p.pid, proc)]
     out, todo = [], list(roots)
     while todo:
         p = todo.pop()
         out.append(p)
         todo.extend(kids.get(p.pid, []))
     return out
+
+
+def session_leaders(parent: int, proc: str = "/proc") -> frozenset[int]:
+    """``parent``'s children that lead a session of their own, now."""
+    return frozenset(p.pid for p in table(proc) if p.ppid == parent and p.sid == p.pid)
 
 
 def alive(p: Proc, proc: str = "/proc") -> bool:

@@ -401,7 +401,7 @@ class Lab:
         with as_file(files("rdmaprov.lab") / "node-init.sh") as script:
             init = node_dir / "node-init.sh"
             shutil.copy(script, init)
-        lower = f"{state.layer}:{state.base}" if state.layer else state.base
+        lower = lab_base.lower_dirs(state.layer, state.base)
         logf = (node_dir / "console.log").open("a")
         proc = subprocess.Popen(
             ["ip", "netns", "exec", ns, "unshare", "--mount", "--pid", "--uts", "--ipc", "--cgroup",

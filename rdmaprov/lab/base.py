@@ -282,12 +282,40 @@ def ensure_netstack_layer(distro: Distro, base: Path, repo: Path, stack: str,
         subprocess.run(["umount", "-l", str(root)], check=False)
     tmp = layer.with_name(layer.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    # cp -a keeps what makes it a layer: whiteouts (0/0 device nodes) and opaque-dir xattrs.
-    subprocess.run(["cp", "-a", str(upper), str(tmp)], check=True)
+    if fs_type(CACHE_DIR) != "overlay":
+        # cp -a keeps what makes it a layer: whiteouts (0/0 device nodes) and opaque-dir xattrs.
+        subprocess.run(["cp", "-a", str(upper), str(tmp)], check=True)
+    else:
+        # overlayfs cannot hold a whiteout (cp: "cannot create special file"): keep the merged
+        # view instead, a whole root that nodes stack on alone (lower_dirs).
+        merged = work / "merged"
+        merged.mkdir(exist_ok=True)
+        subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                        f"ro,lowerdir={upper}:{base}", str(merged)], check=True)
+        try:
+            tmp.mkdir(parents=True)
+            subprocess.run(["cp", "-a", f"{merged}/.", str(tmp)], check=True)
+        finally:
+            subprocess.run(["umount", "-l", str(merged)], check=False)
+        (tmp / WHOLE_ROOT).write_text(f"{base}\n")
     shutil.rmtree(work, ignore_errors=True)
     (tmp / ".rdmaprov-done").write_text(stack + "\n")
     tmp.rename(layer)
     return layer
+
+
+# In a layer that is a whole root (built where the cache is on overlayfs): the base it holds.
+WHOLE_ROOT = ".rdmaprov-whole-root"
+
+
+def lower_dirs(layer: str, base: str) -> str:
+    """A node's overlay lowerdir: its netstack layer above the base, or the layer alone when it
+    is a whole root, or the base alone."""
+    if not layer:
+        return base
+    if (Path(layer) / WHOLE_ROOT).is_file():
+        return layer
+    return f"{layer}:{base}"
 
 
 def _umount_below(path: Path) -> None:

@@ -86,7 +86,7 @@ def test_interrupt_stops_ansible_and_names_the_host(tmp_path: Path, silent_host:
                          start_new_session=True)
     try:
         assert silent_host.connected.wait(180), "ssh never reached the silent host"
-        started = proctree.started_sessions(p.pid)
+        started = proctree.started_sessions(p.pid, "ansible-playbook")
         assert any(pr.pid != pr.sid or pr.ppid != p.pid for pr in started), \
             "the workers (their own sessions) should be running by now"
         os.killpg(p.pid, sig)
