@@ -40,10 +40,8 @@ def compare(intended: Mapping[str, str], applied: Mapping[str, str]) -> list[Set
     out = []
     for name in sorted(k for k in intended if k.startswith("NCCL_")):
         want, got = str(intended[name]).strip(), applied.get(name)
-        if got is None:
-            state = NOT_LOGGED
-        else:
-            state = AS_INTENDED if got.strip() == want else MISMATCH
+        state = (NOT_LOGGED if got is None
+                 else AS_INTENDED if got.strip() == want else MISMATCH)
         out.append(SettingCheck(name, want, got, state))
     out += [SettingCheck(name, None, applied[name], NOT_INTENDED)
             for name in sorted(applied) if name not in intended]
