@@ -273,3 +273,23 @@ def run_flags(engine, version, planned, installed, gpus=0):
         flags += ["-e", env]
     flags += ["--ulimit", "memlock=-1:-1"]
     return flags, why or f"the spec is not installed ({SPEC_PATH}): run bootstrap"
+
+
+ENROOT_MOUNTS = "mounts.d/90-rdmaprov-rdma.fstab"
+ENROOT_ENVIRON = "environ.d/90-rdmaprov-rdma.env"
+
+
+def enroot_files(conf_path, env=None):
+    """enroot's (Pyxis') configuration for the same settings, relative path -> text, or {}
+    without an NCCL file. enroot bind-mounts the host's /dev into every container already
+    (its conf/mounts/10-system.fstab), so the verbs nodes are there; what it lacks is the
+    host's nccl.conf (an fstab line, enroot's `x-create=file` so the target is created) and
+    the variable (an environ.d line, NAME=value)."""
+    if not conf_path:
+        return {}
+    head = "# Written by rdmaprov (container_runtime role); local edits are overwritten.\n"
+    mounts = (head + f"{conf_path} {CONTAINER_CONF} none "
+              "x-create=file,bind,ro,nosuid,nodev,noexec,private\n")
+    lines = [f"NCCL_CONF_FILE={CONTAINER_CONF}"]
+    lines += [f"{k}={v}" for k, v in sorted((env or {}).items())]
+    return {ENROOT_MOUNTS: mounts, ENROOT_ENVIRON: head + "\n".join(lines) + "\n"}

@@ -194,6 +194,11 @@ def rdma_cdi(settings, found_engines):
     # role installs in this run has no version yet; an older docker ignores the key).
     major = cdi_spec.docker_major(out["engines"]["docker"]["version"])
     out["docker_feature"] = major is None or major >= cdi_spec.DOCKER_CDI_MIN
+    # enroot (Pyxis) where it is installed: its mounts.d/environ.d files, relative paths.
+    enroot = (cdi_spec.enroot_files(settings.get("conf_path") or "", settings.get("env"))
+              if "enroot" in found_engines else {})
+    out["enroot"] = {os.path.join(settings.get("enroot_dir") or "/etc/enroot", rel): text
+                     for rel, text in enroot.items()}
     out["hcas"] = [h["name"] for h in facts["hcas"]]
     out["nccl_conf"] = facts["nccl_conf"]
     return out

@@ -356,3 +356,23 @@ def test_docker_node_beside_podman(lab, tmp_path: Path) -> None:
         assert seen.startswith("docker container with rdmaprov.io/rdma=all: ulimit -l 8192")
     again = apply_with_nccl_env(lab, tmp_path, docker, limit=node)
     assert again.ok and again.hosts[node].changed == 0, again.hosts[node]
+
+
+def test_enroot_gets_the_nccl_file_and_variable(lab, tmp_path: Path) -> None:
+    """enroot is not packaged in Debian: a stand-in `enroot` on PATH makes the role take the
+    host for an enroot host; what is tested is the files it writes (formats: unit tests)."""
+    node = lab.nodes[0]
+    shim = "/usr/local/bin/enroot"
+    lab.exec(node, ["sh", "-c", f"printf '#!/bin/sh\\necho 3.5.0\\n' > {shim}; chmod +x {shim}"])
+    try:
+        first = apply_with_nccl_env(lab, tmp_path, LAB_VARS, limit=node)
+        assert first.ok, first.hosts[node].failure
+        fstab = lab.exec(node, ["cat", "/etc/enroot/mounts.d/90-rdmaprov-rdma.fstab"]).stdout
+        assert ("/etc/nccl.conf /etc/nccl.conf none "
+                "x-create=file,bind,ro,nosuid,nodev,noexec,private") in fstab
+        environ = lab.exec(node, ["cat", "/etc/enroot/environ.d/90-rdmaprov-rdma.env"]).stdout
+        assert "NCCL_CONF_FILE=/etc/nccl.conf" in environ.splitlines()
+        again = apply_with_nccl_env(lab, tmp_path, LAB_VARS, limit=node)
+        assert again.ok and again.hosts[node].changed == 0, again.hosts[node]
+    finally:
+        lab.exec(node, ["rm", "-rf", shim, "/etc/enroot"], check=False)

@@ -169,3 +169,17 @@ def test_run_flags_never_privileged(tmp_path: Path) -> None:
     flags, why = cdi.run_flags("podman", "4.3.1", planned, False)
     assert "is not installed" in why
     assert "--privileged" not in flags
+
+
+def test_enroot_files_in_enroots_formats() -> None:
+    files = cdi.enroot_files("/etc/nccl.conf", {"NCCL_IB_QPS_PER_CONNECTION": "4"})
+    fstab = [ln for ln in files["mounts.d/90-rdmaprov-rdma.fstab"].splitlines()
+             if not ln.startswith("#")]
+    # fstab(5): source, target, type, options (enroot's x-create makes the target a file).
+    assert [ln.split() for ln in fstab] == [
+        ["/etc/nccl.conf", "/etc/nccl.conf", "none",
+         "x-create=file,bind,ro,nosuid,nodev,noexec,private"]]
+    env = [ln for ln in files["environ.d/90-rdmaprov-rdma.env"].splitlines()
+           if not ln.startswith("#")]
+    assert env == ["NCCL_CONF_FILE=/etc/nccl.conf", "NCCL_IB_QPS_PER_CONNECTION=4"]
+    assert cdi.enroot_files("") == {}
