@@ -189,6 +189,9 @@ def rdma_cdi(settings, found_engines):
     for name in ("podman", "docker"):
         version = (found_engines.get(name) or {}).get("version")
         ok, why = cdi_spec.engine_cdi(name, version)
+        if name not in found_engines:
+            why = (f"{name} is not installed yet: whether it reads the spec shows once it is "
+                   "(the next run)")
         out["engines"][name] = {"cdi": ok, "why": why, "version": version}
     # daemon.json's features.cdi: on unless docker is known to be older than 25 (an engine the
     # role installs in this run has no version yet; an older docker ignores the key).
