@@ -249,14 +249,47 @@ def to_yaml(value, indent=0):
     return "\n".join(lines) + "\n"
 
 
-def run_flags(engine, version, has_spec, kind=KIND, gpus=0):
-    """What a training container needs here, as `ENGINE run` flags: the host's network and IPC,
-    the RDMA device (CDI where the engine reads it, else the /dev nodes themselves), the GPUs,
-    and never --privileged. Memlock comes from the engine's default ulimits (the role's)."""
+def run_flags(engine, version, planned, installed, gpus=0):
+    """What a training container needs here, as `ENGINE run` flags (before the image), and why
+    the CDI device is not among them ('' when it is). The host's network and IPC, the GPUs, and
+    the RDMA CDI device where the engine reads the spec and it is installed; elsewhere the same
+    edits as the spec's `all` device by hand (device nodes, the NCCL file read-only, its
+    variable, memlock). Never --privileged. ``planned``: plan()'s result."""
     ok, why = engine_cdi(engine, version)
     flags = ["--network", "host", "--ipc", "host"]
     if gpus:
         flags += ["--gpus", "all"] if engine == "docker" else ["--device", "nvidia.com/gpu=all"]
-    if ok and has_spec:
-        flags += ["--device", f"{kind}=all"]
-    return flags, ("" if ok and has_spec else why or "no CDI spec on this host")
+    spec = (planned or {}).get("spec")
+    if ok and installed and spec:
+        return flags + ["--device", f"{spec['kind']}=all"], ""
+    if not spec:
+        return flags, why or "no CDI spec planned here"
+    edits = spec["devices"][0]["containerEdits"]
+    for node in edits.get("deviceNodes", []):
+        flags += ["--device", node["path"]]
+    for mount in edits.get("mounts", []):
+        flags += ["-v", f"{mount['hostPath']}:{mount['containerPath']}:ro"]
+    for env in edits.get("env", []):
+        flags += ["-e", env]
+    flags += ["--ulimit", "memlock=-1:-1"]
+    return flags, why or f"the spec is not installed ({SPEC_PATH}): run bootstrap"
+
+
+ENROOT_MOUNTS = "mounts.d/90-rdmaprov-rdma.fstab"
+ENROOT_ENVIRON = "environ.d/90-rdmaprov-rdma.env"
+
+
+def enroot_files(conf_path, env=None):
+    """enroot's (Pyxis') configuration for the same settings, relative path -> text, or {}
+    without an NCCL file. enroot bind-mounts the host's /dev into every container already
+    (its conf/mounts/10-system.fstab), so the verbs nodes are there; what it lacks is the
+    host's nccl.conf (an fstab line, enroot's `x-create=file` so the target is created) and
+    the variable (an environ.d line, NAME=value)."""
+    if not conf_path:
+        return {}
+    head = "# Written by rdmaprov (container_runtime role); local edits are overwritten.\n"
+    mounts = (head + f"{conf_path} {CONTAINER_CONF} none "
+              "x-create=file,bind,ro,nosuid,nodev,noexec,private\n")
+    lines = [f"NCCL_CONF_FILE={CONTAINER_CONF}"]
+    lines += [f"{k}={v}" for k, v in sorted((env or {}).items())]
+    return {ENROOT_MOUNTS: mounts, ENROOT_ENVIRON: head + "\n".join(lines) + "\n"}

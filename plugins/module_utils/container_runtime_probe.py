@@ -189,11 +189,19 @@ def rdma_cdi(settings, found_engines):
     for name in ("podman", "docker"):
         version = (found_engines.get(name) or {}).get("version")
         ok, why = cdi_spec.engine_cdi(name, version)
+        if name not in found_engines:
+            why = (f"{name} is not installed yet: whether it reads the spec shows once it is "
+                   "(the next run)")
         out["engines"][name] = {"cdi": ok, "why": why, "version": version}
     # daemon.json's features.cdi: on unless docker is known to be older than 25 (an engine the
     # role installs in this run has no version yet; an older docker ignores the key).
     major = cdi_spec.docker_major(out["engines"]["docker"]["version"])
     out["docker_feature"] = major is None or major >= cdi_spec.DOCKER_CDI_MIN
+    # enroot (Pyxis) where it is installed: its mounts.d/environ.d files, relative paths.
+    enroot = (cdi_spec.enroot_files(settings.get("conf_path") or "", settings.get("env"))
+              if "enroot" in found_engines else {})
+    out["enroot"] = {os.path.join(settings.get("enroot_dir") or "/etc/enroot", rel): text
+                     for rel, text in enroot.items()}
     out["hcas"] = [h["name"] for h in facts["hcas"]]
     out["nccl_conf"] = facts["nccl_conf"]
     return out

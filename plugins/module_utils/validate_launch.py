@@ -156,19 +156,32 @@ def worker_env(s, label):
 def container_prefix(s, label, env):
     """The engine's `run` argv up to and including the image, or [] for the host runtime.
     What RDMA in a container needs and nothing more (never --privileged): the host's network
-    and IPC, the verbs devices, locked memory, IPC_LOCK, the GPUs, the worker's directory."""
+    and IPC, the RDMA CDI device (``cdi_device``: a job's path, verbs nodes and the host's
+    nccl.conf) or else the verbs devices one by one with IPC_LOCK, locked memory, the GPUs,
+    the worker's directory."""
     if s["runtime"] == "host":
         return []
     engine = s["engine"]
     if engine not in ("docker", "podman"):
         raise ValueError(f"no container engine on this host ({engine})")
+    cdi = s.get("cdi_device") or ""
     argv = [engine, "run", "--rm", "--name", f"rdmaprov-validate-{label}", "--pull", "never",
-            "--network", "host", "--ipc", "host", "--cap-add", "IPC_LOCK",
-            "--ulimit", "memlock=-1:-1" if s["memlock"] == "unlimited" else "host",
-            "-v", f"{s['remote_dir']}:{s['remote_dir']}"]
+            "--network", "host", "--ipc", "host"]
+    if not cdi:
+        argv += ["--cap-add", "IPC_LOCK"]
+    if s["memlock"] == "unlimited":
+        argv += ["--ulimit", "memlock=-1:-1"]
+    elif engine == "podman":
+        argv += ["--ulimit", "host"]  # docker has no such value: its default is the daemon's
+    argv += ["-v", f"{s['remote_dir']}:{s['remote_dir']}"]
     argv += [f"-v={p}:{p}:ro" for p in s.get("pythonpath") or []]
     argv += list(s.get("rdma_mounts") or [])
-    argv += [f"--device={d}" for d in s.get("devices") or []]
+    if cdi:
+        # The job's path: the RDMA CDI device gives the verbs nodes, rdma_cm and the host's
+        # /etc/nccl.conf (container_runtime's spec); nothing is added by hand.
+        argv += ["--device", cdi]
+    else:
+        argv += [f"--device={d}" for d in s.get("devices") or []]
     gpus = s.get("gpus", "auto")
     if gpus == "all" or (gpus == "auto" and int(s.get("gpu_count") or 0) > 0):
         # docker: the NVIDIA runtime's --gpus; podman: the CDI spec nvidia-ctk generates.

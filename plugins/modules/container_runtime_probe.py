@@ -34,7 +34,7 @@ options:
     description:
       - The RDMA CDI spec to plan (module_utils/cdi_spec.py) from this host's sysfs, with its
         text and its drift against the file at O(rdma_cdi.path); empty plans none.
-      - "Keys: path, kind, mad, conf_path, env."
+      - "Keys: path, kind, mad, conf_path, env, enroot_dir."
     type: dict
     default: {}
 extends_documentation_fragment:
@@ -74,7 +74,8 @@ rdma_cdi:
   description:
     - "The RDMA CDI plan: spec, content (the file's text, null for no spec), devices, problems,
       report, drift, hcas, nccl_conf; engines (podman and docker: cdi, why, version) and
-      docker_feature (whether daemon.json should enable CDI)."
+      docker_feature (whether daemon.json should enable CDI); enroot (path -> text of enroot's
+      mounts.d/environ.d files, where enroot is installed)."
   returned: when O(rdma_cdi) is set
   type: dict
 images_missing:

@@ -33,6 +33,15 @@ options:
   local_address:
     description: An address of this host (its ansible_host); the interface holding it is returned.
     type: str
+  cdi_spec:
+    description:
+      - The RDMA CDI spec the container_runtime role writes; when given, RV(cdi) says whether it
+        is there, whether the engine reads CDI specs, and what the host's nccl.conf sets.
+    type: str
+  nccl_conf:
+    description: The host's NCCL settings file (nccl_env's), read for RV(cdi.intended).
+    type: str
+    default: /etc/nccl.conf
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -52,6 +61,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+cdi:
+  description:
+    - "With O(cdi_spec): {spec, exists, engine_cdi, why, intended}: whether the spec is there,
+      whether the engine reads it, and the NCCL settings of O(nccl_conf)."
+  returned: when O(cdi_spec) is given
+  type: dict
 engine:
   description: The container engine found, or none.
   returned: always
@@ -99,6 +114,8 @@ import struct
 import sysconfig
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import cdi_spec
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import container_runtime_probe as crp
 
 SIOCGIFADDR = 0x8915
 
@@ -167,6 +184,20 @@ def rdma_userspace():
             "providers": providers, "config": config}
 
 
+def cdi_of(spec, engine, nccl_conf):
+    """Is the RDMA CDI spec there, does ENGINE read it (docker from 25), and what the host's
+    nccl.conf sets (what the container will get through the spec's mount)."""
+    version = (crp.engines().get(engine) or {}).get("version")
+    ok, why = cdi_spec.engine_cdi(engine, version)
+    try:
+        with open(nccl_conf, encoding="utf-8", errors="replace") as fh:
+            intended = cdi_spec.settings_of(fh.read())
+    except OSError:
+        intended = {}
+    return {"spec": spec, "exists": os.path.isfile(spec), "engine_cdi": ok, "why": why,
+            "intended": intended}
+
+
 def engine_found(wanted):
     for name in (("podman", "docker") if wanted == "auto" else (wanted,)):
         if shutil.which(name):
@@ -179,14 +210,20 @@ def main():
         argument_spec={"engine": {"type": "str", "default": "auto",
                                   "choices": ["auto", "podman", "docker"]},
                        "targets": {"type": "list", "elements": "str", "default": []},
-                       "local_address": {"type": "str"}},
+                       "local_address": {"type": "str"},
+                       "cdi_spec": {"type": "str"},
+                       "nccl_conf": {"type": "str", "default": "/etc/nccl.conf"}},
         supports_check_mode=True)
     addrs = addresses()
     local = module.params["local_address"]
     ssh = os.environ.get("SSH_CONNECTION", "").split()
+    engine = engine_found(module.params["engine"])
+    extra = {}
+    if module.params["cdi_spec"]:
+        extra["cdi"] = cdi_of(module.params["cdi_spec"], engine, module.params["nccl_conf"])
     module.exit_json(
         changed=False,
-        engine=engine_found(module.params["engine"]),
+        engine=engine,
         gpu_count=len(glob.glob("/proc/driver/nvidia/gpus/*")),
         ib_devices=sorted(glob.glob("/dev/infiniband/*")),
         hcas=sorted(os.listdir("/sys/class/infiniband")) if os.path.isdir(
@@ -196,6 +233,7 @@ def main():
         ssh_server_addr=ssh[2] if len(ssh) >= 4 else None,
         local_ifname=next((n for n, a in addrs.items() if local and local in a), None),
         routes={t: route(t) for t in module.params["targets"]},
+        **extra,
     )
 
 

@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import socket
 import sys
 from collections.abc import Mapping
@@ -25,7 +26,7 @@ from rdmaprov.console import table, table_console
 from rdmaprov.errors import UserError
 from rdmaprov.probe import fabric
 from rdmaprov.probe._collection import module_utils
-from rdmaprov.textsafe import rich_text
+from rdmaprov.textsafe import rich_text, safe_text
 
 PROBE_TASK = "Discover RDMA devices"
 NCCL_CONF = Path("/etc/nccl.conf")
@@ -66,6 +67,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                             "a DIR named sys is read with its siblings proc/, dev/ and "
                             "lib/modules/ (env RDMAPROV_SYSFS_ROOT; default /sys; pyverbs is "
                             "not used with another root)")
+    local.add_argument("--container", action="store_true",
+                       default=os.environ.get("RDMAPROV_PROBE_CONTAINER") == "1",
+                       help="print the docker/podman run flags and the environment a training "
+                            "container needs on this host (the RDMA CDI device, GPUs, host "
+                            "network and IPC) (env RDMAPROV_PROBE_CONTAINER=1)")
     local.add_argument("--socket-ifname", metavar="IF",
                        default=os.environ.get("RDMAPROV_SOCKET_IFNAME"),
                        help="interface for NCCL_SOCKET_IFNAME (env RDMAPROV_SOCKET_IFNAME; "
@@ -240,6 +246,8 @@ def _lint_errors(docs: Mapping[str, Mapping[str, Any]]) -> bool:
 def run(args: argparse.Namespace) -> int:
     ib_tc = _ib_tc(args.nccl_ib_tc)
     sources = lint_sources(args.env_file, os.environ)
+    if args.inventory is None and args.container:
+        return run_container(args)
     if args.inventory is None:
         socket_ifname = args.socket_ifname or default_route_interface()
         doc = probe_local(args.sysfs_root, args.use_pyverbs, ib_tc, socket_ifname, sources)
@@ -250,6 +258,41 @@ def run(args: argparse.Namespace) -> int:
             render_host(_console(), doc, doc["host"])
         return code
     return run_inventory(args, ib_tc, sources)
+
+
+def run_container(args: argparse.Namespace) -> int:
+    """`probe --container`: the flags and environment of a training container here."""
+    from rdmaprov.probe import container
+
+    doc = container.advice(args.sysfs_root)
+    if args.json:
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return 0
+    out = sys.stdout
+    out.write(f"RDMA CDI spec {doc['spec']}: "
+              + ("installed" if doc["installed"] else "not installed (run bootstrap)")
+              + (f"; drift: {'; '.join(doc['drift'])}" if doc["installed"] and doc["drift"]
+                 else "") + "\n")
+    for line in doc["report"]:
+        out.write(f"  {safe_text(line)}\n")
+    for name, eng in doc["engines"].items():
+        state = (f"{name} {eng['version']}" if eng["version"]
+                 else f"{name} (daemon not answering)" if eng["installed"]
+                 else f"{name} (not installed)")
+        out.write(f"\n{safe_text(state)}:\n  {shlex.join(eng['argv'])} <command>\n")
+        if eng["why"]:
+            out.write(f"  ({safe_text(eng['why'])})\n")
+    conf = doc["nccl_conf"] or {}
+    settings = ", ".join(f"{k}={v}" for k, v in (conf.get("settings") or {}).items()
+                         if k.startswith("NCCL_"))
+    out.write("\nThe container gets through the device: NCCL_CONF_FILE=/etc/nccl.conf and the "
+              f"host's {conf.get('path')} read-only"
+              + (f" ({safe_text(settings)})" if settings else " (not there yet)") + ".\n"
+              "Memlock: the engine's default ulimits (container_runtime sets them unlimited).\n"
+              "A multi-node job adds:\n")
+    for name, what in doc["job_env"].items():
+        out.write(f"  {name}: {what}\n")
+    return 0
 
 
 # --- inventory ------------------------------------------------------------------------------------

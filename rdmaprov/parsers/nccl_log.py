@@ -1071,3 +1071,12 @@ def parse_nccl_log(lines: Iterable[str]) -> NcclLogReport:
     p = NcclLogParser()
     p.feed_many(lines)
     return p.finish()
+
+
+def applied_settings(lines: Iterable[str]) -> dict[str, str]:
+    """The NCCL settings NCCL itself says it took, name -> value, from its INFO lines
+    ``NCCL_xxx set by environment to v.`` (and ``NCCL_xxx set to v``). NCCL loads
+    /etc/nccl.conf (or NCCL_CONF_FILE) into its own environment without overriding what is set,
+    so a conf-file value shows up the same way. Only what NCCL logs is here: a variable it
+    never reads, or one read with NCCL_DEBUG_SUBSYS without ENV/INIT, is absent."""
+    return dict(parse_nccl_log(lines).env)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import shutil
 import subprocess
 import tarfile
@@ -327,3 +328,71 @@ def test_cdi_spec_gives_a_users_container_the_hosts_nccl_settings(lab, tmp_path:
     assert lab.exec(node, ["test", "-e", CDI_SPEC], check=False).returncode == 1
     fixed = apply_with_nccl_env(lab, tmp_path, LAB_VARS, limit=node)
     assert fixed.ok and lab.exec(node, ["cat", CDI_SPEC]).stdout == spec
+
+
+def docker_repo(lab) -> str:
+    """Debian's docker.io as a flat repository the nodes see (built once on the host, like the
+    Slurm one); returns its apt source line for a node."""
+    from rdmaprov.lab import base as lab_base
+    from rdmaprov.lab import slurm
+
+    distro, base = slurm._distro(lab.lab)
+    repo = lab_base.ensure_repo(distro, base, lab.dir / "build.log", packages=("docker.io",))
+    shared = next(host for host, node in lab_base.shared_dirs().items()
+                  if node == lab_base.EXTRA_REPOS_NODE_DIR)
+    if not (shared / repo.name / "Packages").is_file():
+        shutil.copytree(repo, shared / repo.name, copy_function=os.link)
+    return f"deb [trusted=yes] file:{lab_base.EXTRA_REPOS_NODE_DIR}/{repo.name} ./\n"
+
+
+def test_docker_node_beside_podman(lab, tmp_path: Path) -> None:
+    """docker on one node (Debian's docker.io), podman on the others: both converge, a re-run
+    changes nothing, and docker older than 25 is told it cannot read the spec."""
+    node = lab.nodes[-1]
+    lab.exec(node, ["sh", "-c", "cat > /etc/apt/sources.list.d/rdmaprov-docker.list"],
+             input=docker_repo(lab))
+    fresh = lab.exec(node, ["sh", "-c", "command -v docker"], check=False).returncode != 0
+    # A lab node's bounding set lacks CAP_MKNOD, one of docker's default capabilities.
+    docker = {**LAB_VARS, "container_runtime_engine": "docker",
+              "container_runtime_verify_args": ["--cap-drop", "MKNOD"]}
+    events: list = []
+    first = apply_with_nccl_env(lab, tmp_path, docker, events=events, limit=node)
+    assert first.ok, first.hosts[node].failure
+    if fresh:  # the probe ran before the install: it cannot know docker's version yet
+        assert ("RDMA CDI spec: docker is not installed yet: whether it reads the spec shows "
+                "once it is (the next run)") in _reports(events, REPORT)[node]
+    version = lab.exec(node, ["docker", "version", "--format", "{{.Server.Version}}"]).stdout
+    major = int(version.split(".")[0])
+    seen = _debug_msgs(events, "Report what a container gets here")[node]
+    daemon = json.loads(lab.exec(node, ["cat", "/etc/docker/daemon.json"]).stdout)
+    again_events: list = []
+    again = apply_with_nccl_env(lab, tmp_path, docker, events=again_events, limit=node)
+    assert again.ok and again.hosts[node].changed == 0, again.hosts[node]
+    reports = _reports(again_events, REPORT)[node]
+    if major < 25:
+        assert seen.startswith("docker container: ulimit -l 8192")
+        assert (f"RDMA CDI spec: docker {version.strip()} has no CDI (docker >= 25 has): pass the "
+                "devices with --device /dev/infiniband/... instead") in reports
+    else:
+        assert daemon["features"]["cdi"] is True
+        assert seen.startswith("docker container with rdmaprov.io/rdma=all: ulimit -l 8192")
+
+
+def test_enroot_gets_the_nccl_file_and_variable(lab, tmp_path: Path) -> None:
+    """enroot is not packaged in Debian: a stand-in `enroot` on PATH makes the role take the
+    host for an enroot host; what is tested is the files it writes (formats: unit tests)."""
+    node = lab.nodes[0]
+    shim = "/usr/local/bin/enroot"
+    lab.exec(node, ["sh", "-c", f"printf '#!/bin/sh\\necho 3.5.0\\n' > {shim}; chmod +x {shim}"])
+    try:
+        first = apply_with_nccl_env(lab, tmp_path, LAB_VARS, limit=node)
+        assert first.ok, first.hosts[node].failure
+        fstab = lab.exec(node, ["cat", "/etc/enroot/mounts.d/90-rdmaprov-rdma.fstab"]).stdout
+        assert ("/etc/nccl.conf /etc/nccl.conf none "
+                "x-create=file,bind,ro,nosuid,nodev,noexec,private") in fstab
+        environ = lab.exec(node, ["cat", "/etc/enroot/environ.d/90-rdmaprov-rdma.env"]).stdout
+        assert "NCCL_CONF_FILE=/etc/nccl.conf" in environ.splitlines()
+        again = apply_with_nccl_env(lab, tmp_path, LAB_VARS, limit=node)
+        assert again.ok and again.hosts[node].changed == 0, again.hosts[node]
+    finally:
+        lab.exec(node, ["rm", "-rf", shim, "/etc/enroot"], check=False)

@@ -10,7 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
-from test_container_runtime import LAB_VARS, apply  # same directory (rootdir import)
+from test_container_runtime import (  # same directory (rootdir import)
+    CDI_SPEC,
+    LAB_VARS,
+    apply_with_nccl_env,
+)
 
 from rdmaprov.cli import main
 
@@ -105,7 +109,8 @@ def test_missing_engine_and_bad_image(lab, tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def podman_nodes(lab, tmp_path_factory):
-    result = apply(lab, tmp_path_factory.mktemp("cr"), LAB_VARS)
+    # nccl_env first, as site.yml: the RDMA CDI spec mounts its file into the container.
+    result = apply_with_nccl_env(lab, tmp_path_factory.mktemp("cr"), LAB_VARS)
     assert result.ok, {h: r.failure for h, r in result.hosts.items()}
     return lab
 
@@ -119,10 +124,33 @@ def test_worker_in_podman_containers(podman_nodes, tmp_path: Path) -> None:
     assert code == 0, report
     argv = (tmp_path / "results/fabric/node1/argv.txt").read_text().splitlines()
     assert argv[:2] == ["podman", "run"]
-    for flag in ("--network", "--ipc", "--cap-add"):
+    for flag in ("--network", "--ipc"):
         assert flag in argv
-    assert "--privileged" not in argv
+    # The job's path: the RDMA CDI device and nothing added by hand for RDMA or NCCL.
+    assert argv[argv.index("--device") + 1] == "rdmaprov.io/rdma=all"
+    assert "--privileged" not in argv and "IPC_LOCK" not in argv
     assert report["world_size"] == len(podman_nodes.nodes)
+    intended = json.loads((tmp_path / "results/fabric/node1/nccl_intended.json").read_text())
+    host = podman_nodes.exec("node1", ["cat", "/etc/nccl.conf"]).stdout
+    assert [f"{k}={v}" for k, v in intended.items()] == [
+        line for line in host.splitlines() if line.startswith("NCCL_")]
+
+
+def test_missing_cdi_spec_fails_in_one_line_before_launch(podman_nodes, tmp_path: Path) -> None:
+    node = podman_nodes.nodes[-1]
+    podman_nodes.exec(node, ["mv", CDI_SPEC, CDI_SPEC + ".away"])
+    try:
+        variables = {**HOST_RUNTIME, "nccl_validate_runtime": "container",
+                     "nccl_validate_engine": "podman",
+                     "nccl_validate_image": "localhost/rdmaprov-lab-worker:latest",
+                     "nccl_validate_memlock": "host"}
+        code, report = _validate(podman_nodes, tmp_path, variables)
+    finally:
+        podman_nodes.exec(node, ["mv", CDI_SPEC + ".away", CDI_SPEC])
+    assert code == 2
+    bad = next(h for h in report["hosts"] if h["host"] == node)
+    assert bad["reasons"][0].startswith(f"RDMA CDI spec {CDI_SPEC} is missing on this host")
+    assert not (tmp_path / f"results/fabric/{node}/argv.txt").exists()  # never launched
 
 
 def test_bad_image_is_one_line_per_host(podman_nodes, tmp_path: Path) -> None:

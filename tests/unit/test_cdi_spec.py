@@ -150,12 +150,34 @@ def test_engine_cdi(engine, version, ok) -> None:
         assert why.startswith("docker 20.10.24+dfsg1 has no CDI (docker >= 25 has)")
 
 
-def test_run_flags_never_privileged() -> None:
-    flags, why = cdi.run_flags("docker", "26.1.5", True, gpus=8)
+def test_run_flags_never_privileged(tmp_path: Path) -> None:
+    planned = cdi.plan(facts_of(make_tree.dgx_ndr(tmp_path)), SETTINGS)
+    flags, why = cdi.run_flags("docker", "26.1.5", planned, True, gpus=8)
     assert flags == ["--network", "host", "--ipc", "host", "--gpus", "all",
                      "--device", "rdmaprov.io/rdma=all"] and why == ""
-    flags, why = cdi.run_flags("podman", "4.3.1", True, gpus=0)
-    assert flags[-2:] == ["--device", "rdmaprov.io/rdma=all"]
-    flags, why = cdi.run_flags("docker", "20.10.24", True)
+    flags, why = cdi.run_flags("podman", "4.3.1", planned, True, gpus=1)
+    assert flags[4:] == ["--device", "nvidia.com/gpu=all", "--device", "rdmaprov.io/rdma=all"]
+    # docker < 25: the spec's edits by hand.
+    flags, why = cdi.run_flags("docker", "20.10.24", planned, True)
     assert "rdmaprov.io/rdma=all" not in flags and "has no CDI" in why
+    assert flags[4:8] == ["--device", "/dev/infiniband/uverbs0", "--device",
+                          "/dev/infiniband/uverbs1"]
+    assert flags[-6:] == ["-v", "/etc/nccl.conf:/etc/nccl.conf:ro", "-e",
+                          "NCCL_CONF_FILE=/etc/nccl.conf", "--ulimit", "memlock=-1:-1"]
+    flags, why = cdi.run_flags("podman", "4.3.1", planned, False)
+    assert "is not installed" in why
     assert "--privileged" not in flags
+
+
+def test_enroot_files_in_enroots_formats() -> None:
+    files = cdi.enroot_files("/etc/nccl.conf", {"NCCL_IB_QPS_PER_CONNECTION": "4"})
+    fstab = [ln for ln in files["mounts.d/90-rdmaprov-rdma.fstab"].splitlines()
+             if not ln.startswith("#")]
+    # fstab(5): source, target, type, options (enroot's x-create makes the target a file).
+    assert [ln.split() for ln in fstab] == [
+        ["/etc/nccl.conf", "/etc/nccl.conf", "none",
+         "x-create=file,bind,ro,nosuid,nodev,noexec,private"]]
+    env = [ln for ln in files["environ.d/90-rdmaprov-rdma.env"].splitlines()
+           if not ln.startswith("#")]
+    assert env == ["NCCL_CONF_FILE=/etc/nccl.conf", "NCCL_IB_QPS_PER_CONNECTION=4"]
+    assert cdi.enroot_files("") == {}

@@ -132,6 +132,21 @@ def test_container_has_what_rdma_needs_and_nothing_more(engine, gpu):
     assert plan["container"] == "rdmaprov-validate-fabric"
 
 
+@pytest.mark.parametrize("engine", ["podman", "docker"])
+def test_container_through_the_rdma_cdi_device_gets_nothing_by_hand(engine):
+    s = settings(runtime="container", engine=engine, gpu_count=0, memlock="host",
+                 devices=["/dev/infiniband/uverbs0", "/dev/infiniband/rdma_cm"],
+                 cdi_device="rdmaprov.io/rdma=all")
+    argv = vl.launch(s, "fabric", ["a"], "a", "127.0.0.1", 1)["argv"]
+    image = argv.index("nvcr.io/nvidia/pytorch:25.01-py3")
+    head = argv[:image]
+    assert head[head.index("--device") + 1] == "rdmaprov.io/rdma=all"
+    assert not any(a.startswith("--device=") for a in head)  # no hand-built device list
+    assert "IPC_LOCK" not in head and "--privileged" not in head
+    # docker has no --ulimit host: its containers get the daemon's limits when none is given.
+    assert (("--ulimit" in head) is (engine == "podman"))
+
+
 def test_container_without_gpus_or_engine():
     s = settings(runtime="container", engine="podman", gpu_count=0, memlock="host")
     argv = vl.launch(s, "fabric", ["a"], "a", "127.0.0.1", 1)["argv"]
