@@ -97,3 +97,70 @@ def test_validate_flags_are_refused_before_contact(
     assert refused(rdmaprov("validate", "hosts.ini", *flags, cwd=tmp_path, env=env)) == [line]
     assert listener.contacts == 0
     assert not (tmp_path / "PWNED").exists()
+
+
+def _laughs(levels: int) -> str:
+    """YAML whose aliases expand tenfold per level (10**levels values from a ~1 KiB file)."""
+    lines = ['      l0: &l0 ["lol"]']
+    for i in range(1, levels + 1):
+        lines.append(f"      l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]")
+    return "\n".join(lines) + "\n"
+
+
+PATHOLOGICAL = {
+    # name: (file name, content maker, the refusal after "<file>: ")
+    "aliases": ("hosts.yml", lambda port: (
+        "all:\n  hosts:\n    node1:\n      ansible_host: 127.0.0.1\n"
+        f"      ansible_port: {port}\n" + _laughs(9)),
+        "its aliases (*name) expand to more than 1000000 values; refused"),
+    "nesting": ("hosts.yml", lambda port: (
+        "all:\n  hosts:\n    node1:\n      ansible_host: 127.0.0.1\n"
+        f"      ansible_port: {port}\n      deep: " + "[" * 50000 + "]" * 50000 + "\n"),
+        "line 6: nested more than 64 levels deep; refused"),
+    "size": ("hosts.ini", lambda port: (
+        f"node1 ansible_host=127.0.0.1 ansible_port={port}\n" + "# padding\n" * 1_800_000),
+        "17.2 MiB; inventory and variable files over 16 MiB are refused"),
+    "host range": ("hosts.ini", lambda port: (
+        f"node[0:99999999] ansible_host=127.0.0.1 ansible_port={port}\n"),
+        "line 1: host range [0:99999999] stands for 100000000 hosts; more than 100000 are "
+        "refused"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PATHOLOGICAL))
+def test_a_pathological_inventory_ends_at_once(tmp_path: Path, listener: Listener,  # noqa: F811
+                                               case: str) -> None:
+    """Each is refused before Ansible parses it (which would run for minutes: rdmaprov()'s
+    subprocess timeout is what proves it does not hang)."""
+    name, content, problem = PATHOLOGICAL[case]
+    (tmp_path / name).write_text(content(listener.port))
+    assert refused(rdmaprov("bootstrap", name, "--check", cwd=tmp_path)) == [
+        f"{name}: {problem}"]
+    assert listener.contacts == 0
+
+
+def test_a_pathological_vars_file_ends_at_once(tmp_path: Path,
+                                               listener: Listener) -> None:  # noqa: F811
+    (tmp_path / "hosts.ini").write_text(
+        f"node1 ansible_host=127.0.0.1 ansible_port={listener.port}\n")
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "all").write_text("x:\n" + _laughs(9).replace("      ", "  "))
+    assert refused(rdmaprov("bootstrap", "hosts.ini", cwd=tmp_path)) == [
+        "group_vars/all: its aliases (*name) expand to more than 1000000 values; refused"]
+    (tmp_path / "big.yml").write_text("x:\n" + _laughs(9).replace("      ", "  "))
+    (tmp_path / "group_vars" / "all").unlink()
+    assert refused(rdmaprov("bootstrap", "hosts.ini", "-e", "@big.yml", cwd=tmp_path)) == [
+        "big.yml: its aliases (*name) expand to more than 1000000 values; refused"]
+    assert listener.contacts == 0
+
+
+def test_shared_aliases_within_bounds_are_read(tmp_path: Path,
+                                               listener: Listener) -> None:  # noqa: F811
+    """Anchors and aliases as people use them (a shared block) are not refused."""
+    (tmp_path / "hosts.yml").write_text(
+        "all:\n  vars:\n    common: &common {net_mtu_default: 9000}\n  hosts:\n"
+        f"    node1: {{ansible_host: 127.0.0.1, ansible_port: {listener.port}, extra: *common}}\n"
+        "    node2: {ansible_host: 127.0.0.2, ansible_port: 1, extra: *common}\n"
+        "  children:\n    gpu:\n      hosts:\n        node[3:9]: {ansible_connection: local}\n")
+    proc = rdmaprov("bootstrap", "hosts.yml", "--check", "--limit", "node1", cwd=tmp_path)
+    assert "rdmaprov: error" not in proc.stderr, proc.stderr
