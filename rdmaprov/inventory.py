@@ -114,6 +114,9 @@ def load_extra_vars(values: list[str]) -> list[tuple[str, dict[str, Any]]]:
         if text.startswith("@"):
             path = Path(text[1:]).expanduser()
             label = f"{path} (-e @)"
+            bounded = _bounds_problem(path, True) if path.is_file() else None
+            if bounded:
+                raise UserError(bounded)
             try:
                 data = yaml.safe_load(path.read_text())
             except FileNotFoundError:
@@ -427,6 +430,116 @@ def _host_name_problem(name: str) -> str | None:
             "ansible_host")
 
 
+# Bounds on an inventory's files, checked before any parser reads them. Ansible's parsers (and
+# ansible-inventory) copy what YAML aliases share and recurse into nesting, so a file of a few
+# hundred bytes can keep them busy for minutes; a host range expands to every name. A cluster's
+# inventory stays far inside these.
+MAX_FILE_BYTES = 16 << 20
+MAX_DEPTH = 64  # mappings and lists inside each other
+MAX_VALUES = 1_000_000  # values of a file once its aliases are expanded
+MAX_RANGE_HOSTS = 100_000  # names one host range (node[1:100]) stands for
+_HOST_RANGE = re.compile(r"\[([0-9]+|[a-z]):([0-9]+|[a-z])(?::([0-9]+))?\]")
+
+
+def _bounds_problem(path: Path, yaml_like: bool) -> str | None:
+    """Why ``path`` is refused before it is parsed (size, nesting, alias expansion, a host
+    range of too many names), or None."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None  # reported where it is read
+    if size > MAX_FILE_BYTES:
+        return (f"{_shown(path)}: {size / (1 << 20):.1f} MiB; inventory and variable files over "
+                f"{MAX_FILE_BYTES >> 20} MiB are refused")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None  # reported where it is read
+    for n, line in enumerate(text.splitlines(), 1):
+        for m in _HOST_RANGE.finditer(line):
+            count = _range_count(m)
+            if count > MAX_RANGE_HOSTS:
+                return (f"{_shown(path)}: line {n}: host range {m[0]} stands for {count} hosts; "
+                        f"more than {MAX_RANGE_HOSTS} are refused")
+    return _yaml_bounds(path, text) if yaml_like else None
+
+
+def _range_count(m: re.Match[str]) -> int:
+    first, last, step = m[1], m[2], int(m[3] or 1)
+    if first.isdigit() != last.isdigit():
+        return 0
+    lo, hi = (int(first), int(last)) if first.isdigit() else (ord(first), ord(last))
+    return max(0, (hi - lo) // max(step, 1) + 1)
+
+
+def _yaml_bounds(path: Path, text: str) -> str | None:
+    fast = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        deep, aliases = _yaml_shape(text, fast)
+    except yaml.YAMLError:
+        # libyaml stops at its own depth limit with an error of its own; PyYAML's event parser
+        # keeps no Python stack per level and finds the depth (or the real syntax error).
+        try:
+            deep, aliases = _yaml_shape(text, yaml.SafeLoader)
+        except yaml.YAMLError:
+            return None  # reported where it is parsed, in the parser's words
+    if deep is not None:
+        where = f"{_shown(path)}: line {deep + 1}" if deep >= 0 else _shown(path)
+        return f"{where}: nested more than {MAX_DEPTH} levels deep; refused"
+    if not aliases:
+        return None
+    try:
+        values = sum(_expanded(node, {}) for node in yaml.compose_all(text, Loader=fast))
+    except yaml.YAMLError:
+        return None
+    except _Unbounded:
+        values = MAX_VALUES + 1
+    if values > MAX_VALUES:
+        return (f"{_shown(path)}: its aliases (*name) expand to more than {MAX_VALUES} values; "
+                "refused")
+    return None
+
+
+def _yaml_shape(text: str, loader: Any) -> tuple[int | None, int]:
+    """(the 0-based line where nesting passes MAX_DEPTH, -1 when unknown, or None; how many
+    aliases) from YAML's events, without building anything."""
+    depth = aliases = 0
+    for event in yaml.parse(text, Loader=loader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                mark = event.start_mark
+                return (mark.line if mark else -1), aliases
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+        elif isinstance(event, yaml.AliasEvent):
+            aliases += 1
+    return None, aliases
+
+
+class _Unbounded(Exception):
+    """An alias that refers to the node it is in."""
+
+
+def _expanded(node: Any, memo: dict[int, int]) -> int:
+    """How many values ``node`` stands for once every alias is a copy (a DAG walk, memoized)."""
+    key = id(node)
+    if key in memo:
+        if memo[key] < 0:
+            raise _Unbounded
+        return memo[key]
+    memo[key] = -1
+    total = 1
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            total += _expanded(k, memo) + _expanded(v, memo)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            total += _expanded(item, memo)
+    memo[key] = min(total, MAX_VALUES + 1)
+    return memo[key]
+
+
 def _not_utf8(path: Path) -> str | None:
     """'<file>: line N, byte M (0xNN) is not UTF-8 ...' for the first undecodable byte."""
     try:
@@ -441,6 +554,13 @@ def _not_utf8(path: Path) -> str | None:
         return (f"{_shown(path)}: line {line}, byte {column} (0x{data[exc.start]:02x}) is not "
                 "UTF-8; Ansible reads inventories as UTF-8: convert the file (iconv -t UTF-8)")
     return None
+
+
+def _is_ini_source(f: Path, source: Path) -> bool:
+    """True for an inventory source file that is not YAML (an INI file or a script): not a
+    file of group_vars/ or host_vars/."""
+    parts = f.relative_to(source.parent if source.is_file() else source).parts
+    return f.suffix not in _YAML_EXTS and not {"group_vars", "host_vars"} & set(parts[:-1])
 
 
 def _inventory_files(source: Path) -> list[Path]:
@@ -617,6 +737,10 @@ def _validate(path: Path, limit: str | None, extra_vars: list[str],
     source = path.resolve()
     files = _inventory_files(source)
     for f in files:
+        # Variable files (group_vars/, host_vars/) are YAML whatever their extension.
+        bounded = _bounds_problem(f, f.suffix in _YAML_EXTS or not _is_ini_source(f, source))
+        if bounded:
+            raise UserError(bounded)
         encoding = _not_utf8(f)
         if encoding:
             raise UserError(encoding)

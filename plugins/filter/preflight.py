@@ -13,4 +13,5 @@ class FilterModule:
         return {
             "preflight_report": host_report.report,
             "preflight_missing": host_report.missing,
+            "preflight_apt": host_report.apt_plan,
         }

@@ -33,6 +33,37 @@ def missing(facts: dict, connection_type: str | None = None) -> list[str]:
     return lacks
 
 
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def apt_plan(os_family: str, python: dict, check_mode: bool = False) -> dict:
+    """What preflight says about apt's Python bindings (python3-apt) on a host: an ``error``
+    that stops the run, or a ``note`` for the report; ``usable`` is false when the apt tasks
+    cannot run under --check (they are skipped there, and the note says so).
+
+    ``python`` is host_capabilities' python result: the interpreter Ansible runs (executable),
+    whether it imports apt (apt), and whether /usr/bin/python3 does (system_apt; None when the
+    interpreter is /usr/bin/python3). Ansible's apt module runs under /usr/bin/python3 when that
+    one has the bindings, and installs python3-apt itself when the interpreter is the system's
+    (not under --check: there it fails, 'python3-apt must be installed to use check mode')."""
+    if os_family != "Debian" or python.get("apt") or python.get("system_apt"):
+        return {"error": None, "note": None, "usable": True}
+    executable = str(python.get("executable") or "?")
+    if python.get("system_apt") is None and python.get("is_system", executable == SYSTEM_PYTHON):
+        if check_mode:
+            note = ("python3-apt: not installed; a real run installs it (Ansible's apt module "
+                    "does, at its first use); --check skips the apt tasks that need it")
+        else:
+            note = "python3-apt: not installed; Ansible's apt module installs it at its first use"
+        return {"error": None, "note": note, "usable": not check_mode}
+    return {"error": (f"the Python Ansible runs with on this host ({executable}) cannot import "
+                      "apt (python3-apt), which Ansible's apt module needs: set "
+                      f"ansible_python_interpreter={SYSTEM_PYTHON} for this host, or make "
+                      "python3-apt importable by that Python (a venv made with "
+                      "--system-site-packages)"),
+            "note": None, "usable": False}
+
+
 def _interfaces_line(facts: dict) -> str:
     if "interfaces" not in facts:
         return "interfaces: unknown (no `ip` command: install iproute2)"

@@ -108,6 +108,8 @@ FORM_KINDS = {
     "image": "a container image reference (NAME[:TAG][@DIGEST], no whitespace or quotes)",
     "image_or_empty": "empty or a container image reference (NAME[:TAG][@DIGEST])",
     "size": "a size in bytes, e.g. 4096, 512K, 256M, 1G",
+    "kernel_module": "a kernel module name (letters, digits, '_', '-'), or a mapping with one as "
+                     "name and options of printable characters on one line",
     "nccl_keys": "a mapping whose keys are NCCL_* names (NCCL_[A-Z0-9_]+)",
 }
 
@@ -153,6 +155,12 @@ FORMS = {
     "slurm_health_nhc_dir": "absolute_path",
     "slurm_health_slurm_conf": "absolute_path",
     "slurm_health_textfile_dir": "absolute_path_or_empty",
+    # Written into modprobe.d, whose `install` lines run a shell: no line breaks.
+    "rdma_modules_extra": "kernel_module",
+    "rdma_modules_group_extra": "kernel_module",
+    "rdma_modules_host_extra": "kernel_module",
+    "rdma_modules_base": "kernel_module",
+    "rdma_modules_peermem_name": "kernel_module",
 }
 
 # The command-line flags of ``rdmaprov validate`` that become a run's values: flag -> (its
@@ -191,6 +199,17 @@ def _interface(value):
     raw = value.encode("utf-8", "replace")
     return (0 < len(raw) <= 15 and value not in (".", "..") and not value.startswith("-")
             and all(c in _IFNAME_CHARS for c in value))
+
+
+def _module_ok(value):
+    if isinstance(value, dict):
+        name, options = value.get("name"), value.get("options")
+        if isinstance(name, str) and not _module_ok(name):
+            return False
+        return not isinstance(options, str) or all(c.isprintable() for c in options)
+    if not isinstance(value, str):
+        return True  # the type check reports it
+    return bool(value) and not value.startswith("-") and all(c in _WORD + "-" for c in value)
 
 
 def _image(value):
@@ -251,6 +270,8 @@ def value_problem(form, value):
             return None  # not a mapping: the type check reports it
         bad = sorted(str(k) for k in value if not _nccl_name(str(k)))
         return "%s: keys %s are not NCCL_* names" % (what, ", ".join(bad)) if bad else None
+    if form == "kernel_module":
+        return None if _module_ok(value) else "%s is not %s" % (_shown(value), what)
     if form == "size" and isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
     if not isinstance(value, str):

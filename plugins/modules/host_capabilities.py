@@ -64,10 +64,10 @@ gpus:
   type: dict
   sample: {count: 8, models: ["NVIDIA H200"], devices: [nvidia0], driver_version: "570.86.15", source: procfs}
 python:
-  description: The Python this module ran in (the one Ansible uses on the host) and whether it can import apt (python3-apt), which Ansible's apt module needs.
+  description: The Python this module ran in (the one Ansible uses on the host), whether it can import apt (python3-apt), which Ansible's apt module needs, whether it is the system's /usr/bin/python3 (is_system) and, when it is not and cannot import apt, whether /usr/bin/python3 can (system_apt), under which the apt module then runs.
   returned: always
   type: dict
-  sample: {executable: /usr/bin/python3, apt: true}
+  sample: {executable: /usr/bin/python3, apt: true, is_system: true, system_apt: null}
 interface:
   description: The interface asked about, the devices below it and their drivers.
   returned: when interface is given
@@ -83,14 +83,16 @@ ansible_facts:
         - C(can_load_modules) and C(modules_reason) from RV(modules); C(gpus) and C(has_gpus)
           from RV(gpus); C(has_hcas) (with O(rdma), whether any RDMA device was found, else
           false); C(ssh_interface) (O(interface), or an empty string) and C(ssh_interface_rdma) (whether a
-          driver restart would take it down).
+          driver restart would take it down); C(python_apt) (whether Ansible's apt module finds
+          python3-apt without installing it, as this interpreter or /usr/bin/python3 imports apt).
       type: dict
       sample: {can_load_modules: true, modules_reason: "", has_gpus: true, has_hcas: true,
-               gpus: {count: 8}, ssh_interface: eth0, ssh_interface_rdma: false}
+               gpus: {count: 8}, ssh_interface: eth0, ssh_interface_rdma: false, python_apt: true}
 """
 
 import importlib
 import os
+import subprocess
 import sys
 
 from ansible.module_utils.basic import AnsibleModule
@@ -112,6 +114,26 @@ def _imports(name: str) -> bool:
     return True
 
 
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def _python() -> dict:
+    """This interpreter, whether it imports apt, and whether the system's /usr/bin/python3 does
+    (Ansible's apt module runs under that one when it can; None: this is that one)."""
+    apt = _imports("apt")
+    is_system = os.path.realpath(sys.executable) == os.path.realpath(SYSTEM_PYTHON)
+    system_apt = None
+    if not apt and not is_system and os.path.exists(SYSTEM_PYTHON):
+        try:
+            system_apt = subprocess.run([SYSTEM_PYTHON, "-c", "import apt"], timeout=20,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        check=False).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            system_apt = False
+    return {"executable": sys.executable, "apt": apt, "is_system": is_system,
+            "system_apt": system_apt}
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={"interface": {"type": "str"}, "rdma": {"type": "bool", "default": False}},
@@ -123,7 +145,7 @@ def main() -> None:
         "kernel_release": release,
         "modules": kernel_caps.module_loading("/", release),
         "gpus": kernel_caps.gpus("/"),
-        "python": {"executable": sys.executable, "apt": _imports("apt")},
+        "python": _python(),
     }
     if module.params["interface"]:
         result["interface"] = kernel_caps.netdev_drivers(module.params["interface"], "/")
@@ -138,6 +160,7 @@ def main() -> None:
         "has_hcas": bool(facts.get("rdma", {}).get("devices")),
         "ssh_interface": module.params["interface"] or "",
         "ssh_interface_rdma": bool(result.get("interface", {}).get("rdma_backed")),
+        "python_apt": bool(result["python"]["apt"] or result["python"]["system_apt"]),
     }
     module.exit_json(ansible_facts=facts, **result)
 

@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--judge", type=Path, metavar="DIR",
                         help="judge a results directory that a run wrote (--results DIR, or "
                         "one copied from a cluster) with the verdict flags below; runs nothing")
-    parser.add_argument("--plan", type=int, metavar="N",
+    parser.add_argument("--plan", metavar="N",
                         help="print the pair rounds a fleet of N hosts needs to name a slow host "
                         "(for sizing a maintenance window); runs nothing")
     env = os.environ.get
@@ -61,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="nccl on GPU hosts, gloo on CPU-only ones (env RDMAPROV_VALIDATE_BACKEND)")
     w.add_argument("--max-bytes", default=env("RDMAPROV_VALIDATE_MAX_BYTES"),
                    help="largest all_reduce size, e.g. 256M (env RDMAPROV_VALIDATE_MAX_BYTES)")
-    w.add_argument("--timeout", type=int, default=env("RDMAPROV_VALIDATE_TIMEOUT"),
+    w.add_argument("--timeout", default=env("RDMAPROV_VALIDATE_TIMEOUT"),
                    help="seconds a run may take on a host before it is killed and reported "
                         "(env RDMAPROV_VALIDATE_TIMEOUT; default 600)")
     j = parser.add_argument_group("verdict")
@@ -75,12 +75,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     j.add_argument("--require-gdr", action="store_true",
                    default=env("RDMAPROV_VALIDATE_REQUIRE_GDR") == "1",
                    help="require GPUDirect RDMA (env RDMAPROV_VALIDATE_REQUIRE_GDR=1)")
-    j.add_argument("--bw-fraction", type=float,
+    j.add_argument("--bw-fraction",
                    default=env("RDMAPROV_VALIDATE_BW_FRACTION", str(V.DEFAULT_BW_FRACTION)),
                    help="busbw must reach this fraction of the slowest host's line rate "
                         "(its ACTIVE ports of the HCAs NCCL used; env "
                         f"RDMAPROV_VALIDATE_BW_FRACTION; default {V.DEFAULT_BW_FRACTION})")
-    j.add_argument("--min-busbw", type=float, default=env("RDMAPROV_VALIDATE_MIN_BUSBW"),
+    j.add_argument("--min-busbw", default=env("RDMAPROV_VALIDATE_MIN_BUSBW"),
                    metavar="GBPS", help="explicit busbw threshold in GB/s, instead of the "
                    "fraction of the line rate (env RDMAPROV_VALIDATE_MIN_BUSBW)")
     j.add_argument("--max-jitter", type=float,
@@ -96,7 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "neighbours, then shifted pairs, a confirm round only when needed): auto "
                         "when the fabric is below the bar or no bar is known; slow only when it "
                         "is below the bar (env RDMAPROV_VALIDATE_PAIRWISE; default auto)")
-    j.add_argument("--pair-fraction", type=float,
+    j.add_argument("--pair-fraction",
                    default=env("RDMAPROV_VALIDATE_PAIR_FRACTION", str(DEFAULT_PAIR_FRACTION)),
                    help="the relative rule: a pair is slow below this fraction of the best "
                         "pair, even above the bar (env RDMAPROV_VALIDATE_PAIR_FRACTION; "
@@ -115,7 +115,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "nodes, srun the worker on them (env RDMAPROV_VALIDATE_LAUNCHER)")
     s.add_argument("-p", "--partition", metavar="P",
                    help="--launcher slurm: the partition to validate")
-    s.add_argument("-N", "--nodes", type=int, metavar="N",
+    s.add_argument("-N", "--nodes", metavar="N",
                    help="--launcher slurm: how many nodes (default: the partition's idle ones)")
     s.add_argument("--drain", action="store_true",
                    help="--launcher slurm: drain the hosts the verdict blames with 'rdmaprov: "
@@ -139,10 +139,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     human = sys.stderr if args.json else sys.stdout
     if args.plan is not None:
-        if args.plan < 1:
-            raise UserError(f"--plan {args.plan}: give a number of hosts, 1 or more")
         from rdmaprov.validate.rounds import plan
 
+        pipeline.judge_flags(args, ["--plan"])
         print(plan(args.plan).describe())
         return 0
     from rdmaprov.validate import slurm

@@ -14,6 +14,7 @@ import argparse
 import json
 import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -22,6 +23,7 @@ from rdmaprov import progress
 from rdmaprov.cli import options
 from rdmaprov.engine import RunnerSession, RunResult
 from rdmaprov.errors import UserError
+from rdmaprov.probe._collection import module_utils
 from rdmaprov.resources import playbook as find_playbook
 from rdmaprov.validate import judge as J
 from rdmaprov.validate import verdict as V
@@ -44,17 +46,36 @@ def policy(args: argparse.Namespace) -> V.Policy:
         raise UserError(f"verdict options: {exc}") from None
 
 
+# The run flags and how each is handed on once the table (ranges.FLAGS) has judged it.
+_FLAG_TYPES = {"--image": str, "--max-bytes": str, "--timeout": int, "--bw-fraction": float,
+               "--pair-fraction": float, "--min-busbw": float}
+_COUNTS = {"--plan": int, "--nodes": int}
+
+
+def judge_flags(args: argparse.Namespace, flags: Iterable[str]) -> None:
+    """``flags`` (given or through their environment variables) against the inputs table
+    (ranges.FLAGS), every problem one line; each good value converted to its type."""
+    table = module_utils("ranges")
+    problems = []
+    for flag in flags:
+        attr = flag.lstrip("-").replace("-", "_")
+        value = getattr(args, attr, None)
+        why = table.flag_problem(flag, value)
+        if why:
+            problems.append(why)
+        elif value not in (None, ""):
+            kind = {**_FLAG_TYPES, **_COUNTS}[flag]
+            setattr(args, attr, int(float(value)) if kind is int else kind(value))
+    if problems:
+        raise UserError("\n".join(problems))
+
+
 def check_flags(args: argparse.Namespace) -> V.Policy:
     """Every flag (also those given through the environment), before anything runs."""
     if args.pairwise not in PAIRWISE:
         raise UserError(f"--pairwise/RDMAPROV_VALIDATE_PAIRWISE: {args.pairwise!r} is not one "
                         f"of {', '.join(PAIRWISE)}")
-    try:
-        fraction = float(args.pair_fraction)
-    except ValueError:
-        raise UserError(f"--pair-fraction: {args.pair_fraction!r} is not a number") from None
-    if not 0 < fraction <= 1:
-        raise UserError(f"--pair-fraction: {args.pair_fraction} must be in (0, 1]")
+    judge_flags(args, _FLAG_TYPES)
     return policy(args)
 
 

@@ -73,8 +73,9 @@ def check_flags(args: argparse.Namespace) -> None:
     if args.partition in (None, ""):
         raise UserError("--launcher slurm needs --partition P (the partition whose nodes to "
                         "validate)")
-    if args.nodes is not None and args.nodes < 1:
-        raise UserError(f"--nodes {args.nodes}: give a number of nodes, 1 or more")
+    from rdmaprov.validate import pipeline
+
+    pipeline.judge_flags(args, ["--nodes"])
     if args.inventory is not None:
         raise UserError("--launcher slurm takes the nodes from Slurm: give no INVENTORY")
     if args.judge is not None:

@@ -27,7 +27,7 @@ def validate(tmp: Path, *args: str, slurm: bool = True) -> subprocess.CompletedP
 @pytest.mark.parametrize("args, line", [
     (["--launcher", "slurm"], "--launcher slurm needs --partition P"),
     (["--launcher", "slurm", "-p", "gpu", "--nodes", "0"],
-     "--nodes 0: give a number of nodes, 1 or more"),
+     "--nodes: 0 is not a valid count (1..1000000)"),
     (["--partition", "gpu"], "--partition is for --launcher slurm"),
     (["inventory.ini", "--drain"], "--drain is for --launcher slurm"),
     (["--launcher", "slurm", "-p", "gpu", "inventory.ini"],
@@ -38,7 +38,7 @@ def validate(tmp: Path, *args: str, slurm: bool = True) -> subprocess.CompletedP
      "--compare-socket is not available with --launcher slurm"),
     (["--launcher", "slurm", "-p", "gpu", "-e", "nccl_validate_pairs=sometimes"],
      "nccl_validate_pairs: 'sometimes' is not one of"),
-    (["--launcher", "slurm", "-p", "gpu", "--nodes", "two"], "argument -N/--nodes: invalid int"),
+    (["--launcher", "slurm", "-p", "gpu", "--nodes", "two"], "--nodes: 'two' is not a number"),
 ])
 def test_bad_flag_is_one_line_exit_1(tmp_path: Path, args: list[str], line: str) -> None:
     p = validate(tmp_path, *args)

@@ -74,11 +74,49 @@ def test_local_connection_reports_without_ssh_connection(tmp_path) -> None:
     assert any(ln.startswith("kernel modules: ") for ln in lines), p.stdout[-3000:]
 
 
-def test_an_interpreter_without_apt_bindings_is_one_line(tmp_path) -> None:
-    """As on the H200 driven with its torch venv's Python: Ansible's apt module would fail later
-    with 'python3-apt has no installation candidate'; preflight names the interpreter instead."""
+def _system_python_imports_apt() -> bool:
+    return subprocess.run(["/usr/bin/python3", "-c", "import apt"], capture_output=True,
+                          check=False).returncode == 0
+
+
+def test_an_interpreter_without_apt_bindings(tmp_path) -> None:
+    """Driven with a venv's Python (as the H200 with its torch venv): where the system's
+    python3 has python3-apt, Ansible's apt module runs under it and preflight goes on; where
+    neither has it, preflight names the interpreter in one line instead of the apt module's
+    'python3-apt has no installation candidate' later (host_report.apt_plan; unit-tested)."""
     p = preflight_here(tmp_path, '"{{ ansible_playbook_python }}"')
+    if _system_python_imports_apt():
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+        assert "cannot import apt" not in p.stdout and "python3-apt:" not in p.stdout
+        return
     assert p.returncode == 2, p.stdout[-3000:]
     line = next(ln for ln in p.stdout.splitlines() if "cannot import apt" in ln)
     assert f"({os.path.dirname(sys.executable)}/" in line  # the interpreter, named
     assert "ansible_python_interpreter=/usr/bin/python3" in p.stdout
+
+
+def test_a_host_without_python3_apt_goes_through_check(lab) -> None:
+    """A Debian node whose system python3 has no python3-apt (as the H200): bootstrap --check
+    says once that a real run installs it, skips the apt tasks that need it, and changes
+    nothing (python3-apt is still absent after it)."""
+    node = lab.nodes[0]
+    hidden = "/root/rdmaprov-test-apt"
+    lab.exec(node, ["sh", "-c", f"mkdir -p {hidden} && mv /usr/lib/python3/dist-packages/apt "
+                                f"/usr/lib/python3/dist-packages/apt_pkg*.so {hidden}/"])
+    try:
+        assert lab.exec(node, ["python3", "-c", "import apt"], check=False).returncode != 0
+        before = lab.etc_digest(node)
+        p = subprocess.run([*RDMAPROV, "bootstrap", str(lab.inventory), "--check",
+                            "--no-validate", "--limit", node, "-v"],
+                           capture_output=True, text=True, timeout=900, check=False)
+        assert before == lab.etc_digest(node)
+        still_absent = lab.exec(node, ["python3", "-c", "import apt"], check=False).returncode
+    finally:
+        lab.exec(node, ["sh", "-c", f"mv {hidden}/* /usr/lib/python3/dist-packages/ && "
+                                    f"rmdir {hidden}"])
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
+    assert still_absent != 0
+    note = ("python3-apt: not installed; a real run installs it (Ansible's apt module does, at "
+            "its first use); --check skips the apt tasks that need it")
+    assert sum(note in line for line in p.stdout.splitlines()) == 1, p.stdout[-4000:]
+    assert "cannot import apt" not in p.stdout

@@ -65,3 +65,41 @@ def test_ssh_host_whose_connection_interface_is_unknown() -> None:
     lines = report_mod.report(facts, {}, conn, "ssh")
     assert lines[2] == "connection: interface not found (no interface facts)"
     assert lines[0].startswith("missing: no network interface facts")
+
+
+# host_capabilities' python result on the H200 as found (Ubuntu 24.04, the system python3, no
+# python3-apt), and driven with a venv's Python.
+SYSTEM_NO_APT = {"executable": "/usr/bin/python3", "apt": False, "is_system": True,
+                 "system_apt": None}
+VENV_NO_APT = {"executable": "/opt/torch/bin/python", "apt": False, "is_system": False,
+               "system_apt": False}
+
+
+def test_apt_bindings_missing_under_the_system_python_is_a_note_not_an_error() -> None:
+    real = report_mod.apt_plan("Debian", SYSTEM_NO_APT, check_mode=False)
+    assert real == {"error": None, "usable": True, "note": "python3-apt: not installed; "
+                    "Ansible's apt module installs it at its first use"}
+    check = report_mod.apt_plan("Debian", SYSTEM_NO_APT, check_mode=True)
+    assert check["error"] is None and check["usable"] is False
+    assert check["note"] == ("python3-apt: not installed; a real run installs it (Ansible's "
+                             "apt module does, at its first use); --check skips the apt tasks "
+                             "that need it")
+
+
+def test_apt_bindings_of_another_interpreter() -> None:
+    # The system's python3 has them: the apt module runs under it, in either mode.
+    for check in (False, True):
+        assert report_mod.apt_plan("Debian", {**VENV_NO_APT, "system_apt": True}, check) == {
+            "error": None, "note": None, "usable": True}
+    # Neither has them: the interpreter is named, in either mode.
+    for check in (False, True):
+        plan = report_mod.apt_plan("Debian", VENV_NO_APT, check)
+        assert plan["note"] is None and plan["usable"] is False
+        assert plan["error"].startswith("the Python Ansible runs with on this host "
+                                        "(/opt/torch/bin/python) cannot import apt")
+
+
+def test_apt_bindings_elsewhere_are_not_judged() -> None:
+    assert report_mod.apt_plan("RedHat", VENV_NO_APT, True)["error"] is None
+    assert report_mod.apt_plan("Debian", {**SYSTEM_NO_APT, "apt": True}, True) == {
+        "error": None, "note": None, "usable": True}

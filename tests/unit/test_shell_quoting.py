@@ -60,6 +60,7 @@ PAYLOADS = (
     "x && touch {x} #",
     "'$(touch {x})'",
     "x\nExecStartPre=/bin/sh -c 'touch {x}'",
+    "x\ninstall x /bin/sh -c 'touch {x}'",
 )
 
 class Hostile(str):
@@ -148,6 +149,8 @@ def sites() -> list[Site]:
             out.append(Site(rel, "sourced", text, role))
         elif stem.endswith((".service", ".timer", ".socket")):
             out.append(Site(rel, "unit", text, role))
+        elif stem.startswith("modprobe"):
+            out.append(Site(rel, "modprobe", text, role))
     return out
 
 
@@ -213,6 +216,7 @@ def _fixtures(bad: str, workdir: Path) -> dict[str, Any]:
         # Task vars of an import (import_tasks: vars:), which the walk does not follow.
         "_rdma_ofed_bundle_file": bad,
         "_rdma_ofed_bundle_dir": bad,
+        "_rdma_modules_combined": [{"name": bad, "options": bad}],
         "inventory_hostname": bad,
         "_roce_qos_plans": plans,
         "_net_mtu_by_backend": {b: [iface] for b in ("systemd_unit", "netplan",
@@ -451,6 +455,13 @@ def _check(site: Site, values: Values, env: jinja2.Environment, shims: Path, wor
         argv = shlex.split(str(values.render(site.source, site.vars)))
         texts += _shell_scripts(argv)
         _run(argv, shims, work)
+    elif site.kind == "modprobe":
+        # modprobe.d: `install MODULE CMD` and `remove MODULE CMD` run CMD with /bin/sh -c.
+        for line in str(values.render(site.source, {})).splitlines():
+            words = line.split(None, 2)
+            if len(words) == 3 and words[0] in ("install", "remove"):
+                texts.append(words[2])
+                _run(["/bin/sh", "-c", words[2]], shims, work)
     elif site.kind == "unit":
         text = values.render(site.source, {})
         for line in text.splitlines():
