@@ -28,6 +28,7 @@ from typing import Any
 
 from rdmaprov.errors import UserError
 from rdmaprov.parsers.nccl_log import parse_nccl_log
+from rdmaprov.validate import nccl_settings
 from rdmaprov.validate import rounds as R
 from rdmaprov.validate import verdict as V
 from rdmaprov.validate.nics import channel_devices
@@ -209,6 +210,7 @@ class HostFiles:
     hostname: str | None = None  # what its worker's ranks call it (gethostname)
     ports_before: list[dict[str, Any]] | None = None  # counters_before.json's ports
     ports_after: list[dict[str, Any]] | None = None  # counters_after.json's ports
+    intended: dict[str, Any] | None = None  # nccl_intended.json: the host's nccl.conf settings
 
 
 @dataclass
@@ -269,10 +271,15 @@ def _host_files(run_dir: Path, host: str) -> HostFiles:
     result, bad = _load_json(d / "result.json")
     if bad:
         unreadable.append(bad)
+    intended, bad = _load_json(d / "nccl_intended.json")
+    if bad:
+        unreadable.append(bad)
     return HostFiles(rc.strip() if rc is not None else None, worker_outcome(rc, log, parsed),
                      report, facts, result, unreadable,
                      ports_before=ports["counters_before.json"],
-                     ports_after=ports["counters_after.json"])
+                     ports_after=ports["counters_after.json"],
+                     intended={str(k): str(v) for k, v in intended.items()}
+                     if intended is not None else None)
 
 
 def _sample(ports: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -661,6 +668,15 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
                 rows[h].fail(text)
             elif text not in rows[h].warnings:
                 rows[h].warnings.append(text)
+        if f.intended is not None and f.report is not None:
+            # The proof runs the job's path (the CDI device mounts the host's nccl.conf): what
+            # NCCL applied next to what nccl_env intended; a mismatch is named (the image or
+            # the job's env won), not failed: the fabric result still stands.
+            settings = nccl_settings.compare(f.intended, f.report.env)
+            rows[h].nccl_settings = [c.line() for c in settings]
+            for line in nccl_settings.mismatches(settings):
+                if f"NCCL setting {line}" not in rows[h].warnings:
+                    rows[h].warnings.append(f"NCCL setting {line}")
         rows[h].line_rate_GBps = V.line_rate_GBps(f.facts, f.report, used[h])
         rows[h].ports = V.ports_text(f.facts, f.report, used[h])
 

@@ -35,8 +35,16 @@ class SettingCheck:
         return f"{self.name}={self.applied} (as intended)"
 
 
+# The validation sets NCCL's log level for its own proof (validate_launch.worker_env): a job's
+# NCCL_DEBUG from nccl.conf differing there says nothing about the job's path.
+LAUNCH_OWN = frozenset({"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"})
+
+
 def compare(intended: Mapping[str, str], applied: Mapping[str, str]) -> list[SettingCheck]:
-    """One row per NCCL_* setting either side names, intended ones first (sorted)."""
+    """One row per NCCL_* setting either side names, intended ones first (sorted); the
+    validation's own log settings (LAUNCH_OWN) are left out."""
+    intended = {k: v for k, v in intended.items() if k not in LAUNCH_OWN}
+    applied = {k: v for k, v in applied.items() if k not in LAUNCH_OWN}
     out = []
     for name in sorted(k for k in intended if k.startswith("NCCL_")):
         want, got = str(intended[name]).strip(), applied.get(name)

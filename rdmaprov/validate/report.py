@@ -51,6 +51,8 @@ class HostResult:
     reasons: list[str] = field(default_factory=list)
     hostname: str | None = None  # what its worker reported (gethostname); may be shared
     warnings: list[str] = field(default_factory=list)  # reported, not failing (counter classes)
+    # What NCCL applied next to what nccl_env intended (validate/nccl_settings.py), one line each
+    nccl_settings: list[str] = field(default_factory=list)
 
     def fail(self, reason: str, error: bool = False) -> None:
         self.passed = False

@@ -721,3 +721,35 @@ def test_real_failures_lead_with_the_hosts_own_cause(tmp_path: Path, capsys, log
     assert doc["exit_code"] == 2 and not n2["passed"]
     assert n2["reasons"][0].startswith(starts), n2["reasons"]
     assert all("\n" not in r and "frame #" not in r for r in n2["reasons"])
+
+
+def test_nccl_settings_applied_next_to_intended(tmp_path: Path, capsys) -> None:
+    """The proof runs the job's path: what NCCL applied (its `set by environment to` lines, which
+    nccl.conf's values become too) is listed next to nccl_env's intent; a setting the image or
+    the job's env overrode is named as a warning, and the validation's own NCCL_DEBUG is not."""
+    hdr = "n1:1:1 [0] NCCL INFO "
+    applied = (f"{hdr}NCCL_IB_TC set by environment to 0.\n"
+               f"{hdr}NCCL_IB_GID_INDEX set by environment to 3.\n"
+               f"{hdr}NCCL_DEBUG set by environment to INFO.\n")
+    hosts = {"n1": (HDR, IB_LOG), "n2": (HDR, IB_LOG)}
+    run = make_run(tmp_path, "fabric", hosts, worker_doc(list(hosts), 0.9 * 25.0),
+                   logs={"n1": applied + IB_LOG.read_text(errors="replace")})
+    intended = {"NCCL_IB_TC": "106", "NCCL_IB_GID_INDEX": "3", "NCCL_DEBUG": "WARN"}
+    for h in hosts:
+        (run / h / "nccl_intended.json").write_text(json.dumps(intended))
+    doc = json_report(tmp_path, capsys=capsys)
+    assert doc["passed"] is True
+    n1 = next(h for h in doc["hosts"] if h["host"] == "n1")
+    assert n1["nccl_settings"] == ["NCCL_IB_GID_INDEX=3 (as intended)",
+                                   "NCCL_IB_TC: NCCL applied '0', nccl_env intended '106'",
+                                   # the real log's own line: the job's env, not nccl.conf
+                                   "NCCL_IB_DISABLE: NCCL applied '0' (not from nccl_env)"]
+    assert n1["warnings"] == ["NCCL setting NCCL_IB_TC: NCCL applied '0', nccl_env intended '106'"]
+    n2 = next(h for h in doc["hosts"] if h["host"] == "n2")
+    assert not any("mismatch" in w or "applied" in w for w in n2.get("warnings") or [])
+    # A corrupt intent file is no silent pass.
+    (run / "n2" / "nccl_intended.json").write_text("{trunc")
+    doc = json_report(tmp_path, capsys=capsys)
+    n2 = next(h for h in doc["hosts"] if h["host"] == "n2")
+    assert n2["passed"] is False
+    assert any("nccl_intended.json unreadable" in r for r in n2["reasons"])

@@ -38,8 +38,11 @@ def test_a_host_conf_compared_with_the_log(tmp_path: Path) -> None:
 
 
 def test_as_intended_and_from_elsewhere() -> None:
-    checks = ns.compare({"NCCL_IB_TC": "106"}, {"NCCL_IB_TC": "106", "NCCL_DEBUG_SUBSYS": "ENV"})
+    checks = ns.compare({"NCCL_IB_TC": "106", "NCCL_DEBUG": "WARN"},
+                        {"NCCL_IB_TC": "106", "NCCL_SOCKET_NTHREADS": "4", "NCCL_DEBUG": "INFO",
+                         "NCCL_DEBUG_SUBSYS": "ENV"})
+    # NCCL_DEBUG*: the validation's own log settings, not the job's (ns.LAUNCH_OWN)
     assert [(c.name, c.state) for c in checks] == [("NCCL_IB_TC", ns.AS_INTENDED),
-                                                   ("NCCL_DEBUG_SUBSYS", ns.NOT_INTENDED)]
+                                                   ("NCCL_SOCKET_NTHREADS", ns.NOT_INTENDED)]
     assert ns.mismatches(checks) == []
     assert checks[0].line() == "NCCL_IB_TC=106 (as intended)"
