@@ -1,6 +1,6 @@
 """The progress view's cost per runner event at fleet size, and what it prints.
 
-    python bench/progress_scale.py [--hosts 1000,10000] [--tasks 21]
+    python bench/progress_scale.py [--hosts 1000,10000] [--tasks 21] [--modes plain,live]
 
 A synthetic stream in ansible-runner's event shapes (playbook_on_task_start, runner_on_start,
 runner_on_ok / _failed / _unreachable) for N hosts and --tasks tasks (21: a no-change bootstrap
@@ -89,10 +89,11 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--hosts", default="1000,10000")
     ap.add_argument("--tasks", type=int, default=21)
+    ap.add_argument("--modes", default="plain,plain -v,live")
     args = ap.parse_args()
     print(json.dumps({"loadavg_before": os.getloadavg(), "cpus": os.cpu_count()}), flush=True)
     for n in (int(x) for x in args.hosts.split(",")):
-        for mode in ("plain", "plain -v", "live"):
+        for mode in args.modes.split(","):
             print(json.dumps(fold(n, args.tasks, mode)), flush=True)
     print(json.dumps({"loadavg_after": os.getloadavg()}))
     return 0
