@@ -202,6 +202,9 @@ class ProgressState:
             self.reports.setdefault(host, []).append((line.task, lines))
         task = self.task_line(data)
         if status == "running":
+            before = self.running.get(host)
+            if before is not None and before[0] in self.tasks:  # a start that got no result
+                self.tasks[before[0]].counts["running"] -= 1
             task.counts["running"] += 1
             self.running[host] = (task_key(data), self.clock())
             return None
