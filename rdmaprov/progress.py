@@ -43,6 +43,10 @@ TASK_STARTS = ("playbook_on_task_start", "playbook_on_handler_task_start")
 # named in the summary (and --json), not in the progress.
 NAMES_SHOWN = 20
 SLOWEST_SHOWN = 5
+# Past this many hosts the summary table has one row per kind of host, not one per host, and
+# hosts with the same role reports share one entry (-v: per host again); the failing hosts are
+# still named one a line.
+SUMMARY_HOST_ROWS = 50
 # Lines the per-host view needs besides its host rows (play/task line, header, totals, Live's).
 HOST_VIEW_EXTRA = 4
 
@@ -198,6 +202,9 @@ class ProgressState:
             self.reports.setdefault(host, []).append((line.task, lines))
         task = self.task_line(data)
         if status == "running":
+            before = self.running.get(host)
+            if before is not None and before[0] in self.tasks:  # a start that got no result
+                self.tasks[before[0]].counts["running"] -= 1
             task.counts["running"] += 1
             self.running[host] = (task_key(data), self.clock())
             return None
@@ -400,12 +407,25 @@ class Progress:
         return Group(*parts)
 
 
-def print_reports(reports: Mapping[str, list[tuple[str, list[str]]]], stream: TextIO) -> None:
-    """What the roles found on each host, grouped by host, before the summary."""
+def print_reports(reports: Mapping[str, list[tuple[str, list[str]]]], stream: TextIO, *,
+                  verbose: int = 0) -> None:
+    """What the roles found on each host, grouped by host, before the summary. Past
+    SUMMARY_HOST_ROWS hosts (and without -v), hosts whose reports are the same share one entry,
+    the smallest groups (the odd ones out) first."""
     console = Console(file=stream, highlight=False, soft_wrap=True)
+    groups: dict[tuple[tuple[str, tuple[str, ...]], ...], list[str]] = {}
     for host in sorted(reports):
-        console.print(text(host, "bold"))
-        for task, lines in reports[host]:
+        if verbose or len(reports) <= SUMMARY_HOST_ROWS:
+            groups[((host, ()),)] = [host]  # a key of its own: one entry per host
+        else:
+            key = tuple((task, tuple(lines)) for task, lines in reports[host])
+            groups.setdefault(key, []).append(host)
+    for hosts in sorted(groups.values(), key=len) if len(groups) < len(reports) \
+            else groups.values():
+        head = text(hosts[0], "bold") if len(hosts) == 1 else \
+            text(f"{name_list(hosts)} ({len(hosts)} hosts)", "bold")
+        console.print(head)
+        for task, lines in reports[hosts[0]]:
             console.print(text(f"  {task}", "dim"))
             for line in lines:
                 console.print(text(f"    {line}"))
@@ -430,9 +450,6 @@ def print_drift(rows: list[DriftRow], hosts: list[str], stream: TextIO, *, check
 
 
 SUMMARY_KEYS = ("ok", "changed", "failed", "unreachable", "skipped")
-# Past this many hosts the summary table has one row per kind of host, not one per host (-v: per
-# host again); the failing hosts are still named one a line below it.
-SUMMARY_HOST_ROWS = 50
 
 
 def summary_table(result: RunResult, *, verbose: int = 0) -> Table:

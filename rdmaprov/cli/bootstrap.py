@@ -121,7 +121,7 @@ def run(args: argparse.Namespace, playbook: Path | None = None) -> int:
 
         result = RunnerSession(spec, on_event=on_event).run()
     code = exit_code(result)
-    progress.print_reports(view.state.reports, human)
+    progress.print_reports(view.state.reports, human, verbose=args.verbose)
     progress.print_summary(result, human, verbose=args.verbose)
     if args.diff:
         progress.print_drift(collector.rows, list(inv.selected), human, check=args.check)

@@ -9,20 +9,23 @@ The plan. Put the hosts on a ring (in inventory order) and measure its edges:
   every host meets two different partners. With an odd count the ring has an odd number of
   edges, and one host is in two edges of a round: that round then has two steps (a step is a set
   of disjoint pairs run at the same time; the second step holds the one extra pair).
-- a confirm round only when the first two are inconclusive: each host still in doubt meets a
-  host proven good that it has not met yet.
+- a confirm round only when the first two are inconclusive: each host still in doubt meets the
+  hosts proven good that it lacks for a verdict (one or two), hosts it has not met yet.
 
 The rule. A fast pair proves both its hosts good. A host is blamed when it was slow with two or
 more different good partners — never on one data point. A slow pair between two good hosts is a
 bad link (named as a link, not a host). Any other host without a fast pair is inconclusive: it
 goes to the confirm round, and stays "inconclusive" (never blamed) if no round can settle it.
 
-Cost: 2 rounds for one bad host at any size (3 hosts or more), 3 for two bad hosts side by side
-or one apart; each round is one pair all_reduce sweep, all pairs of a step at once.
+Cost: 2 rounds for one bad host at any size (3 hosts or more), 3 for two or more bad hosts side
+by side or one apart (a rack of them included, while good hosts outnumber the doubtful two to
+one); each step is one pair all_reduce sweep, all pairs of a step at once. Planning is O(hosts)
+(the confirm round O(n log n)): well under a second for 10,000 hosts (bench/RESULTS.md).
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -108,7 +111,8 @@ def blame(hosts: Sequence[str], slow: Mapping[Pair, bool]) -> Blame:
     for (a, b), s in pairs.items():
         partners.setdefault(a, {})[b] = s
         partners.setdefault(b, {})[a] = s
-    out.good = {h for h, ps in partners.items() if any(not s for s in ps.values())}
+        if not s:
+            out.good.update((a, b))
     for h in hosts:
         ps = partners.get(h) or {}
         if not ps:
@@ -130,23 +134,43 @@ def blame(hosts: Sequence[str], slow: Mapping[Pair, bool]) -> Blame:
     return out
 
 
-def confirm_round(hosts: Sequence[str], slow: Mapping[Pair, bool]) -> Round:
-    """Each inconclusive host meets a good host it has not met: [] when none can be settled."""
-    state = blame(hosts, slow)
-    met = {_key(*p) for p in slow}
-    good = [h for h in hosts if h in state.good]
-    pairs: list[Pair] = []
-    load = {g: 0 for g in good}
+def confirm_round(hosts: Sequence[str], slow: Mapping[Pair, bool],
+                  state: Blame | None = None) -> Round:
+    """Each inconclusive host meets as many good hosts it has not met as it lacks for a verdict:
+    one when it was slow with one good partner already, two when with none (the inside of a run
+    of bad hosts side by side: a rack, a switch). [] when none can be settled.
+
+    The good hosts take turns, least used first, so the round has two steps however many hosts
+    are in doubt while there are two good hosts per doubtful one; the cost is O((doubtful +
+    good) log good), whatever the fleet's size. ``state``: blame(hosts, slow), when known."""
+    state = state or blame(hosts, slow)
+    if not state.inconclusive:
+        return []
+    met: dict[str, set[str]] = {}
+    for a, b in slow:
+        met.setdefault(a, set()).add(b)
+        met.setdefault(b, set()).add(a)
+    # (times used, inventory position, host): already a heap, in inventory order.
+    turns = [(0, i, h) for i, h in enumerate(hosts) if h in state.good]
+    first: list[Pair] = []
+    second: list[Pair] = []
     for h in hosts:
         if h not in state.inconclusive:
             continue
-        fresh = [g for g in good if _key(h, g) not in met]
-        if not fresh:
-            continue
-        g = min(fresh, key=lambda x: (load[x], good.index(x)))  # spread over good hosts
-        load[g] += 1
-        pairs.append((g, h))
-    return _steps(pairs)
+        seen = met.get(h, set())
+        need = 2 - sum(1 for p in seen if p in state.good)
+        taken: list[tuple[int, int, str]] = []
+        passed: list[tuple[int, int, str]] = []
+        while turns and len(taken) < need:
+            item = heapq.heappop(turns)
+            (passed if item[2] in seen else taken).append(item)
+        for used, i, g in taken:
+            heapq.heappush(turns, (used + 1, i, g))
+        for item in passed:
+            heapq.heappush(turns, item)
+        for k, (_, _, g) in enumerate(taken):
+            (first if k == 0 else second).append((g, h))
+    return _steps(first + second)
 
 
 @dataclass
@@ -166,8 +190,9 @@ class Plan:
             steps = f" in {len(rnd)} steps" if len(rnd) > 1 else ""
             lines.append(f"  round {i}: {npairs} pairs{steps}")
         if n >= 3:
-            lines.append("  round 3 (confirm), only when rounds 1-2 leave a host in doubt (two "
-                         "bad hosts side by side or one apart): one pair per doubtful host")
+            lines.append("  round 3 (confirm), only when rounds 1-2 leave a host in doubt (bad "
+                         "hosts side by side or one apart): each doubtful host meets one or two "
+                         "hosts proven good, in at most 2 steps")
         return "\n".join(lines)
 
 
@@ -188,14 +213,16 @@ def run_rounds(hosts: Sequence[str], measure: object, max_rounds: int = 4,
         for step in rnd:
             slow.update(measure(step))
         done.append(rnd)
-    while len(done) < max_rounds and not blame(hosts, slow).settled:
-        rnd = confirm_round(hosts, slow)
+    state = blame(hosts, slow)
+    while len(done) < max_rounds and not state.settled:
+        rnd = confirm_round(hosts, slow, state)
         if not rnd:
             break
         for step in rnd:
             slow.update(measure(step))
         done.append(rnd)
-    return done, slow, blame(hosts, slow)
+        state = blame(hosts, slow)
+    return done, slow, state
 
 
 # ----- stability: the jitter rule (the worker plans pair rounds on it, the judge names) -------

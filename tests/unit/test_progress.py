@@ -146,3 +146,11 @@ def test_drift_table_prints_bracketed_loop_labels_as_text() -> None:
     text = out.getvalue()
     assert "Drift (current -> wanted)" in text
     assert "[/etc/systemd/system.conf.d]" in text and "in line: node2" in text
+
+
+def test_a_start_without_a_result_is_not_counted_running_forever() -> None:
+    s = ProgressState()
+    s.apply(ev("runner_on_start", "node1"))
+    s.apply(ev("runner_on_start", "node1", task="Load modules"))
+    s.apply(ev("runner_on_ok", "node1", task="Load modules"))
+    assert [t.counts["running"] for t in s.tasks.values()] == [0, 0]

@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 
 from rdmaprov.engine import Failure, HostResult, RunResult
-from rdmaprov.progress import Progress, print_summary
+from rdmaprov.progress import Progress, print_reports, print_summary
 
 HOSTS = [f"node{i:04d}" for i in range(1, 999)] + ["[red]evil", "\x1b]0;pwned\x07node-esc"]
 UNREACHABLE = "node0017"
@@ -201,3 +201,22 @@ def test_a_fleet_summary_has_a_row_per_kind_of_host_and_names_the_failing() -> N
     out = io.StringIO()
     print_summary(RunResult(rc=2, status="failed", artifacts_dir=None, hosts=hosts), out, verbose=1)
     assert len(out.getvalue().splitlines()) > 1000
+
+
+def test_a_fleets_role_reports_are_grouped_by_what_they_say() -> None:
+    same = [("preflight : Check the host and report what it has", ["GPUs: 8", "RDMA: mlx5_0"])]
+    reports = {h: same for h in HOSTS}
+    reports[SLOW] = [(same[0][0], ["GPUs: 7", "RDMA: mlx5_0"])]
+    reports["[red]evil"] = [(same[0][0], ["GPUs: 8", "RDMA: none"])]
+    out = io.StringIO()
+    print_reports(reports, out)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3 * 4
+    heads = [line for line in lines if not line.startswith(" ")]
+    assert heads[:2] == ["[red]evil", SLOW]  # the odd ones out first, in name order
+    assert heads[2].startswith("node-esc, node0001, ") and heads[2].endswith(
+        "(+978 more) (998 hosts)")
+    assert lines[-2:] == ["    GPUs: 8", "    RDMA: mlx5_0"]
+    out = io.StringIO()
+    print_reports(reports, out, verbose=1)
+    assert len(out.getvalue().splitlines()) == 1000 * 4

@@ -146,3 +146,52 @@ def test_an_unstable_fabric_gets_pair_rounds() -> None:
     assert worker.want_pairs("slow", 4, 23.0, 20.0, unstable=True)[0]
     assert not worker.want_pairs("slow", 4, 23.0, 20.0)[0]
     assert not worker.want_pairs("never", 4, 23.0, 20.0, unstable=True)[0]
+
+
+FLEET = hosts(10_000)
+
+
+@pytest.mark.parametrize("bad", [
+    {FLEET[0]}, {FLEET[4_999]}, {FLEET[-1]},                        # one slow host: 2 rounds
+    {FLEET[10], FLEET[11]}, {FLEET[-1], FLEET[0]}, {FLEET[20], FLEET[22]},  # side by side, apart
+    set(FLEET[3_000:3_040]),                                         # a rack of 40 side by side
+    set(random.Random(29).sample(FLEET, 25)),                        # 25 anywhere
+    set(FLEET[100:110]) | set(FLEET[7_000:7_200:2]),                 # a rack, and every other host
+], ids=["first", "middle", "last", "pair", "pair-wraps", "one-apart", "rack-40", "random-25",
+        "rack-and-alternate"])
+def test_slow_hosts_are_named_in_at_most_three_rounds_at_10000_hosts(bad: set[str]) -> None:
+    done, _, b = R.run_rounds(FLEET, simulate(bad))
+    assert set(b.blamed) == bad and b.settled and not b.bad_links
+    # A bad host with no other within two places on the ring is named in rounds 1-2.
+    where = {h: i for i, h in enumerate(FLEET)}
+    alone = not any(FLEET[(where[h] + d) % len(FLEET)] in bad for h in bad for d in (1, 2))
+    assert len(done) == (2 if alone else 3)
+    for rnd in done:
+        assert len(rnd) <= 2, "a round of more than two steps"
+        for step in rnd:
+            busy = [h for p in step for h in p]
+            assert len(busy) == len(set(busy)), "a host twice in one step"
+
+
+def test_the_confirm_round_gives_each_doubtful_host_the_good_partners_it_lacks() -> None:
+    hs = hosts(12)
+    bad = set(hs[3:7])  # hosts 4 and 5 meet only bad hosts in rounds 1-2; 3 and 6 one good one
+    slow: dict = {}
+    for rnd in R.ring_rounds(hs):
+        for step in rnd:
+            slow.update(simulate(bad)(step))
+    state = R.blame(hs, slow)
+    assert set(state.inconclusive) == bad
+    rnd = R.confirm_round(hs, slow)
+    met = {h: [g for step in rnd for g, d in step if d == h] for h in bad}
+    assert {h: len(g) for h, g in met.items()} == {hs[3]: 1, hs[4]: 2, hs[5]: 2, hs[6]: 1}
+    assert all(g in state.good and R._key(g, h) not in slow for h in bad for g in met[h])
+    assert len(rnd) == 2
+    assert R.confirm_round(hs, {p: False for p in slow}) == []
+
+
+def test_plan_10000_hosts() -> None:
+    text = R.plan(10_000).describe()
+    assert text.splitlines()[0] == "10000 hosts: 2 rounds of pairs, every pair of a step at once"
+    assert "round 1: 5000 pairs\n" in text and "round 2: 5000 pairs\n" in text
+    assert "in at most 2 steps" in text
