@@ -649,8 +649,10 @@ def pair_rounds(ctx: _Ctx, args: argparse.Namespace, ranks: list[dict[str, Any]]
                     out = [o for o in out if o["nodes"] != e["nodes"]] + [e]
         if not plan:
             slow, _, _ = R.slow_pairs(figures, bar, args.pair_fraction)
-            if not R.blame(hosts, slow).settled:
-                plan = [R.confirm_round(hosts, slow)] if R.confirm_round(hosts, slow) else []
+            state = R.blame(hosts, slow)
+            if not state.settled:
+                rnd = R.confirm_round(hosts, slow, state)
+                plan = [rnd] if rnd else []
     return sorted(out, key=lambda e: (e["round"], e["step"], e["nodes"]))
 
 
