@@ -175,11 +175,13 @@ def _check_options(path, label, value, options):
 def check(variables, options):
     """[(name, problem)] for the variables of one mapping (a host's, a file's, -e) against our
     declared ``options`` (name -> spec, every role's). Undeclared names are left alone unless
-    they are a typo of a declared one."""
+    they are a typo of a declared one; a name with a leading underscore is a role's own
+    internal variable (``_container_runtime_verify_cdi``, ``__container_runtime_docker_packages``
+    from its vars/), never a typo."""
     found = []
     for name in sorted(variables, key=str):
         if name not in options:
-            close = typo_of(name, options)
+            close = None if str(name).startswith("_") else typo_of(name, options)
             if close:
                 found.append((name, "unknown variable %s (did you mean %s?)" % (name, close)))
             continue

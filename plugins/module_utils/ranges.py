@@ -144,6 +144,8 @@ FORMS = {
     "container_runtime_cdi_spec": "absolute_path",
     "container_runtime_rdma_cdi_spec": "absolute_path",
     "container_runtime_rdma_cdi_nccl_conf": "absolute_path",
+    "container_runtime_enroot_conf_dir": "absolute_path",
+    "nccl_validate_cdi_spec": "absolute_path",
     "container_runtime_verify_image": "image_or_empty",
     "container_runtime_images[].name": "image",
     "nccl_validate_image": "image",

@@ -76,6 +76,11 @@ def test_no_foreign_name_is_ours_or_taken_for_a_typo() -> None:
     assert check.check({"firewall_rendezvous_port": [1]}, SPECS.options) == [
         ("firewall_rendezvous_port", "unknown variable firewall_rendezvous_port "
                                      "(did you mean firewall_rendezvous_ports?)")]
+    # A role's internal variables (its vars/, set_fact) start with "_": never a typo, although
+    # they are close to declared names (each role's entry checks the variables it sees).
+    internal = {"_container_runtime_verify_cdi": True,
+                "__container_runtime_docker_packages": ["docker"]}
+    assert check.check(internal, SPECS.options) == []
 
 
 def test_a_shared_inventory_is_accepted(tmp_path: Path) -> None:
