@@ -49,6 +49,7 @@ class Expectations:
     # ("" keeps none: only this run's snapshot is judged), thresholds per counter class, the
     # stable time that clears a flap and the window counter growth is summed over.
     link_state: str = str(DEFAULT_LINK_STATE)
+    kernel_log: bool = False  # read the kernel's messages since the last check (check/kernel.py)
     link_thresholds: dict[str, int] = field(default_factory=dict)
     link_stable_s: int = int(module_utils("link_counters").STABLE_S)
     link_window_s: int = int(module_utils("link_counters").WINDOW_S)
@@ -78,6 +79,7 @@ SPEC: dict[str, dict[str, Any]] = {
     "nccl_min_busbw": {"type": "float"},
     "nccl_python": {"type": "str"},
     "link_state": {"type": "str"},
+    "kernel_log": {"type": "bool"},
     "link_thresholds": {"type": "raw"},  # {counter class: int >= 1}, checked by link_counters
     "link_stable_s": {"type": "int"},
     "link_window_s": {"type": "int"},

@@ -286,6 +286,24 @@ def check_links(state: State, exp: Expectations) -> Item:
                                  f"(thresholds per counter class){tail}")
 
 
+def check_kernel(state: State, exp: Expectations) -> Item:
+    """The kernel's messages since the last check, by explain's rules (rdmaprov.check.kernel):
+    reported with their remedy, never failed on (the parts' own items give the verdict)."""
+    if not exp.kernel_log:
+        return Item("kernel", "n/a", "kernel log not read (--kernel-log)")
+    k = state.get("kernel") or {}
+    if k.get("problem") and not k.get("new"):
+        return Item("kernel", "n/a", f"kernel log not readable: {k['problem']}")
+    found = k.get("findings") or []
+    if not found:
+        return Item("kernel", "pass", f"no RDMA, PCIe or GPU error in {k.get('new', 0)} kernel "
+                                      "message(s) since the last check")
+    shown = "; ".join(f"{f['cause']} [{f['remedy']}]" + (f" x{f['count']}" if f["count"] > 1
+                                                          else "") for f in found[:3])
+    more = f" (+{len(found) - 3} more)" if len(found) > 3 else ""
+    return Item("kernel", "pass", f"reported, not judged: {shown}{more}")
+
+
 def _where(name: str | None, link: Mapping[str, Any]) -> str:
     """'mlx5_1 (0000:2a:00.0, slot 3)' / 'GPU 0000:17:00.0 (slot 5)': a part named by identity."""
     slot = f"slot {link['slot']}" if link.get("slot") else None
@@ -387,7 +405,7 @@ def check_verbs(state: State, exp: Expectations) -> Item:
 
 CHECKS: tuple[Callable[[State, Expectations], Item], ...] = (
     check_ports, check_modules, check_mtu, check_qos, check_memlock, check_gpus, check_gpudirect,
-    check_links, check_pcie, check_verbs,
+    check_links, check_pcie, check_verbs, check_kernel,
 )
 
 

@@ -45,7 +45,8 @@ def table(items: list[Item], reason: str | None, stream: TextIO) -> None:
     width = max(len(i.name) for i in items)
     for i in items:
         remedy = f" [{i.remedy}]" if i.status == "fail" and i.remedy else ""
-        stream.write(safe_line(f"{i.name:<{width}}  {i.status.upper():<4}  {i.detail}{remedy}") + "\n")
+        line = f"{i.name:<{width}}  {i.status.upper():<4}  {i.detail}{remedy}"
+        stream.write(safe_line(line) + "\n")
     stream.write("HEALTHY\n" if reason is None else safe_line(f"UNHEALTHY: {reason}") + "\n")
 
 

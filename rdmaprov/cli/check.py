@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from rdmaprov.check import expect, history, judge, output, probes
+from rdmaprov.check import expect, history, judge, kernel, output, probes
 from rdmaprov.check import nccl as nccl_check
 from rdmaprov.errors import UserError
 
@@ -140,6 +140,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "RDMAPROV_CHECK_LINK_STATE; default "
                         f"{expect.DEFAULT_LINK_STATE}, under --sysroot when one is given; "
                         "'' keeps none)")
+    p.add_argument("--kernel-log", action="store_true", default=None,
+                   help="also read the kernel's messages since the last check (/dev/kmsg) with "
+                        "explain's rules and report them (never a drain on their own); "
+                        "kernel_log in the config")
     p.add_argument("--sysroot", default=env("RDMAPROV_CHECK_SYSROOT", "/"), metavar="DIR",
                    help="read /sys, /proc, /dev and /lib/modules under DIR, e.g. a host's "
                         "mounted in a container, or a fixture root for tests and diagnosis "
@@ -233,7 +237,7 @@ def _run(args: argparse.Namespace, started: float) -> int:
         "pfc_priority": args.expect_pfc, "gpus": args.expect_gpus, "peermem": args.peermem,
         "memlock": args.expect_memlock, "nccl": args.nccl,
         "nccl_min_busbw": args.nccl_min_busbw, "link_state": args.link_state,
-        "nccl_python": args.nccl_python,
+        "nccl_python": args.nccl_python, "kernel_log": args.kernel_log,
     })
     if not Path(args.sysroot).is_dir():
         raise NotARoot(f"--sysroot {args.sysroot}: no such directory")
@@ -253,6 +257,9 @@ def _run(args: argparse.Namespace, started: float) -> int:
     args.link_state_resolved = exp.link_state or None
     state = probes.gather(exp, args.sysroot)
     state["links"] = history.step(state["rdma"]["counters"], exp)
+    if exp.kernel_log:
+        state["kernel"] = kernel.step(args.sysroot, Path(exp.link_state).with_name(
+            kernel.STATE_NAME) if exp.link_state else None)
     items = judge.judge(state, exp)
     if exp.nccl:
         gpus = int(state["gpus"].get("count") or 0)
