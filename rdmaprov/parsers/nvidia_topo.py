@@ -58,7 +58,7 @@ class TopoParser:
         if not self.cols:
             if tok and tok[0] == "GPU0":
                 # Header: device names up to "CPU Affinity" (or the end).
-                cols = []
+                cols: list[str] = []
                 for t in tok:
                     if t in ("CPU", "NUMA", "GPU") and cols and t != "GPU0":
                         break

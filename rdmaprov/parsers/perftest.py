@@ -170,7 +170,8 @@ class PerftestParser:
                             "(taskset/numactl), and on RoCE the PFC/ECN counters "
                             "(ethtool -S).", "perftest_slow", "investigate"))
         elif r.rows and self.mode == "lat":
-            t = [row.get("t_typical_us") for row in r.rows if row.get("t_typical_us") is not None]
+            t = [float(row["t_typical_us"]) for row in r.rows
+                 if row.get("t_typical_us") is not None]
             if t:
                 f.append(Finding("info", f"typical latency {min(t):g} us at "
                                  f"{r.rows[0]['bytes']} B", None))
