@@ -176,7 +176,7 @@ def plan(facts, settings):
               "options": ["ro", "nosuid", "nodev", "bind"]} if conf_path else None)
     env = ([f"NCCL_CONF_FILE={CONTAINER_CONF}"] if conf_path else [])
     env += [f"{k}={v}" for k, v in sorted((settings.get("env") or {}).items())]
-    all_nodes = [n for _, nodes in per_hca for n in nodes] + common
+    all_nodes = [n for _hca, nodes in per_hca for n in nodes] + common
     devices = [{"name": "all", "containerEdits": _edits(all_nodes, mount, env)}]
     devices += [{"name": name, "containerEdits": _edits(nodes + common, mount, env)}
                 for name, nodes in per_hca]
@@ -191,7 +191,7 @@ def plan(facts, settings):
         if not per_hca:
             report.append(NO_HCA)
         else:
-            report.append(f"{spec['kind']}: all, " + ", ".join(n for n, _ in per_hca)
+            report.append(f"{spec['kind']}: all, " + ", ".join(n for n, _nodes in per_hca)
                           + f" ({len(all_nodes)} device nodes)")
     conf = facts.get("nccl_conf") or {}
     if conf_path and conf and not conf.get("exists"):

@@ -141,7 +141,7 @@ def snapshot(devices: list[dict]) -> dict[str, dict]:
 
 
 def _split(key: str) -> tuple[str, int]:
-    device, _, port = key.rpartition("/")
+    device, _sep, port = key.rpartition("/")
     return device, int(port) if port.isdigit() else 0
 
 

@@ -217,7 +217,7 @@ def _module_ok(value):
 def _image(value):
     if not value or value.startswith("-") or len(value) > 512:
         return False
-    name, _, digest = value.partition("@")
+    name, _sep, digest = value.partition("@")
     if digest:
         algo, sep, hexpart = digest.partition(":")
         if not (sep and algo.isalnum() and len(hexpart) >= 32

@@ -644,7 +644,7 @@ def pcie_topology(root: str = "/") -> dict:
                 best = (key, name, dist, h)
         if best is None:
             continue
-        _, name, dist, h = best
+        _rank, name, dist, h = best
         affinity.append({"gpu": addr, "nic": name, "distance": dist,
                          "same_numa": (g["numa_node"] == h["numa_node"]
                                        if None not in (g["numa_node"], h["numa_node"])

@@ -33,7 +33,7 @@ options:
   rdma_cdi:
     description:
       - The RDMA CDI spec to plan (module_utils/cdi_spec.py) from this host's sysfs, with its
-        text and its drift against the file at O(rdma_cdi.path); empty plans none.
+        text and its drift against the file at the path in O(rdma_cdi); empty plans none.
       - "Keys: path, kind, mad, conf_path, env, enroot_dir."
     type: dict
     default: {}
@@ -96,7 +96,6 @@ unit_state:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rdmaprov.cluster.plugins.module_utils import cdi_spec
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import container_runtime_probe as probe
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import state_drift
 

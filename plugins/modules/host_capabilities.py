@@ -64,7 +64,11 @@ gpus:
   type: dict
   sample: {count: 8, models: ["NVIDIA H200"], devices: [nvidia0], driver_version: "570.86.15", source: procfs}
 python:
-  description: The Python this module ran in (the one Ansible uses on the host), whether it can import apt (python3-apt), which Ansible's apt module needs, whether it is the system's /usr/bin/python3 (is_system) and, when it is not and cannot import apt, whether /usr/bin/python3 can (system_apt), under which the apt module then runs.
+  description: >-
+    The Python this module ran in (the one Ansible uses on the host), whether it can import apt
+    (python3-apt), which Ansible's apt module needs, whether it is the system's /usr/bin/python3
+    (is_system) and, when it is not and cannot import apt, whether /usr/bin/python3 can
+    (system_apt), under which the apt module then runs.
   returned: always
   type: dict
   sample: {executable: /usr/bin/python3, apt: true, is_system: true, system_apt: null}

@@ -39,7 +39,7 @@ options:
         is there, whether the engine reads CDI specs, and what the host's nccl.conf sets.
     type: str
   nccl_conf:
-    description: The host's NCCL settings file (nccl_env's), read for RV(cdi.intended).
+    description: The host's NCCL settings file (nccl_env's), read for the intended settings in RV(cdi).
     type: str
     default: /etc/nccl.conf
 extends_documentation_fragment:
