@@ -125,7 +125,9 @@ def _python() -> dict:
     """This interpreter, whether it imports apt, and whether the system's /usr/bin/python3 does
     (Ansible's apt module runs under that one when it can; None: this is that one)."""
     apt = _imports("apt")
-    is_system = os.path.realpath(sys.executable) == os.path.realpath(SYSTEM_PYTHON)
+    # A venv's python resolves to the system binary but has its own site-packages: not the system's.
+    is_system = (os.path.realpath(sys.executable) == os.path.realpath(SYSTEM_PYTHON)
+                 and sys.prefix == getattr(sys, 'base_prefix', sys.prefix))
     system_apt = None
     if not apt and not is_system and os.path.exists(SYSTEM_PYTHON):
         try:
