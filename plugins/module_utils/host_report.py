@@ -45,11 +45,15 @@ def apt_plan(os_family: str, python: dict, check_mode: bool = False) -> dict:
     whether it imports apt (apt), and whether /usr/bin/python3 does (system_apt; None when the
     interpreter is /usr/bin/python3). Ansible's apt module runs under /usr/bin/python3 when that
     one has the bindings, and installs python3-apt itself when the interpreter is the system's
-    (not under --check: there it fails, 'python3-apt must be installed to use check mode')."""
+    (not under --check: there it fails, 'python3-apt must be installed to use check mode').
+    Under any other interpreter (a venv) it does the same: installs python3-apt with apt-get and
+    respawns under /usr/bin/python3 (ansible.modules.apt); only a host without that Python
+    cannot be helped."""
     if os_family != "Debian" or python.get("apt") or python.get("system_apt"):
         return {"error": None, "note": None, "usable": True}
     executable = str(python.get("executable") or "?")
-    if python.get("system_apt") is None and python.get("is_system", executable == SYSTEM_PYTHON):
+    system_there = python.get("system_apt") is False  # /usr/bin/python3 runs, without apt
+    if system_there or python.get("is_system", executable == SYSTEM_PYTHON):
         if check_mode:
             note = ("python3-apt: not installed; a real run installs it (Ansible's apt module "
                     "does, at its first use); --check skips the apt tasks that need it")
@@ -57,9 +61,9 @@ def apt_plan(os_family: str, python: dict, check_mode: bool = False) -> dict:
             note = "python3-apt: not installed; Ansible's apt module installs it at its first use"
         return {"error": None, "note": note, "usable": not check_mode}
     return {"error": (f"the Python Ansible runs with on this host ({executable}) cannot import "
-                      "apt (python3-apt), which Ansible's apt module needs: set "
-                      f"ansible_python_interpreter={SYSTEM_PYTHON} for this host, or make "
-                      "python3-apt importable by that Python (a venv made with "
+                      f"apt (python3-apt), which Ansible's apt module needs, and there is no "
+                      f"{SYSTEM_PYTHON} to install it for: install python3 and python3-apt, or "
+                      "make python3-apt importable by that Python (a venv made with "
                       "--system-site-packages)"),
             "note": None, "usable": False}
 

@@ -81,18 +81,19 @@ def _system_python_imports_apt() -> bool:
 
 def test_an_interpreter_without_apt_bindings(tmp_path) -> None:
     """Driven with a venv's Python (as the H200 with its torch venv): where the system's
-    python3 has python3-apt, Ansible's apt module runs under it and preflight goes on; where
-    neither has it, preflight names the interpreter in one line instead of the apt module's
-    'python3-apt has no installation candidate' later (host_report.apt_plan; unit-tested)."""
+    python3 has python3-apt, Ansible's apt module runs under it and preflight goes on silently;
+    where neither has it, preflight goes on with a note (the apt module installs python3-apt and
+    respawns under /usr/bin/python3; host_report.apt_plan, unit-tested)."""
     p = preflight_here(tmp_path, '"{{ ansible_playbook_python }}"')
     if _system_python_imports_apt():
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
         assert "cannot import apt" not in p.stdout and "python3-apt:" not in p.stdout
         return
-    assert p.returncode == 2, p.stdout[-3000:]
-    line = next(ln for ln in p.stdout.splitlines() if "cannot import apt" in ln)
-    assert f"({os.path.dirname(sys.executable)}/" in line  # the interpreter, named
-    assert "ansible_python_interpreter=/usr/bin/python3" in p.stdout
+    # Neither has them: a real run's apt module installs python3-apt and respawns under
+    # /usr/bin/python3, so preflight goes on with the note (ansible.modules.apt).
+    assert p.returncode == 0, p.stdout[-3000:]
+    assert "cannot import apt" not in p.stdout
+    assert "python3-apt: not installed" in p.stdout
 
 
 def test_a_host_without_python3_apt_goes_through_check(lab) -> None:

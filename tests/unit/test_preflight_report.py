@@ -91,9 +91,15 @@ def test_apt_bindings_of_another_interpreter() -> None:
     for check in (False, True):
         assert report_mod.apt_plan("Debian", {**VENV_NO_APT, "system_apt": True}, check) == {
             "error": None, "note": None, "usable": True}
-    # Neither has them: the interpreter is named, in either mode.
+    # Neither has them (the H200 driven with its torch venv): the apt module installs
+    # python3-apt and respawns under /usr/bin/python3 on a real run, as under the system Python.
+    assert report_mod.apt_plan("Debian", VENV_NO_APT, False) == report_mod.apt_plan(
+        "Debian", SYSTEM_NO_APT, False)
+    assert report_mod.apt_plan("Debian", VENV_NO_APT, True) == report_mod.apt_plan(
+        "Debian", SYSTEM_NO_APT, True)
+    # No /usr/bin/python3 at all: nothing to install it for; the interpreter is named.
     for check in (False, True):
-        plan = report_mod.apt_plan("Debian", VENV_NO_APT, check)
+        plan = report_mod.apt_plan("Debian", {**VENV_NO_APT, "system_apt": None}, check)
         assert plan["note"] is None and plan["usable"] is False
         assert plan["error"].startswith("the Python Ansible runs with on this host "
                                         "(/opt/torch/bin/python) cannot import apt")
