@@ -39,11 +39,17 @@ def load(path: Path) -> tuple[dict | None, str | None]:
 
 
 def save(path: Path, history: dict) -> None:
+    write_atomic(path, {"schema": SCHEMA, **history})
+
+
+def write_atomic(path: Path, doc: dict) -> None:
+    """``doc`` as JSON at ``path``: a temp file in the same directory, then rename (two checks
+    at once never leave a torn file); the temp file is removed when anything fails."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as fh:
-            json.dump({"schema": SCHEMA, **history}, fh, separators=(",", ":"))
+            json.dump(doc, fh, separators=(",", ":"))
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -23,9 +23,10 @@ import errno
 import json
 import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from rdmaprov.check import history
 
 SCHEMA = "rdmaprov.check-kmsg/1"
 STATE_NAME = "check-kmsg.json"
@@ -91,11 +92,7 @@ def _boot_id(root: str) -> str | None:
 
 def _save(path: Path, doc: dict[str, Any]) -> str | None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".check-kmsg.")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(doc, fh)
-        os.replace(tmp, path)
+        history.write_atomic(path, doc)
     except OSError as exc:
         return f"{path}: not saved ({exc.strerror or exc})"
     return None
