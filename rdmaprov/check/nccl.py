@@ -26,7 +26,7 @@ WORKER = Path(__file__).resolve().parents[1] / "validate" / "worker.py"
 _HAS_TORCH = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else 3)"
 
 
-def python_problem(python: str) -> str | None:
+def python_problem(python: str, named: bool = True) -> str | None:
     """Why ``python`` cannot run the loopback (missing, or no torch in it), or None. A
     configuration problem, never the node's: the check says so with exit 1."""
     exe = shutil.which(python)
@@ -38,6 +38,10 @@ def python_problem(python: str) -> str | None:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"--nccl-python {python}: cannot run it ({exc})"
     if p.returncode == 3:
+        if not named:  # rdmaprov's own Python, nobody asked for it: say how to name another
+            return (f"no torch in rdmaprov's own Python ({python}) for the NCCL loopback: name "
+                    "one that has it with --nccl-python (nccl_python in the config, "
+                    "RDMAPROV_CHECK_NCCL_PYTHON)")
         return (f"--nccl-python {python}: no torch in that Python; name one that has it "
                 "(e.g. the validation venv's python; nccl_python in the config)")
     if p.returncode != 0:

@@ -245,7 +245,8 @@ def _run(args: argparse.Namespace, started: float) -> int:
     if problem is not None:
         raise NotARoot(problem)
     if exp.nccl:
-        problem = nccl_check.python_problem(exp.nccl_python or sys.executable)
+        problem = nccl_check.python_problem(exp.nccl_python or sys.executable,
+                                            named=bool(exp.nccl_python))
         if problem is not None:
             raise UserError(problem)
     if args.prometheus is not None and not (args.prometheus.is_dir()

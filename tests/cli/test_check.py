@@ -352,3 +352,9 @@ def test_nccl_python_without_torch_is_a_config_error(tmp_path: Path) -> None:
     cfg.write_text(f"nccl: true\nnccl_python: {bare / 'bin/python'}\nmemlock: '1'\n")
     p = check("--sysroot", root, "--config", str(cfg))
     assert p.returncode == 1 and "no torch in that Python" in p.stderr, p.stderr
+    # Nothing named, and rdmaprov's own Python has no torch: said so, with how to name one.
+    from rdmaprov.check import nccl as nccl_check
+
+    said = nccl_check.python_problem(str(bare / "bin/python"), named=False)
+    assert said is not None and said.startswith("no torch in rdmaprov's own Python (")
+    assert "--nccl-python" in said
