@@ -336,14 +336,22 @@ def test_cdi_spec_gives_a_users_container_the_hosts_nccl_settings(lab, tmp_path:
     assert fixed.ok and lab.exec(node, ["cat", CDI_SPEC]).stdout == spec
 
 
+# docker's default capabilities (moby's oci/caps defaults) less MKNOD.
+DOCKER_CAPS_BUT_MKNOD = ("CHOWN", "DAC_OVERRIDE", "FSETID", "FOWNER", "NET_RAW", "SETGID", "SETUID",
+                         "SETFCAP", "SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "KILL",
+                         "AUDIT_WRITE")
+
+
 def docker_repo(lab) -> str:
-    """Debian's docker.io as a flat repository the nodes see (built once on the host, like the
-    Slurm one); returns its apt source line for a node."""
+    """Debian's docker.io (and docker-cli, its client apart from Debian 13 on; absent before) as
+    a flat repository the nodes see (built once on the host, like the Slurm one); returns its apt
+    source line for a node."""
     from rdmaprov.lab import base as lab_base
     from rdmaprov.lab import slurm
 
     distro, base = slurm._distro(lab.lab)
-    repo = lab_base.ensure_repo(distro, base, lab.dir / "build.log", packages=("docker.io",))
+    docker_packages = ("docker.io",) if distro.suite == "bookworm" else ("docker.io", "docker-cli")
+    repo = lab_base.ensure_repo(distro, base, lab.dir / "build.log", packages=docker_packages)
     shared = next(host for host, node in lab_base.shared_dirs().items()
                   if node == lab_base.EXTRA_REPOS_NODE_DIR)
     if not (shared / repo.name / "Packages").is_file():
@@ -358,17 +366,27 @@ def test_docker_node_beside_podman(lab, tmp_path: Path) -> None:
     lab.exec(node, ["sh", "-c", "cat > /etc/apt/sources.list.d/rdmaprov-docker.list"],
              input=docker_repo(lab))
     fresh = lab.exec(node, ["sh", "-c", "command -v docker"], check=False).returncode != 0
-    # A lab node's bounding set lacks CAP_MKNOD, one of docker's default capabilities.
+    # A lab node's container cannot be given CAP_MKNOD, one of docker's default capabilities:
+    # docker 20.10 takes `--cap-drop MKNOD`; docker 26 refuses to drop a capability it cannot
+    # give ("not available in the current environment"), so there its defaults less MKNOD.
+    from rdmaprov.lab import slurm
+
+    if slurm._distro(lab.lab)[0].suite == "bookworm":
+        caps = ["--cap-drop", "MKNOD"]
+    else:
+        caps = ["--cap-drop", "ALL"] + [arg for cap in DOCKER_CAPS_BUT_MKNOD
+                                        for arg in ("--cap-add", cap)]
     docker = {**LAB_VARS, "container_runtime_engine": "docker",
-              "container_runtime_verify_args": ["--cap-drop", "MKNOD"]}
+              "container_runtime_verify_args": caps}
     try:
         _docker_node(lab, tmp_path, node, docker, fresh)
     finally:
         # The lab is shared by the whole session: later tests' roles pick the engine a node
-        # has, and docker's default caps cannot start on a lab node.
-        lab.exec(node, ["sh", "-c", "DEBIAN_FRONTEND=noninteractive apt-get purge -y -q docker.io"
-                        " >/dev/null 2>&1; rm -rf /etc/docker /etc/apt/sources.list.d/"
-                        "rdmaprov-docker.list"], check=False)
+        # has, and docker's default caps cannot start on a lab node. (Two purges: Debian 12 has
+        # no docker-cli package, and one unknown name makes apt-get purge nothing.)
+        lab.exec(node, ["sh", "-c", "export DEBIAN_FRONTEND=noninteractive; for p in docker.io "
+                        "docker-cli; do apt-get purge -y -q $p >/dev/null 2>&1; done; rm -rf "
+                        "/etc/docker /etc/apt/sources.list.d/rdmaprov-docker.list"], check=False)
 
 
 def _docker_node(lab, tmp_path: Path, node: str, docker: dict, fresh: bool) -> None:
@@ -380,11 +398,12 @@ def _docker_node(lab, tmp_path: Path, node: str, docker: dict, fresh: bool) -> N
                 "once it is (the next run)") in _reports(events, REPORT)[node]
     version = lab.exec(node, ["docker", "version", "--format", "{{.Server.Version}}"]).stdout
     major = int(version.split(".")[0])
-    seen = _debug_msgs(events, "Report what a container gets here")[node]
     daemon = json.loads(lab.exec(node, ["cat", "/etc/docker/daemon.json"]).stdout)
     again_events: list = []
     again = apply_with_nccl_env(lab, tmp_path, docker, events=again_events, limit=node)
     assert again.ok and again.hosts[node].changed == 0, again.hosts[node]
+    # The re-run's check container: a first run that installed docker could not know its version.
+    seen = _debug_msgs(again_events, "Report what a container gets here")[node]
     reports = _reports(again_events, REPORT)[node]
     if major < 25:
         assert seen.startswith("docker container: ulimit -l 8192")
