@@ -287,6 +287,7 @@ class Lab:
         self._save(state)
         lab_base.ensure_torch(self.dir / "build.log", base=base, log_msg=log)
         self._wait_ssh(state)
+        self._wait_stack(state, [n["name"] for n in state.nodes])
         self._write_inventory(state)
         changed = {k: v for k, v in sentinels.items() if self._host_sentinels()[k] != v}
         if changed:
@@ -485,6 +486,23 @@ class Lab:
             raise RuntimeError(f"lab nodes did not answer on SSH within {timeout:.0f}s: "
                                f"{', '.join(sorted(pending))} (see {self.dir}/nodes/*/console.log)")
 
+    def _wait_stack(self, state: LabState, nodes: list[str], timeout: float = 90) -> None:
+        """Until each node's network stack owns eth1 and has brought it up (lab_netstack.OWNS):
+        a role run earlier would race the stack's own activation."""
+        if not state.fabric_bridge or state.netstack == "none":
+            return  # without a stack, eth1's address was set from outside before SSH came up
+        argv, marker = lab_netstack.OWNS[state.netstack]
+        deadline = time.monotonic() + timeout
+        for node in nodes:
+            while True:
+                shown = self.exec(node, list(argv), check=False, timeout=timeout).stdout
+                if marker in shown:
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"lab node {node}: the {state.netstack} stack did not bring "
+                                       f"eth1 up within {timeout:.0f}s: {shown.strip()[-200:]}")
+                time.sleep(0.5)
+
     def _write_inventory(self, state: LabState) -> None:
         known = []
         for n in state.nodes:
@@ -654,6 +672,7 @@ class Lab:
         # Up means booted: the network stack has run its start-up jobs, as after a real reboot.
         booted = self.exec(node, ["systemctl", "is-system-running", "--wait"], check=False,
                            timeout=timeout * 3).stdout.strip()
+        self._wait_stack(state, [node], timeout=timeout * 3)
         log(f"lab {self.name!r}: {node} restarted in {time.monotonic() - started:.1f}s "
             f"(systemd: {booted})")
 

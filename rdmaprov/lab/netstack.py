@@ -41,6 +41,18 @@ LAYER_FILES: dict[str, dict[str, tuple[str, int]]] = {
 }
 
 
+# Per stack: a command run in a node whose output shows the stack owns eth1, and what that output
+# holds once it has brought eth1 up. NetworkManager passes through "connecting (checking IP
+# connectivity)" before "connected": a lab is up only once the stack is done, as after a boot.
+OWNS: dict[str, tuple[tuple[str, ...], str]] = {
+    "nm": (("nmcli", "-g", "GENERAL.STATE,GENERAL.CONNECTION", "device", "show", "eth1"),
+           "(connected)\nfabric"),
+    "netplan": (("networkctl", "status", "--no-pager", "eth1"), "10-netplan-eth1.network"),
+    "ifupdown": (("ifquery", "--state", "eth1"), "eth1=eth1"),
+    "none": (("ip", "-br", "addr", "show", "eth1"), "/24"),
+}
+
+
 def all_packages() -> tuple[str, ...]:
     """Every stack's packages, for the lab's apt repository."""
     return tuple(p for stack in NETSTACKS for p in PACKAGES[stack])

@@ -21,26 +21,21 @@ from pathlib import Path
 import pytest
 
 from rdmaprov.lab import Lab
+from rdmaprov.lab import netstack as lab_netstack
 
 pytestmark = pytest.mark.lab
 ROOT = Path(__file__).resolve().parents[2]
 LAB_NAME = os.environ.get("RDMAPROV_KINDS_LAB", "vkinds")
 BIN = Path(sys.executable).parent
 
-# --netstack → (the backend net_mtu must pick, a command whose output shows the stack owns eth1,
-# what that output must contain)
-STACKS = {
-    "nm": ("networkmanager", ["nmcli", "-g", "GENERAL.STATE,GENERAL.CONNECTION", "device",
-                              "show", "eth1"], "(connected)\nfabric"),
-    "netplan": ("netplan", ["networkctl", "status", "--no-pager", "eth1"],
-                "10-netplan-eth1.network"),
-    "ifupdown": ("ifupdown", ["ifquery", "--state", "eth1"], "eth1=eth1"),
-    "none": ("systemd_unit", ["ip", "-br", "addr", "show", "eth1"], "/24"),
-}
+# --netstack → the backend net_mtu must pick; the lab's own probe (lab_netstack.OWNS) shows the
+# stack owns eth1.
+BACKENDS = {"nm": "networkmanager", "netplan": "netplan", "ifupdown": "ifupdown",
+            "none": "systemd_unit"}
 # Every stack on both suites with RDMAPROV_FULL_MATRIX=1 (8 cases, ~10 min of lab time on an idle
 # 2-core machine); by default every stack once and each suite twice, which keeps the suite inside
 # CI's time. The full matrix passed on 2026-12-03 (issue 15's note).
-FULL = [(suite, stack) for suite in ("bookworm", "trixie") for stack in STACKS]
+FULL = [(suite, stack) for suite in ("bookworm", "trixie") for stack in BACKENDS]
 CASES = FULL if os.environ.get("RDMAPROV_FULL_MATRIX") == "1" else [
     ("bookworm", "nm"), ("trixie", "netplan"), ("bookworm", "ifupdown"), ("trixie", "none")]
 
@@ -99,12 +94,13 @@ def eth1(lab: Lab, node: str, wait: float = 0) -> dict:
 @pytest.mark.parametrize("kind_lab", CASES, indirect=True, ids=[f"{s}-{n}" for s, n in CASES])
 def test_mtu_persists_through_the_nodes_own_stack(kind_lab):
     lab, stack, suite = kind_lab["lab"], kind_lab["stack"], kind_lab["suite"]
-    backend, argv, owned = STACKS[stack]
+    backend = BACKENDS[stack]
+    argv, owned = lab_netstack.OWNS[stack]
     codename = "bookworm" if suite == "bookworm" else "trixie"
     for node in lab.addresses:
         release = lab.exec(node, ["cat", "/etc/os-release"]).stdout
         assert f"VERSION_CODENAME={codename}" in release
-        shown = lab.exec(node, argv).stdout
+        shown = lab.exec(node, list(argv)).stdout
         assert owned in shown, f"{node}: the {stack} stack does not own eth1:\n{shown}"
         assert eth1(lab, node)["mtu"] == 1500
 
