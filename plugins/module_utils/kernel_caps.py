@@ -147,8 +147,33 @@ def summary(statuses: list) -> str:
                      for state, names in groups.items()) or "none asked"
 
 
+NVIDIA_VENDOR = "0x10de"
+
+
+def nvidia_pci_gpus(root: str = "/") -> dict:
+    """{PCI address: bound driver or None} of NVIDIA display/3D functions (vendor 0x10de,
+    class 0x03xxxx; an NVSwitch is a bridge, 0x0680) in /sys/bus/pci/devices."""
+    devs = os.path.join(root, "sys/bus/pci/devices")
+    try:
+        names = sorted(os.listdir(devs))
+    except OSError:
+        return {}
+    out = {}
+    for addr in names:
+        if (_read(os.path.join(devs, addr, "vendor")) or "").strip() != NVIDIA_VENDOR or \
+                not (_read(os.path.join(devs, addr, "class")) or "").startswith("0x03"):
+            continue
+        driver = os.path.join(devs, addr, "driver")
+        out[addr.lower()] = (os.path.basename(os.path.realpath(driver))
+                             if os.path.lexists(driver) else None)
+    return out
+
+
 def gpus(root: str = "/") -> dict:
-    """NVIDIA GPUs as the driver shows them: /proc/driver/nvidia/gpus, else /dev/nvidiaN."""
+    """NVIDIA GPUs as the driver shows them: /proc/driver/nvidia/gpus, else /dev/nvidiaN; and
+    those on PCI that the driver does not list (``unprobed``: no driver bound, or nvidia bound
+    without its procfs entry: a GPU that failed to probe), by PCI address and driver. A GPU
+    given to another driver on purpose (vfio-pci for a VM) is listed in ``elsewhere``."""
     models = []
     for info in sorted(glob.glob(os.path.join(root, "proc/driver/nvidia/gpus/*/information"))):
         text = _read(info) or ""
@@ -165,8 +190,20 @@ def gpus(root: str = "/") -> dict:
         version = m.group(1)
     count = len(models) or len(devices)
     source = "procfs" if models else ("dev" if devices else "none")
+    listed = {os.path.basename(os.path.dirname(p)).lower() for p in
+              glob.glob(os.path.join(root, "proc/driver/nvidia/gpus/*/information"))}
+    unprobed, elsewhere = [], []
+    if listed:  # without the driver's list there is nothing to compare with (see count)
+        for addr, driver in nvidia_pci_gpus(root).items():
+            if addr in listed:
+                continue
+            if driver in (None, "nvidia"):
+                unprobed.append({"address": addr, "driver": driver})
+            else:
+                elsewhere.append({"address": addr, "driver": driver})
     return {"count": count, "models": models, "devices": devices,
-            "driver_version": version, "source": source}
+            "driver_version": version, "source": source, "unprobed": unprobed,
+            "elsewhere": elsewhere}
 
 
 def netdev_drivers(iface: str, root: str = "/") -> dict:

@@ -471,7 +471,6 @@ def gpudirect(root: str = "/") -> dict:
 # a number ("16"). /sys/bus/pci/slots/<name>/address holds "dddd:bb:dd" (no function).
 _PCI_ADDR = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _SPEED = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*GT/s")
-NVIDIA_VENDOR = "0x10de"
 
 
 def parse_link_speed(text: str | None) -> float | None:
@@ -582,10 +581,7 @@ def gpu_pci_addresses(root: str) -> list[str]:
              if _PCI_ADDR.match(n.lower())]
     if found:
         return sorted(found)
-    devs = os.path.join(root, "sys/bus/pci/devices")
-    return sorted(a for a in _listdir(devs)
-                  if read(os.path.join(devs, a, "vendor")) == NVIDIA_VENDOR
-                  and (read(os.path.join(devs, a, "class")) or "").startswith("0x03"))
+    return sorted(kernel_caps.nvidia_pci_gpus(root))
 
 
 ACS_CAP_ID = 0x000D

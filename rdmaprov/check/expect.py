@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -164,13 +165,23 @@ def load_file(path: Path) -> dict[str, Any]:
     return {k: _convert(k, v, f"{path}: {k}") for k, v in data.items()}
 
 
-def build(config: Path | None, flags: dict[str, Any]) -> Expectations:
-    """The file's values (when there is one), then the flags that were given."""
+def default_config(root: str = "/") -> Path | None:
+    """The node's own file when no --config is given: under --sysroot first (a check run in a
+    container reads the host's file from the host's root, which describes that host), then this
+    filesystem's /etc/rdmaprov/check.yml; None when neither exists."""
+    if os.path.realpath(root) != "/":
+        there = Path(root) / str(DEFAULT_CONFIG).lstrip("/")
+        if there.is_file():
+            return there
+    return DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None
+
+
+def build(config: Path | None, flags: dict[str, Any], root: str = "/") -> Expectations:
+    """The file's values (--config, else default_config(root)), then the flags given."""
     values: dict[str, Any] = {}
+    config = config if config is not None else default_config(root)
     if config is not None:
         values.update(load_file(config))
-    elif DEFAULT_CONFIG.is_file():
-        values.update(load_file(DEFAULT_CONFIG))
     for name, value in flags.items():
         if value is not None:
             flag = FLAG_NAMES.get(name, "--" + name.replace("_", "-"))

@@ -41,8 +41,61 @@ def _ports(state: State, exp: Expectations) -> list[dict[str, Any]]:
         for p in dev["ports"]:
             if exp.link_layer and p.get("link_layer") != exp.link_layer:
                 continue
-            out.append({**p, "device": dev["name"]})
+            out.append({**p, "device": dev["name"], "model": dev.get("board_id")
+                        or dev.get("hca_type"), "vf": bool(dev.get("vf"))})
     return out
+
+
+# Rails are peers: the ports of cards of one model, at one port number and link layer, on one
+# node, are cabled and configured alike (8 compute rails of an HGX node; port 2 of dual-port
+# cards is its own group, often uncabled on every card). Without a hand-set expectation the
+# node's own majority is the expectation: one rail DOWN, or trained to a lower rate, while
+# more than half of its peers are ACTIVE at full rate, is the bad rail of eight that hides in a
+# node's mean. Fewer than PEERS_MIN peers, or no strict majority, judges nothing (two cards
+# with one cabled is a site's choice as often as a fault). A port administratively disabled
+# (phys_state Disabled) is a choice; SR-IOV VFs follow their PF and are not peers.
+PEERS_MIN = 3
+
+
+def _peer_groups(ports: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for p in ports:
+        if p.get("vf") or p.get("phys_state") == "Disabled":
+            continue
+        groups.setdefault((p.get("model"), p.get("port"), p.get("link_layer")), []).append(p)
+    return [g for g in groups.values() if len(g) >= PEERS_MIN]
+
+
+def _majority(values: list[Any]) -> Any:
+    """The value more than half of ``values`` hold, or None."""
+    for v in set(values):
+        if values.count(v) * 2 > len(values):
+            return v
+    return None
+
+
+def peer_outliers(ports: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """(ports down while most of their peers are ACTIVE, ACTIVE ports below their peers'
+    common rate), each as "mlx5_3/1 DOWN (Polling), 7 of 8 peers ACTIVE"."""
+    down, slow = [], []
+    for group in _peer_groups(ports):
+        states = ["ACTIVE" if p.get("state") == "ACTIVE" else "other" for p in group]
+        if _majority(states) != "ACTIVE":
+            continue
+        n_active = states.count("ACTIVE")
+        for p in group:
+            if p.get("state") != "ACTIVE":
+                phys = f" ({p['phys_state']})" if p.get("phys_state") else ""
+                down.append(f"{_label(p)} {p.get('state') or 'unknown'}{phys}, "
+                            f"{n_active} of {len(group)} peers ACTIVE")
+        active = [p for p in group if p.get("state") == "ACTIVE"]
+        norm = _majority([p.get("rate_gbps") for p in active])
+        if norm is None:
+            continue
+        for p in active:
+            if p.get("rate_gbps") is not None and p["rate_gbps"] < norm:
+                slow.append(f"{_label(p)} at {p['rate_gbps']} Gb/s, its peers at {norm}")
+    return down, slow
 
 
 def _label(p: Mapping[str, Any]) -> str:
@@ -119,6 +172,13 @@ def check_ports(state: State, exp: Expectations) -> Item:
         if slow:
             return Item("ports", "fail", f"{', '.join(slow)}, want {exp.rate} Gb/s",
                         remedy=RESET_LINK)
+    # No count or rate set by hand: the node's own rails are the expectation (peer_outliers).
+    peers_down, peers_slow = peer_outliers(ports)
+    if exp.ports is None and peers_down:
+        return Item("ports", "fail", f"rail down: {'; '.join(peers_down)}", remedy=RESET_LINK)
+    if exp.rate is None and peers_slow:
+        return Item("ports", "fail", f"rail below its peers: {'; '.join(peers_slow)}",
+                    remedy=RESET_LINK)
     rates = sorted({str(p.get("rate_gbps")) for p in active})
     return Item("ports", "pass", f"{len(active)} ACTIVE at {'/'.join(rates)} Gb/s"
                                  + (f" ({', '.join(down)})" if down else ""))
@@ -235,12 +295,21 @@ def check_gpus(state: State, exp: Expectations) -> Item:
         return Item("gpus", "fail", "no NVIDIA GPU visible (no /proc/driver/nvidia/gpus, "
                                     "no /dev/nvidiaN: driver not loaded or no GPU)",
                     remedy=CONFIG)
+    # A GPU on PCI that the driver does not list failed to probe: named by PCI address.
+    unprobed = [f"{u['address']} (driver {u.get('driver') or 'none'})"
+                for u in g.get("unprobed") or []]
+    named = f": on PCI but not the driver's: {', '.join(unprobed)}" if unprobed else ""
     if exp.gpus is not None and count != exp.gpus:
         # A GPU gone from a loaded driver has fallen off the bus: a reboot brings it back or
         # shows it is dead.
-        return Item("gpus", "fail", f"{count} of {exp.gpus} GPUs visible", remedy=REBOOT)
+        return Item("gpus", "fail", f"{count} of {exp.gpus} GPUs visible{named}", remedy=REBOOT)
+    if unprobed and exp.gpus is None:
+        return Item("gpus", "fail", f"{count} of {count + len(unprobed)} GPUs visible{named}",
+                    remedy=REBOOT)
     models = sorted(set(g.get("models") or []))
-    return Item("gpus", "pass", f"{count} visible" + (f" ({', '.join(models)})" if models else ""))
+    elsewhere = [f"{e['address']} on {e['driver']}" for e in g.get("elsewhere") or []]
+    return Item("gpus", "pass", f"{count} visible" + (f" ({', '.join(models)})" if models else "")
+                + (f"; not ours: {', '.join(elsewhere)}" if elsewhere else ""))
 
 
 def check_gpudirect(state: State, exp: Expectations) -> Item:

@@ -11,6 +11,7 @@ its sysfs-only functions: no version tools, so no subprocess and no delay.
 
 from __future__ import annotations
 
+import os
 import resource
 import shutil
 import subprocess
@@ -61,10 +62,15 @@ def rdma(root: str = "/") -> dict[str, Any]:
     devices: list[dict[str, Any]] = []
     full = [sysfs.read_device(sys_root, name) for name in sysfs.list_devices(sys_root)]
     for dev in full:
-        ports = [{key: p[key] for key in ("port", "state", "rate_gbps", "link_layer", "netdev")}
+        ports = [{key: p[key] for key in ("port", "state", "phys_state", "rate_gbps",
+                                          "link_layer", "netdev")}
                  for p in dev["ports"]]
         if ports:
-            devices.append({"name": dev["name"], "ports": ports})
+            # The card's model and whether it is an SR-IOV VF: what makes ports peers (rails).
+            vf = os.path.lexists(os.path.join(sys_root, "class/infiniband", dev["name"],
+                                              "device/physfn"))
+            devices.append({"name": dev["name"], "board_id": dev.get("board_id"),
+                            "hca_type": dev.get("hca_type"), "vf": vf, "ports": ports})
     # Error counters per port ({"dev/port": {state, counters}}), for the judgement over time.
     counters = module_utils("link_counters").snapshot(full)
     # The netdevs RoCE traffic crosses besides the port's own: VLANs on top, bond members below.

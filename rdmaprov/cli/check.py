@@ -72,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     env = os.environ.get
     p.add_argument("--config", type=Path, default=env("RDMAPROV_CHECK_CONFIG") or None,
                    help="expectations file (env RDMAPROV_CHECK_CONFIG; default "
-                        f"{expect.DEFAULT_CONFIG} when it exists)")
+                        f"{expect.DEFAULT_CONFIG} under --sysroot, else here, when it exists)")
     e = p.add_argument_group("expectations (override the file)")
     e.add_argument("--expect-ports", metavar="N",
                    help="ACTIVE RDMA ports wanted (default: at least 1)")
@@ -238,7 +238,7 @@ def _run(args: argparse.Namespace, started: float) -> int:
         "memlock": args.expect_memlock, "nccl": args.nccl,
         "nccl_min_busbw": args.nccl_min_busbw, "link_state": args.link_state,
         "nccl_python": args.nccl_python, "kernel_log": args.kernel_log,
-    })
+    }, root=args.sysroot)
     if not Path(args.sysroot).is_dir():
         raise NotARoot(f"--sysroot {args.sysroot}: no such directory")
     problem = probes.root_problem(args.sysroot)

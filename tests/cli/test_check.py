@@ -358,3 +358,20 @@ def test_nccl_python_without_torch_is_a_config_error(tmp_path: Path) -> None:
     said = nccl_check.python_problem(str(bare / "bin/python"), named=False)
     assert said is not None and said.startswith("no torch in rdmaprov's own Python (")
     assert "--nccl-python" in said
+
+
+def test_the_roots_own_config_file_is_read_under_sysroot(tmp_path: Path) -> None:
+    # A check in a container with the host's root mounted reads the host's expectations, which
+    # describe that host; --config still wins.
+    root = fake_node(tmp_path / "n")
+    (root / "etc/rdmaprov").mkdir(parents=True)
+    (root / "etc/rdmaprov/check.yml").write_text("ports: 3\n")
+    p = check("--sysroot", str(root), *BASE, "--nhc")
+    assert (p.returncode, p.stdout) == (2, "[reset-link] 2 of 3 RDMA ports ACTIVE\n")
+    other = tmp_path / "other.yml"
+    other.write_text("ports: 2\n")
+    assert check("--sysroot", str(root), *BASE, "--config", str(other)).returncode == 0
+    (root / "etc/rdmaprov/check.yml").write_text("portz: 3\n")
+    bad = check("--sysroot", str(root), *BASE)
+    assert bad.returncode == 1
+    assert "check.yml: unknown key 'portz' (did you mean ports?)" in bad.stderr

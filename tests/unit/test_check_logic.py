@@ -28,6 +28,9 @@ def fake_node(root: Path, *, ports: list[tuple[str, int, str, str, str, str | No
         pdir = root / "sys/class/infiniband" / dev / "ports" / str(port)
         pdir.mkdir(parents=True)
         (pdir / "state").write_text(state + "\n")
+        # drivers/infiniband/core/sysfs.c: an ACTIVE port's PHY is "5: LinkUp"; one without a
+        # link partner keeps polling for it.
+        (pdir / "phys_state").write_text("5: LinkUp\n" if "ACTIVE" in state else "2: Polling\n")
         (pdir / "rate").write_text(rate + "\n")
         (pdir / "link_layer").write_text(ll + "\n")
         if netdev:
@@ -57,8 +60,8 @@ def test_probes_read_ports_in_the_contract_shape(tmp_path: Path) -> None:
     assert s["rdma"]["kernel"]["uverbs"] is True
     assert [d["name"] for d in s["rdma"]["devices"]] == ["mlx5_0", "mlx5_1"]
     port = s["rdma"]["devices"][0]["ports"][0]
-    assert port == {"port": 1, "state": "ACTIVE", "rate_gbps": 400, "link_layer": "InfiniBand",
-                    "netdev": "ib0"}
+    assert port == {"port": 1, "state": "ACTIVE", "phys_state": "LinkUp", "rate_gbps": 400,
+                    "link_layer": "InfiniBand", "netdev": "ib0"}
     assert s["mtu"] == {"ib0": 4092, "ib1": 4092}
     assert s["gpus"]["count"] == 2 and s["gpus"]["models"] == ["NVIDIA H200"] * 2
     assert s["modules"]["nvidia_peermem"]["state"] == "loaded"
