@@ -7,12 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rdmaprov.probe._collection import module_utils
+from rdmaprov.collection import netcfg_mtu as mtu
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-mtu = module_utils("netcfg_mtu")
 
 IP_ADDR = [
     {"ifname": "lo", "addr_info": [{"family": "inet", "local": "127.0.0.1", "scope": "host"}]},

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rdmaprov.probe._collection import module_utils
+from rdmaprov.collection import netcfg_qos as qos
 
 ROOT = Path(__file__).resolve().parents[2]
-qos = module_utils("netcfg_qos")
 
 # `mlnx_qos -i eth2` as MLNX_OFED prints it (DSCP trust, PFC on 3, ETS listing).
 MLNX_QOS = """\
