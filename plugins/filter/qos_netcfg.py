@@ -12,7 +12,6 @@ from ansible_collections.rdmaprov.cluster.plugins.module_utils import (
     netcfg_firewall as fw,
     netcfg_mtu as mtu,
     netcfg_qos as qos,
-    ranges,
 )
 
 
@@ -37,7 +36,6 @@ class FilterModule:
             "netcfg_ping_pair": _wrap(mtu.ping_pair),
             "netcfg_mtu_drift": _wrap(mtu.mtu_drift),
             "qos_tos": _wrap(qos.tos_from_dscp),
-            "qos_report": _wrap(qos.report),
             "netcfg_fw_nft_summary": _wrap(fw.nft_table_summary),
             "netcfg_fw_admits": _wrap(fw.control_host_allowed),
             "netcfg_fw_live_hash": _wrap(fw.live_hash),

@@ -10,7 +10,7 @@ module: rdma_ofed_probe
 short_description: "Read installed package versions and the installed OFED version"
 description:
   - "Asks dpkg (or rpm) for the version of each package and runs C(ofed_info -s) where MLNX_OFED/DOCA put it; changes nothing (check mode safe)."
-  - "The rdma_ofed role plans on the control host (package_plan, ofed_plan) and installs only what differs."
+  - "With O(source), the module also plans (package_plan, ofed_plan in module_utils/driver_versions.py); the rdma_ofed role installs only what differs."
   - With O(files) and O(units), also reads the files and units the role keeps, so that one call
     tells the control host whether a converged host needs any further task.
 version_added: "0.2.0"
@@ -23,8 +23,8 @@ options:
     default: []
   source:
     description:
-      - Where the RDMA stack comes from. With it the module also plans (the role's
-        package_plan and ofed_plan, the same functions) and reports where nothing differs.
+      - Where the RDMA stack comes from. With it the module also plans
+        (package_plan and ofed_plan in module_utils/driver_versions.py) and reports where nothing differs.
       - Without it, only the probe's answers are returned.
     type: str
     choices: [inbox, doca, mlnx_ofed]

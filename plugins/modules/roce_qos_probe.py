@@ -61,6 +61,11 @@ plans:
   returned: when O(settings) is given
   type: list
   elements: dict
+reports:
+  description: What the role reports per interface (name, capable, reason, backend, drift, trust, pfc, tos), one per plan.
+  returned: when O(settings) is given
+  type: list
+  elements: dict
 rdmaprov_report:
   description: One line per interface that cannot do DCB, and why (rdmaprov prints it as the host's report).
   returned: when O(settings) is given
@@ -92,7 +97,8 @@ def main() -> None:
                    if not iface.get("exists", True)]
         if missing:
             module.fail_json(msg="; ".join(missing), **result)
-        result.update(plans=plans, rdmaprov_report=qos.not_capable_lines(plans))
+        result.update(plans=plans, reports=[qos.report(pl) for pl in plans],
+                      rdmaprov_report=qos.not_capable_lines(plans))
     module.exit_json(**result)
 
 
