@@ -28,8 +28,6 @@ def _wrap(func):
 class FilterModule:
     def filters(self):
         return {
-            "ofed_info": _wrap(versions.parse_ofed_info),
-            "package_versions": _wrap(versions.parse_package_query),
             "mlnx_ofed_bundle": _wrap(versions.parse_bundle_name),
             "package_plan": _wrap(versions.package_plan),
             "ofed_report": _wrap(versions.stack_report),

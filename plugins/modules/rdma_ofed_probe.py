@@ -69,6 +69,13 @@ file_state:
   returned: always
   type: dict
   sample: {/etc/systemd/system/rdmaprov-mtu.service: {exists: true, sha1: 3f78..., mode: "0644", owner: root, group: root}}
+state:
+  description:
+    - The installed versions (package name to version, from dpkg or rpm) and the OFED version
+      (C(ofed_info -s) parsed; null where there is none).
+  returned: always
+  type: dict
+  sample: {versions: {rdma-core: 44.0-2}, ofed: null}
 plan:
   description: What a package install must do (missing, wrong_version, install, ok).
   returned: when O(source) is given
@@ -98,10 +105,15 @@ from ansible_collections.rdmaprov.cluster.plugins.module_utils import rdma_ofed_
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import state_drift
 
 
+def _state(result: dict) -> dict:
+    """The installed versions and the OFED version, parsed from the probe's answers."""
+    return {"versions": versions.parse_package_query(result["packages_stdout"]),
+            "ofed": versions.parse_ofed_info(result["ofed_info"])}
+
+
 def _plan(p: dict, result: dict) -> dict:
     """The plan the role acts on, and its report line where nothing differs."""
-    before = {"versions": versions.parse_package_query(result["packages_stdout"]),
-              "ofed": versions.parse_ofed_info(result["ofed_info"])}
+    before = result["state"]
     plan = versions.package_plan(p["packages"], before["versions"], p["pin_version"],
                                  p["pinned"], p["pin_separator"])
     mlnx_plan = versions.ofed_plan(before["ofed"], p["mlnx_ofed_version"])
@@ -126,6 +138,7 @@ def main() -> None:
     result = probe.probe(p["packages"])
     if "error" in result:
         module.fail_json(msg=result["error"])
+    result["state"] = _state(result)
     if p["source"]:
         result.update(_plan(p, result))
     module.exit_json(changed=False, file_state=state_drift.read_files(p["files"]),
