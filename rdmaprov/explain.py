@@ -308,11 +308,3 @@ def render_text(name: str, report: dict[str, Any]) -> str:
         if f.get("hint"):
             out.append(f"         -> {f['hint']}")
     return safe_text("\n".join(out))
-
-
-def worst(report: dict[str, Any]) -> str | None:
-    sev = {f["severity"] for f in report.get("findings", [])}
-    for s in ("error", "warning", "info"):
-        if s in sev:
-            return s
-    return None

@@ -34,8 +34,8 @@ from typing import Any
 
 import yaml
 
+from rdmaprov import collection
 from rdmaprov.errors import UserError
-from rdmaprov.probe._collection import module_utils
 
 GENERIC_PREFIX = "rdmaprov_"
 
@@ -93,7 +93,7 @@ def load_specs(collection: Path) -> Specs:
 
 
 def _checker() -> Any:
-    return module_utils("input_check")
+    return collection.input_check
 
 
 def check_variables(variables: Mapping[str, Any], specs: Specs) -> list[str]:

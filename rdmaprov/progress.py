@@ -14,7 +14,6 @@ parses Ansible's stdout.
 from __future__ import annotations
 
 import heapq
-import json
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -520,9 +519,3 @@ def result_document(result: RunResult, exit_code: int,
         "reports": {host: [{"task": task, "lines": lines} for task, lines in items]
                     for host, items in (reports or {}).items()},
     }
-
-
-def print_json(result: RunResult, exit_code: int, stream: TextIO,
-               reports: Mapping[str, list[tuple[str, list[str]]]] | None = None) -> None:
-    stream.write(json.dumps(result_document(result, exit_code, reports), indent=2) + "\n")
-    stream.flush()

@@ -21,9 +21,9 @@ from typing import Any
 
 def _ranges() -> Any:
     """The one table of ranges (plugins/module_utils/ranges.py, pure Python, no Ansible)."""
-    from rdmaprov.probe._collection import module_utils
+    from rdmaprov import collection
 
-    return module_utils("ranges")
+    return collection.ranges
 
 
 TYPE_WORDS = {

@@ -28,11 +28,8 @@ def _wrap(func):
 class FilterModule:
     def filters(self):
         return {
-            "ofed_info": _wrap(versions.parse_ofed_info),
-            "package_versions": _wrap(versions.parse_package_query),
             "mlnx_ofed_bundle": _wrap(versions.parse_bundle_name),
             "package_plan": _wrap(versions.package_plan),
-            "ofed_plan": _wrap(versions.ofed_plan),
             "ofed_report": _wrap(versions.stack_report),
             "connection_interface": _wrap(plan.connection_interface),
             "combine_modules": _wrap(plan.combine_modules),

@@ -12,7 +12,6 @@ from ansible_collections.rdmaprov.cluster.plugins.module_utils import (
     netcfg_firewall as fw,
     netcfg_mtu as mtu,
     netcfg_qos as qos,
-    ranges,
 )
 
 
@@ -30,21 +29,13 @@ def _wrap(func):
 class FilterModule:
     def filters(self):
         return {
-            "netcfg_iface_for_address": _wrap(mtu.iface_for_address),
             "netcfg_mtu_backend": _wrap(mtu.pick_backend),
             "netcfg_mtu_limit_error": _wrap(mtu.mtu_limit_error),
             "netcfg_df_payload": _wrap(mtu.df_payload),
             "netcfg_ifupdown_set_mtu": _wrap(mtu.ifupdown_set_mtu),
-            "netcfg_ping_verdict": _wrap(mtu.ping_verdict),
             "netcfg_ping_pair": _wrap(mtu.ping_pair),
             "netcfg_mtu_drift": _wrap(mtu.mtu_drift),
             "qos_tos": _wrap(qos.tos_from_dscp),
-            "range_problems": _wrap(ranges.problems),
-            "qos_plan": _wrap(qos.plan),
-            "qos_report": _wrap(qos.report),
-            "netcfg_fw_backend": _wrap(fw.pick_backend),
-            "netcfg_fw_port_range": _wrap(fw.port_range),
-            "netcfg_fw_subnets": _wrap(fw.normalise_subnets),
             "netcfg_fw_nft_summary": _wrap(fw.nft_table_summary),
             "netcfg_fw_admits": _wrap(fw.control_host_allowed),
             "netcfg_fw_live_hash": _wrap(fw.live_hash),

@@ -25,15 +25,6 @@ def df_payload(mtu):
     return int(mtu) - IPV4_ICMP_OVERHEAD
 
 
-def iface_for_address(ip_addr_json, address):
-    """Name of the interface holding `address`, from `ip -j addr show` output (parsed JSON)."""
-    for link in ip_addr_json or []:
-        for info in link.get("addr_info", []):
-            if info.get("local") == address:
-                return link.get("ifname")
-    return None
-
-
 def ipv4_of(ip_addr_json, ifname):
     """First global IPv4 address of `ifname`, or None."""
     for link in ip_addr_json or []:
@@ -43,14 +34,6 @@ def ipv4_of(ip_addr_json, ifname):
             if info.get("family") == "inet" and info.get("scope", "global") == "global":
                 return info.get("local")
     return None
-
-
-def parse_ssh_connection(value):
-    """SSH_CONNECTION is 'client_ip client_port server_ip server_port'; returns (client, server)."""
-    parts = (value or "").split()
-    if len(parts) != 4:
-        return None, None
-    return parts[0], parts[2]
 
 
 def mtu_limit_error(mtu, link_type, ipoib_mode=None, declared="auto"):

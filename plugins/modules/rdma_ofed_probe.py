@@ -10,7 +10,7 @@ module: rdma_ofed_probe
 short_description: "Read installed package versions and the installed OFED version"
 description:
   - "Asks dpkg (or rpm) for the version of each package and runs C(ofed_info -s) where MLNX_OFED/DOCA put it; changes nothing (check mode safe)."
-  - "The rdma_ofed role plans on the control host (package_plan, ofed_plan) and installs only what differs."
+  - "With O(source), the module also plans (package_plan, ofed_plan in module_utils/driver_versions.py); the rdma_ofed role installs only what differs."
   - With O(files) and O(units), also reads the files and units the role keeps, so that one call
     tells the control host whether a converged host needs any further task.
 version_added: "0.2.0"
@@ -23,8 +23,8 @@ options:
     default: []
   source:
     description:
-      - Where the RDMA stack comes from. With it the module also plans (the role's
-        package_plan and ofed_plan, the same functions) and reports where nothing differs.
+      - Where the RDMA stack comes from. With it the module also plans
+        (package_plan and ofed_plan in module_utils/driver_versions.py) and reports where nothing differs.
       - Without it, only the probe's answers are returned.
     type: str
     choices: [inbox, doca, mlnx_ofed]
@@ -69,6 +69,13 @@ file_state:
   returned: always
   type: dict
   sample: {/etc/systemd/system/rdmaprov-mtu.service: {exists: true, sha1: 3f78..., mode: "0644", owner: root, group: root}}
+state:
+  description:
+    - The installed versions (package name to version, from dpkg or rpm) and the OFED version
+      (C(ofed_info -s) parsed; null where there is none).
+  returned: always
+  type: dict
+  sample: {versions: {rdma-core: 44.0-2}, ofed: null}
 plan:
   description: What a package install must do (missing, wrong_version, install, ok).
   returned: when O(source) is given
@@ -98,10 +105,15 @@ from ansible_collections.rdmaprov.cluster.plugins.module_utils import rdma_ofed_
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import state_drift
 
 
+def _state(result: dict) -> dict:
+    """The installed versions and the OFED version, parsed from the probe's answers."""
+    return {"versions": versions.parse_package_query(result["packages_stdout"]),
+            "ofed": versions.parse_ofed_info(result["ofed_info"])}
+
+
 def _plan(p: dict, result: dict) -> dict:
     """The plan the role acts on, and its report line where nothing differs."""
-    before = {"versions": versions.parse_package_query(result["packages_stdout"]),
-              "ofed": versions.parse_ofed_info(result["ofed_info"])}
+    before = result["state"]
     plan = versions.package_plan(p["packages"], before["versions"], p["pin_version"],
                                  p["pinned"], p["pin_separator"])
     mlnx_plan = versions.ofed_plan(before["ofed"], p["mlnx_ofed_version"])
@@ -126,6 +138,7 @@ def main() -> None:
     result = probe.probe(p["packages"])
     if "error" in result:
         module.fail_json(msg=result["error"])
+    result["state"] = _state(result)
     if p["source"]:
         result.update(_plan(p, result))
     module.exit_json(changed=False, file_state=state_drift.read_files(p["files"]),

@@ -13,8 +13,7 @@ description:
   - "The raw answers are parsed on the control host by the qos filters."
   - With O(files) and O(units), also reads the files and units the role keeps, so that one call
     tells the control host whether a converged host needs any further task.
-  - With O(settings), also plans each interface on the host (the same rule as the
-    C(rdmaprov.cluster.qos_plan) filter in module_utils/netcfg_qos.py), giving RV(plans), the
+  - With O(settings), also plans each interface on the host (C(plan) in module_utils/netcfg_qos.py), giving RV(plans), the
     not-capable interfaces as RV(rdmaprov_report), and a failure when a listed interface does not
     exist. The role reads its state, decides and reports in this one call.
 version_added: "0.2.0"
@@ -28,8 +27,8 @@ options:
   settings:
     description:
       - The role's QoS settings (C(pfc_priority), C(dscp), C(ecn), C(ecn_codepoint),
-        C(cnp_dscp), C(cnp_priority), C(roce_v2), C(backend)), as the C(qos_plan) filter takes
-        them. Omit to read only.
+        C(cnp_dscp), C(cnp_priority), C(roce_v2), C(backend)), as C(plan) in
+        module_utils/netcfg_qos.py takes them. Omit to read only.
     type: dict
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -58,7 +57,12 @@ unit_state:
   type: dict
   sample: {rdmaprov-mtu.service: enabled}
 plans:
-  description: One plan per interface (state, drift, commands, sysfs writes), as the C(qos_plan) filter gives.
+  description: One plan per interface (state, drift, commands, sysfs writes), as C(plan) in module_utils/netcfg_qos.py gives.
+  returned: when O(settings) is given
+  type: list
+  elements: dict
+reports:
+  description: What the role reports per interface (name, capable, reason, backend, drift, trust, pfc, tos), one per plan.
   returned: when O(settings) is given
   type: list
   elements: dict
@@ -93,7 +97,8 @@ def main() -> None:
                    if not iface.get("exists", True)]
         if missing:
             module.fail_json(msg="; ".join(missing), **result)
-        result.update(plans=plans, rdmaprov_report=qos.not_capable_lines(plans))
+        result.update(plans=plans, reports=[qos.report(pl) for pl in plans],
+                      rdmaprov_report=qos.not_capable_lines(plans))
     module.exit_json(**result)
 
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rdmaprov import collection
 from rdmaprov.errors import UserError
-from rdmaprov.probe._collection import module_utils
 from rdmaprov.values import check_value, convert
 
 DEFAULT_CONFIG = Path("/etc/rdmaprov/check.yml")
@@ -23,9 +23,9 @@ DEFAULT_CONFIG = Path("/etc/rdmaprov/check.yml")
 # prolog or health check runs; counters themselves reset at boot, which the judge allows for.
 DEFAULT_LINK_STATE = Path("/var/lib/rdmaprov/check-links.json")
 # The verbs stack every RDMA job needs (kernel_caps.VERBS_STACK); the HCA driver is a site choice.
-DEFAULT_MODULES: tuple[str, ...] = tuple(module_utils("kernel_caps").VERBS_STACK)
+DEFAULT_MODULES: tuple[str, ...] = tuple(collection.kernel_caps.VERBS_STACK)
 # inbox name, then the legacy MOFED one: the collection's list (rdma_sysfs.gpudirect reads them)
-PEERMEM_MODULES: tuple[str, ...] = tuple(module_utils("rdma_sysfs").PEERMEM_MODULES)
+PEERMEM_MODULES: tuple[str, ...] = tuple(collection.rdma_sysfs.PEERMEM_MODULES)
 
 
 @dataclass
@@ -52,8 +52,8 @@ class Expectations:
     link_state: str = str(DEFAULT_LINK_STATE)
     kernel_log: bool = False  # read the kernel's messages since the last check (check/kernel.py)
     link_thresholds: dict[str, int] = field(default_factory=dict)
-    link_stable_s: int = int(module_utils("link_counters").STABLE_S)
-    link_window_s: int = int(module_utils("link_counters").WINDOW_S)
+    link_stable_s: int = int(collection.link_counters.STABLE_S)
+    link_window_s: int = int(collection.link_counters.WINDOW_S)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -113,7 +113,7 @@ def _convert(name: str, value: Any, label: str) -> Any:
             raise UserError(f"{label}: must be a mapping of counter class to a number, e.g. "
                             "{symbol: 10}")
         try:
-            module_utils("link_counters").thresholds(value)
+            collection.link_counters.thresholds(value)
         except ValueError as exc:
             raise UserError(f"{label}: {exc}") from None
         return dict(value)

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rdmaprov import collection
 from rdmaprov.check.expect import Expectations
-from rdmaprov.probe._collection import module_utils
 
 SCHEMA = "rdmaprov.check-links/1"
 
@@ -61,7 +61,7 @@ def step(sample: dict, exp: Expectations, now: float | None = None) -> dict[str,
     """Judge ``sample`` ({"dev/port": {state, counters}}) against the history in the state
     file and write the new history. {file, first, findings: [Finding.as_dict()], saturated,
     problem}."""
-    lc = module_utils("link_counters")
+    lc = collection.link_counters
     now = time.time() if now is None else now
     path = Path(exp.link_state) if exp.link_state else None
     history, problem = load(path) if path is not None else (None, None)

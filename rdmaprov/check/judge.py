@@ -11,8 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from rdmaprov import collection
 from rdmaprov.check.expect import Expectations
-from rdmaprov.probe._collection import module_utils
 from rdmaprov.remediation import Remedy
 
 CONFIG, REPLACE, RESET_LINK = Remedy.CONFIG.value, Remedy.REPLACE.value, Remedy.RESET_LINK.value
@@ -199,7 +199,7 @@ def check_modules(state: State, exp: Expectations) -> Item:
         return Item("modules", "fail", f"kernel module {', '.join(missing)} not in the kernel "
                                        "(neither loaded nor built in)"
                                        + (f": {why}" if why else ""), remedy=CONFIG)
-    caps = module_utils("kernel_caps")
+    caps = collection.kernel_caps
     return Item("modules", "pass", caps.summary([state["modules"][m] for m in exp.modules]))
 
 
@@ -389,7 +389,7 @@ def check_pcie(state: State, exp: Expectations) -> Item:
     topo = state.get("pcie")
     if not topo:
         return Item("pcie", "n/a", "PCIe not read")
-    sysfs = module_utils("rdma_sysfs")
+    sysfs = collection.rdma_sysfs
     hcas = {n: h for n, h in topo["hcas"].items() if not exp.hcas or n in exp.hcas}
     gpus = topo["gpus"] if exp.gpus != 0 else {}
     down, unread = [], []

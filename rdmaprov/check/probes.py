@@ -18,8 +18,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from rdmaprov import collection
 from rdmaprov.check.expect import PEERMEM_MODULES, Expectations
-from rdmaprov.probe._collection import module_utils
 
 # A prolog must not hang on a wedged driver: each external tool gets this long.
 TOOL_TIMEOUT_S = 1.5
@@ -56,7 +56,7 @@ def root_problem(root: str = "/") -> str | None:
 def rdma(root: str = "/") -> dict[str, Any]:
     """{kernel: {uverbs, reason, modules}, source, devices: [{name, ports: [...]}]} (contract
     shape), read the way the rdma_facts module reads it."""
-    sysfs = module_utils("rdma_sysfs")
+    sysfs = collection.rdma_sysfs
     sys_root = str(Path(root) / "sys")
     kernel = sysfs.kernel_support(sys_root)
     devices: list[dict[str, Any]] = []
@@ -72,7 +72,7 @@ def rdma(root: str = "/") -> dict[str, Any]:
             devices.append({"name": dev["name"], "board_id": dev.get("board_id"),
                             "hca_type": dev.get("hca_type"), "vf": vf, "ports": ports})
     # Error counters per port ({"dev/port": {state, counters}}), for the judgement over time.
-    counters = module_utils("link_counters").snapshot(full)
+    counters = collection.link_counters.snapshot(full)
     # The netdevs RoCE traffic crosses besides the port's own: VLANs on top, bond members below.
     datapath = {f"{dev['name']}/{p['port']}": sysfs.roce_datapath(sys_root, dev["name"], p)
                 for dev in full for p in dev["ports"] if p.get("link_layer") == "Ethernet"}
@@ -83,18 +83,18 @@ def rdma(root: str = "/") -> dict[str, Any]:
 def modules(names: list[str], root: str = "/") -> dict[str, dict[str, str]]:
     """{module: {name, state: loaded|builtin|absent, evidence}}: kernel_caps.module_status,
     the answer probe, status and the rdma_modules role give too."""
-    caps = module_utils("kernel_caps")
+    caps = collection.kernel_caps
     return {n: caps.module_status(n, root) for n in names}
 
 
 def module_support(root: str = "/") -> dict[str, Any]:
     """{can_load, reason, by}: whether modules can be loaded here (kernel_caps.module_loading)."""
-    caps = module_utils("kernel_caps")
+    caps = collection.kernel_caps
     return dict(caps.module_loading(root, caps.kernel_release(root)))
 
 
 def gpus(root: str = "/") -> dict[str, Any]:
-    return dict(module_utils("kernel_caps").gpus(root))
+    return dict(collection.kernel_caps.gpus(root))
 
 
 def mtus(interfaces: list[str], root: str = "/") -> dict[str, int | None]:
@@ -196,7 +196,7 @@ def _tool(argv: list[str]) -> dict[str, Any] | None:
 
 def qos(interface: str, root: str = "/") -> dict[str, Any]:
     """PFC/trust state of one RoCE interface, through the roce_qos role's own parser."""
-    qos_mod = module_utils("netcfg_qos")
+    qos_mod = collection.netcfg_qos
     exists = (Path(root) / "sys/class/net" / interface).exists()
     probe: dict[str, Any] = {"name": interface, "exists": exists}
     if exists:
@@ -223,11 +223,11 @@ def gather(exp: Expectations, root: str = "/") -> dict[str, Any]:
         "module_support": module_support(root),
         "modules": modules(list(dict.fromkeys([*exp.modules, *PEERMEM_MODULES])), root),
         "gpus": gpus(root),
-        "gpudirect": module_utils("rdma_sysfs").gpudirect(root),
-        "pcie": module_utils("rdma_sysfs").pcie_topology(root),
-        "identity": module_utils("rdma_sysfs").hca_identity(root, exp.hca_pci),
-        "verbs": module_utils("rdma_sysfs").verbs_devices(root),
-        "unprobed": module_utils("rdma_sysfs").cards_without_rdma(root),
+        "gpudirect": collection.rdma_sysfs.gpudirect(root),
+        "pcie": collection.rdma_sysfs.pcie_topology(root),
+        "identity": collection.rdma_sysfs.hca_identity(root, exp.hca_pci),
+        "verbs": collection.rdma_sysfs.verbs_devices(root),
+        "unprobed": collection.rdma_sysfs.cards_without_rdma(root),
         "mtu": mtus(_mtu_interfaces(state, exp), root),
         **_memlock_state(root),
         # DCB tools only when PFC is expected: they are the slow part of a check.

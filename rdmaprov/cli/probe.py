@@ -22,10 +22,10 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from rdmaprov import collection
 from rdmaprov.console import table, table_console
 from rdmaprov.errors import UserError
 from rdmaprov.probe import fabric
-from rdmaprov.probe._collection import module_utils
 from rdmaprov.textsafe import rich_text, safe_text
 
 PROBE_TASK = "Discover RDMA devices"
@@ -106,7 +106,7 @@ def _ib_tc(raw: str | None) -> int | None:
 
 def lint_sources(env_files: list[Path], environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
     """{label: {NAME: value}} to lint: this shell, /etc/nccl.conf, and each --env-file."""
-    nccl = module_utils("rdma_nccl")
+    nccl = collection.rdma_nccl
     sources = {"environment": {k: v for k, v in environ.items() if k.startswith("NCCL_")}}
     if NCCL_CONF.is_file():
         with contextlib.suppress(OSError):
@@ -138,9 +138,9 @@ def probe_local(sysfs_root: str, use_pyverbs: str, ib_tc: int | None,
                 socket_ifname: str | None, lint_env: Mapping[str, Mapping[str, str]]) -> dict:
     if not os.path.isdir(sysfs_root):
         raise UserError(f"--sysfs-root {sysfs_root}: not a directory")
-    pyverbs = module_utils("rdma_pyverbs")
-    sysfs = module_utils("rdma_sysfs")
-    nccl = module_utils("rdma_nccl")
+    pyverbs = collection.rdma_pyverbs
+    sysfs = collection.rdma_sysfs
+    nccl = collection.rdma_nccl
     try:
         facts = pyverbs.gather(sysfs_root, use_pyverbs, _run_readonly)
     except pyverbs.PyverbsMissing as exc:
@@ -168,7 +168,7 @@ def _run_readonly(argv: list[str]) -> tuple[int, str]:
 # --- output ---------------------------------------------------------------------------------------
 
 def _v2_ipv4(port: Mapping[str, Any]) -> str:
-    nccl = module_utils("rdma_nccl")
+    nccl = collection.rdma_nccl
     index = nccl.roce_v2_ipv4_index(port)
     return "-" if index is None else str(index)
 
@@ -213,7 +213,7 @@ def render_host(console: Console, doc: Mapping[str, Any], title: str) -> None:
                   f"rdma-core {rdma.get('rdma_core_version') or 'not installed'}, "
                   f"OFED {rdma.get('ofed_version') or 'none'}")))
     if kernel.get("modules"):
-        caps = module_utils("kernel_caps")
+        caps = collection.kernel_caps
         statuses = [{"name": n, **st} for n, st in kernel["modules"].items()]
         _say(console, f"Kernel modules: {caps.summary(statuses)}.")
     if not rdma.get("devices"):

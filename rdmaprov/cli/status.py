@@ -13,12 +13,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rdmaprov import collection, progress
 from rdmaprov import inventory as inventory_mod
-from rdmaprov import progress
 from rdmaprov.cli import options
 from rdmaprov.console import table, table_console
 from rdmaprov.engine import RunnerSession
-from rdmaprov.probe._collection import module_utils
 from rdmaprov.resources import playbook as find_playbook
 from rdmaprov.textsafe import safe_line
 
@@ -51,7 +50,7 @@ def modules_cell(kernel: Mapping[str, Any] | None) -> str:
     """The kernel_modules module's answer (loaded / built in / absent) in one cell."""
     if not kernel:
         return "-"
-    text = module_utils("kernel_caps").summary(kernel.get("modules") or [])
+    text = collection.kernel_caps.summary(kernel.get("modules") or [])
     if not kernel.get("can_load"):
         text += f" (cannot load: {kernel.get('reason')})"
     return text

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,9 +60,3 @@ class PortListParser:
 
     def more_findings(self, ports: list[Port]) -> list[Finding]:
         return []
-
-
-def run(parser: PortListParser, lines: Iterable[str]) -> PortReport:
-    for line in lines:
-        parser.feed(line)
-    return parser.finish()

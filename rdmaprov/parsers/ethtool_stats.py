@@ -15,7 +15,6 @@ DSCP 26 both map to priority 3); pause frames on any other priority are flagged.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,10 +183,3 @@ class EthtoolStatsParser:
             f.append(Finding("info", f"{r.counters} counters: no pause storm, drop, PHY error "
                              "or link-down counter is non-zero", None))
         return r
-
-
-def parse_ethtool_stats(lines: Iterable[str]) -> EthtoolStatsReport:
-    p = EthtoolStatsParser()
-    for line in lines:
-        p.feed(line)
-    return p.finish()

@@ -4,10 +4,9 @@ the RDMA port's, so it is reported as netdev_state and the port state stays unkn
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 from rdmaprov.parsers._common import Finding, Port
-from rdmaprov.parsers._ports import PortListParser, PortReport, run
+from rdmaprov.parsers._ports import PortListParser, PortReport
 
 _ROW = re.compile(r"^\s*(\S+)\s+port\s+(\d+)\s+==>\s+(\S+)\s+\((Up|Down)\)", re.I)
 
@@ -48,7 +47,3 @@ class Ibdev2netdevParser(PortListParser):
                 "For an IPoIB netdev, Down says nothing about the InfiniBand port itself: "
                 "check ibstat (State/Physical state) before concluding the port is down."))
         return out
-
-
-def parse_ibdev2netdev(lines: Iterable[str]) -> PortReport:
-    return run(Ibdev2netdevParser(), lines)

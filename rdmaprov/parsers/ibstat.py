@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 from rdmaprov.parsers._common import (
     Port,
@@ -13,7 +12,7 @@ from rdmaprov.parsers._common import (
     parse_rate,
     to_int,
 )
-from rdmaprov.parsers._ports import PortListParser, PortReport, run
+from rdmaprov.parsers._ports import PortListParser
 
 _CA = re.compile(r"^\s*CA '([^']+)'")
 _PORT = re.compile(r"^\s*Port (\d+):\s*$")
@@ -60,7 +59,3 @@ class IbstatParser(PortListParser):
         else:
             return
         self.signals += 1
-
-
-def parse_ibstat(lines: Iterable[str]) -> PortReport:
-    return run(IbstatParser(), lines)

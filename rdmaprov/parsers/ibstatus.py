@@ -4,7 +4,6 @@ rate: 100 Gb/sec (4X EDR)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 from rdmaprov.parsers._common import (
     Port,
@@ -14,7 +13,7 @@ from rdmaprov.parsers._common import (
     parse_rate,
     to_int,
 )
-from rdmaprov.parsers._ports import PortListParser, PortReport, run
+from rdmaprov.parsers._ports import PortListParser, PortReport
 
 _HEAD = re.compile(r"^\s*Infiniband device '([^']+)' port (\d+) status:")
 _KV = re.compile(r"^\s*([a-z_ ]+?):\s*(.*)$")
@@ -57,7 +56,3 @@ class IbstatusParser(PortListParser):
             if p.link_layer == "Ethernet":
                 p.lid = None
         return super().finish()
-
-
-def parse_ibstatus(lines: Iterable[str]) -> PortReport:
-    return run(IbstatusParser(), lines)

@@ -4,7 +4,6 @@ and with -v the physical state, width x speed and GID table."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 from rdmaprov.parsers._common import (
     Finding,
@@ -15,7 +14,7 @@ from rdmaprov.parsers._common import (
     parse_rate,
     to_int,
 )
-from rdmaprov.parsers._ports import PortListParser, PortReport, run
+from rdmaprov.parsers._ports import PortListParser, PortReport
 
 _HCA = re.compile(r"^\s*hca_id:\s*(\S+)")
 _PORT = re.compile(r"^\s*port:\s*(\d+)\s*$")
@@ -117,7 +116,3 @@ class IbvDevinfoParser(PortListParser):
                        else " (the GID type is not shown: check show_gids for RoCE v2)"),
                     f"NCCL_IB_GID_INDEX={idx}" if typed else None))
         return out
-
-
-def parse_ibv_devinfo(lines: Iterable[str]) -> PortReport:
-    return run(IbvDevinfoParser(), lines)

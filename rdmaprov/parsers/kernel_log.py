@@ -15,7 +15,6 @@ mellanox/mlx5/core, drivers/pci):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,10 +116,3 @@ class KernelLogParser:
             f.append(Finding("info", f"no RDMA/PCIe errors among {self.lines} kernel log "
                              "lines", None))
         return r
-
-
-def parse_kernel_log(lines: Iterable[str]) -> KernelLogReport:
-    p = KernelLogParser()
-    for line in lines:
-        p.feed(line)
-    return p.finish()

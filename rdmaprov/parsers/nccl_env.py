@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import re
 
+from rdmaprov.collection import nccl_names as _names
 from rdmaprov.parsers._common import Finding
-from rdmaprov.probe._collection import module_utils
 
-_names = module_utils("nccl_names")
 KNOWN = _names.KNOWN
 DEPRECATED = _names.DEPRECATED
 REMOVED = _names.REMOVED

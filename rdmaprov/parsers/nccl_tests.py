@@ -9,7 +9,6 @@ time algbw busbw error/#wrong for out-of-place, then the same for in-place).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -362,10 +361,3 @@ def verdict(report: NcclTestsReport, expect_busbw: float | None,
             "rates (ibstat) and, on RoCE, PFC/ECN."))
     report.verdict = v
     return v
-
-
-def parse_nccl_tests(lines: Iterable[str]) -> NcclTestsReport:
-    p = NcclTestsParser()
-    for line in lines:
-        p.feed(line)
-    return p.finish()

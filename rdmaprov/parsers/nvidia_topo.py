@@ -10,7 +10,6 @@ between sockets for every network transfer.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,10 +119,3 @@ class TopoParser:
                 f.append(Finding("info", f"{g['name']}: nearest NIC "
                                  f"{', '.join(g['nearest_nic'])} ({g['nic_path']})", None))
         return r
-
-
-def parse_topo(lines: Iterable[str]) -> TopoReport:
-    p = TopoParser()
-    for line in lines:
-        p.feed(line)
-    return p.finish()

@@ -4,10 +4,9 @@ physical_state LINK_UP [netdev ens1f0]. IB ports carry subnet_prefix/lid; RoCE p
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 from rdmaprov.parsers._common import norm_phys, norm_state, to_int
-from rdmaprov.parsers._ports import PortListParser, PortReport, run
+from rdmaprov.parsers._ports import PortListParser
 
 _LINK = re.compile(r"^\s*(?:\d+/\d+:\s*)?link\s+([^\s/]+)/(\d+)\s+(.*)$")
 
@@ -32,7 +31,3 @@ class RdmaLinkParser(PortListParser):
             p.link_layer, p.lid = "InfiniBand", to_int(kv.get("lid"))
         elif p.netdev:
             p.link_layer = "Ethernet"
-
-
-def parse_rdma_link(lines: Iterable[str]) -> PortReport:
-    return run(RdmaLinkParser(), lines)

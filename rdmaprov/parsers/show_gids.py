@@ -4,7 +4,6 @@ RoCE v2 IPv4-mapped GID index: the value NCCL_IB_GID_INDEX needs on RoCE."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,10 +118,3 @@ class ShowGidsParser:
                     + (f" ({next(iter(values))})" if len(values) == 1 else "")
                     + "."))
         return r
-
-
-def parse_show_gids(lines: Iterable[str]) -> ShowGidsReport:
-    p = ShowGidsParser()
-    for line in lines:
-        p.feed(line)
-    return p.finish()

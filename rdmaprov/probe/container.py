@@ -12,7 +12,7 @@ import glob
 import os
 from typing import Any
 
-from rdmaprov.probe._collection import module_utils
+from rdmaprov import collection
 
 SPEC_PATH = "/etc/cdi/rdmaprov-rdma.yaml"
 CONF_PATH = "/etc/nccl.conf"
@@ -34,8 +34,8 @@ def _read(path: str) -> str | None:
 
 def advice(sysfs_root: str = "/sys", spec_path: str = SPEC_PATH,
            conf_path: str = CONF_PATH) -> dict[str, Any]:
-    cdi = module_utils("cdi_spec")
-    crp = module_utils("container_runtime_probe")
+    cdi = collection.cdi_spec
+    crp = collection.container_runtime_probe
     root = os.path.dirname(os.path.abspath(sysfs_root))
     dev_root = os.path.join(root, "dev") if os.path.basename(sysfs_root.rstrip("/")) == "sys" \
         and root != "/" else "/dev"

@@ -11,13 +11,13 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from rdmaprov.probe._collection import module_utils
+from rdmaprov import collection
 
 COLUMNS = ("rdma_core", "ofed", "firmware", "mtu", "rate_gbps", "link_layer", "ports")
 
 
 def _fabric_ports(rdma: Mapping[str, Any]) -> list[tuple[str, dict]]:
-    nccl = module_utils("rdma_nccl")
+    nccl = collection.rdma_nccl
     return [(d["name"], p) for d in rdma.get("devices", []) for p in d.get("ports", [])
             if not nccl.is_bond(d["name"], p)]
 

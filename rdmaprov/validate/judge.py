@@ -300,9 +300,9 @@ def counters_during_run(before: list[dict[str, Any]] | None,
     classes (plugins/module_utils/link_counters.py, judge_deltas: one rule, one place)."""
     if before is None or after is None:
         return []
-    from rdmaprov.probe._collection import module_utils
+    from rdmaprov import collection
 
-    return list(module_utils("link_counters").judge_deltas(_sample(before), _sample(after)))
+    return list(collection.link_counters.judge_deltas(_sample(before), _sample(after)))
 
 
 def _meta(run_dir: Path) -> dict[str, Any] | None:

@@ -18,12 +18,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
+from rdmaprov import collection, progress
 from rdmaprov import inventory as inventory_mod
-from rdmaprov import progress
 from rdmaprov.cli import options
 from rdmaprov.engine import RunnerSession, RunResult
 from rdmaprov.errors import UserError
-from rdmaprov.probe._collection import module_utils
 from rdmaprov.resources import playbook as find_playbook
 from rdmaprov.validate import judge as J
 from rdmaprov.validate import verdict as V
@@ -55,7 +54,7 @@ _COUNTS = {"--plan": int, "--nodes": int}
 def judge_flags(args: argparse.Namespace, flags: Iterable[str]) -> None:
     """``flags`` (given or through their environment variables) against the inputs table
     (ranges.FLAGS), every problem one line; each good value converted to its type."""
-    table = module_utils("ranges")
+    table = collection.ranges
     problems = []
     for flag in flags:
         attr = flag.lstrip("-").replace("-", "_")

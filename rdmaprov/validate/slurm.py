@@ -43,8 +43,8 @@ from typing import Any, TextIO
 
 import yaml
 
+from rdmaprov import collection
 from rdmaprov.errors import UserError
-from rdmaprov.probe._collection import module_utils
 from rdmaprov.resources import collection_root
 from rdmaprov.validate import verdict as V
 from rdmaprov.validate.report import Report
@@ -268,7 +268,7 @@ def _node_addrs(members: list[str]) -> dict[str, str]:
 def plans(spec: dict[str, Any], members: list[str], addrs: dict[str, str]) -> dict[str, Any]:
     """Each node's launch, from validate_launch.launch(): {'hosts': {node: plan}, 'master',
     'master_addr', ...}."""
-    vl = module_utils("validate_launch")
+    vl = collection.validate_launch
     s = spec["settings"]
     master = members[0]
     own, why = vl.own_address(addrs.get(master), None, s["env"])

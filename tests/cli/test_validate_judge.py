@@ -589,14 +589,14 @@ def test_counters_that_rose_during_the_run_fail_or_warn_by_class(tmp_path: Path,
 def test_the_counters_script_reads_every_counter_the_rule_judges() -> None:
     import importlib.util
 
-    from rdmaprov.probe._collection import module_utils
+    from rdmaprov import collection
 
     spec = importlib.util.spec_from_file_location("counters", COUNTERS)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     read = {n for _, names in mod.COUNTERS for n in names}
-    assert set(module_utils("link_counters").COUNTER_CLASS) <= read
+    assert set(collection.link_counters.COUNTER_CLASS) <= read
 
 
 # ----- stability: p99/p50 of the iterations at the large sizes ---------------------------------

@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rdmaprov.probe._collection import module_utils
+from rdmaprov.collection import cdi_spec as cdi
 
-cdi = module_utils("cdi_spec")
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 _spec = importlib.util.spec_from_file_location("cdi_make_tree", FIXTURES / "cdi/make_tree.py")
 make_tree = importlib.util.module_from_spec(_spec)

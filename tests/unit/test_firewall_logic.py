@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from rdmaprov.probe._collection import module_utils
+from rdmaprov.collection import netcfg_firewall as fw
 
 ROOT = Path(__file__).resolve().parents[2]
-fw = module_utils("netcfg_firewall")
 
 # firewall_probe.py's output on a Debian 12 lab node with real listeners (see its _source).
 PROBE = json.loads((ROOT / "tests/fixtures/firewall/probe-bookworm-listeners.json").read_text())

@@ -6,9 +6,7 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
-from rdmaprov.probe._collection import module_utils
-
-sysfs = module_utils("rdma_sysfs")
+from rdmaprov.collection import rdma_sysfs as sysfs
 
 OPEN = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  "
         "(nixbld@)  \nGCC version:  gcc version 15.3.0 (GCC) \n")

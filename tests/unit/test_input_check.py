@@ -14,13 +14,12 @@ import pytest
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from rdmaprov import inventory
+from rdmaprov.collection import input_check as check
+from rdmaprov.collection import ranges
 from rdmaprov.errors import UserError
-from rdmaprov.probe._collection import module_utils
 from rdmaprov.resources import collection_root
 
 ROOT = collection_root()
-check = module_utils("input_check")
-ranges = module_utils("ranges")
 SPECS = inventory.load_specs(ROOT)
 
 # Real variable names of roles our users run from the same inventory, from each project's own

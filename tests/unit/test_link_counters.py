@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rdmaprov.probe._collection import module_utils
+from rdmaprov.collection import link_counters as lc
 from rdmaprov.remediation import ALL
-
-lc = module_utils("link_counters")
 
 
 def port(state: str = "ACTIVE", **counters: int) -> dict:

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rdmaprov.probe._collection import module_utils
-
-caps = module_utils("kernel_caps")
+from rdmaprov.collection import kernel_caps as caps
 
 
 def _write(root: Path, rel: str, text: str = "") -> None:

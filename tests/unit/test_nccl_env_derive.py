@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from rdmaprov.probe._collection import module_utils
+from rdmaprov.collection import rdma_nccl as nccl
+from rdmaprov.collection import rdma_sysfs as sysfs
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tests/fixtures/sysfs"
-sysfs = module_utils("rdma_sysfs")
-nccl = module_utils("rdma_nccl")
 
 
 def facts(tree: str) -> dict:

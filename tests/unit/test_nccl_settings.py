@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rdmaprov import collection
 from rdmaprov.parsers.nccl_log import applied_settings
-from rdmaprov.probe._collection import module_utils
 from rdmaprov.validate import nccl_settings as ns
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures/nccl"
@@ -29,7 +29,7 @@ def test_lines_with_and_without_by_environment() -> None:
 def test_a_host_conf_compared_with_the_log(tmp_path: Path) -> None:
     conf = tmp_path / "nccl.conf"
     conf.write_text("# Ansible managed\nNCCL_IB_DISABLE=0\nNCCL_IB_HCA==mlx5_0\n")
-    intended = module_utils("cdi_spec").settings_of(conf.read_text())
+    intended = collection.cdi_spec.settings_of(conf.read_text())
     checks = ns.compare_log(intended, IB_OFF.read_text().splitlines())
     by = {c.name: c for c in checks}
     assert by["NCCL_IB_DISABLE"].state == ns.MISMATCH

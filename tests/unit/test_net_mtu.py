@@ -7,12 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rdmaprov.probe._collection import module_utils
+from rdmaprov.collection import netcfg_mtu as mtu
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-mtu = module_utils("netcfg_mtu")
 
 IP_ADDR = [
     {"ifname": "lo", "addr_info": [{"family": "inet", "local": "127.0.0.1", "scope": "host"}]},
@@ -27,13 +26,8 @@ def test_df_payload_is_mtu_minus_ip_and_icmp_headers():
     assert mtu.df_payload(1500) == 1472
 
 
-def test_connection_interface_and_ipv4():
-    assert mtu.iface_for_address(IP_ADDR, "10.199.249.11") == "eth0"
-    assert mtu.iface_for_address(IP_ADDR, "10.0.0.1") is None
+def test_ipv4_of():
     assert mtu.ipv4_of(IP_ADDR, "eth0") == "10.199.249.11"
-    assert (mtu.parse_ssh_connection("10.199.249.1 33410 10.199.249.11 22")
-            == ("10.199.249.1", "10.199.249.11"))
-    assert mtu.parse_ssh_connection("") == (None, None)
 
 
 @pytest.mark.parametrize(("value", "kind", "mode", "bad"), [

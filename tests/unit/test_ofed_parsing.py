@@ -3,29 +3,16 @@ against the output formats the tools really print."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from rdmaprov.collection import driver_plan as plan
+from rdmaprov.collection import driver_versions as versions
+from rdmaprov.collection import kernel_caps as kcaps
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load(name: str) -> ModuleType:
-    # module_utils are plain Python with no collection imports: load them by path.
-    path = ROOT / "plugins" / "module_utils" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"_rdmaprov_test_{name}", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-versions = _load("driver_versions")
-plan = _load("driver_plan")
-kcaps = _load("kernel_caps")
 
 
 # --- ofed_info -s ------------------------------------------------------------------------------
@@ -294,3 +281,35 @@ def test_netdev_drivers(tmp_path: Path) -> None:
         ("bond0", None, False), ("enp1s0f0np0", "mlx5_core", True)]
     assert kcaps.netdev_drivers("eth0", str(tmp_path))["rdma_backed"] is False
     assert kcaps.netdev_drivers("nope", str(tmp_path))["exists"] is False
+
+
+def test_probe_module_returns_the_parsed_state_and_plans_from_it(tmp_path: Path) -> None:
+    # As Ansible runs it on a node: the state the role reports (before and after an install)
+    # is the module's own parse of dpkg-query/rpm and ofed_info -s, the one the plan is made from.
+    import json
+    import subprocess
+    import sys
+
+    from rdmaprov.resources import collection_root
+
+    (tmp_path / "ansible_collections" / "rdmaprov").mkdir(parents=True)
+    (tmp_path / "ansible_collections" / "rdmaprov" / "cluster").symlink_to(collection_root())
+    module = collection_root() / "plugins" / "modules" / "rdma_ofed_probe.py"
+
+    def run(args: dict) -> dict:
+        argfile = tmp_path / "args.json"
+        argfile.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+        proc = subprocess.run([sys.executable, str(module), str(argfile)], capture_output=True,
+                              text=True, check=False,
+                              env={"PYTHONPATH": str(tmp_path), "PATH": os.environ["PATH"]})
+        return json.loads(proc.stdout)
+
+    read_only = run({"packages": ["no-such-package-rdmaprov"]})
+    assert read_only["state"] == {"versions": versions.parse_package_query(
+        read_only["packages_stdout"]), "ofed": versions.parse_ofed_info(read_only["ofed_info"])}
+    assert "no-such-package-rdmaprov" not in read_only["state"]["versions"]
+    assert "plan" not in read_only
+    planned = run({"packages": ["no-such-package-rdmaprov"], "source": "inbox"})
+    assert planned["plan"] == versions.package_plan(["no-such-package-rdmaprov"],
+                                                    planned["state"]["versions"])
+    assert planned["plan"]["missing"] == ["no-such-package-rdmaprov"]

@@ -5,14 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from rdmaprov.parsers.mlnx_qos import parse_mlnx_qos
-from rdmaprov.parsers.nccl_tests import parse_nccl_tests, verdict
-from rdmaprov.parsers.show_gids import parse_show_gids
+from rdmaprov.parsers.nccl_tests import NcclTestsParser, verdict
+from rdmaprov.parsers.show_gids import ShowGidsParser
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "explain"
 
 
 def _lines(name: str) -> list[str]:
     return (FIX / name).read_text().splitlines(keepends=True)
+
+
+def _feed(parser, lines):
+    for line in lines:
+        parser.feed(line)
+    return parser.finish()
 
 
 def test_nccl_ib_tc_106_is_not_lossless_when_prio3_has_no_pfc() -> None:
@@ -43,7 +49,7 @@ def test_trust_pcp_is_flagged() -> None:
 
 
 def test_devices_disagreeing_on_gid_index() -> None:
-    r = parse_show_gids([
+    r = _feed(ShowGidsParser(), [
         "mlx5_0  1  3  0000:0000:0000:0000:0000:ffff:0a00:0001 10.0.0.1  v2  ens1\n",
         "mlx5_1  1  5  0000:0000:0000:0000:0000:ffff:0a00:0101 10.0.1.1  v2  ens2\n"])
     assert r.gid_index == {"mlx5_0:1": 3, "mlx5_1:1": 5}
@@ -51,10 +57,10 @@ def test_devices_disagreeing_on_gid_index() -> None:
 
 
 def test_line_rate_verdict() -> None:
-    t = parse_nccl_tests(_lines("nccl_tests_252_ring_new.txt"))
+    t = _feed(NcclTestsParser(), _lines("nccl_tests_252_ring_new.txt"))
     # 4 x 200G NICs: 0.8 x 100 GB/s = 80 GB/s, measured peak 97.54.
     assert verdict(t, None, 200, nics=4)["pass"] is True
-    t = parse_nccl_tests(_lines("nccl_tests_252_ring_new.txt"))
+    t = _feed(NcclTestsParser(), _lines("nccl_tests_252_ring_new.txt"))
     v = verdict(t, None, 400, nics=4)
     assert v["pass"] is False and v["expected_busbw"] == 160.0
     assert t.findings[-1].severity == "error"

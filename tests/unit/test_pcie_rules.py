@@ -3,9 +3,7 @@ distance between two devices."""
 
 from __future__ import annotations
 
-from rdmaprov.probe._collection import module_utils
-
-sysfs = module_utils("rdma_sysfs")
+from rdmaprov.collection import rdma_sysfs as sysfs
 
 
 def test_link_text_formats() -> None:

@@ -5,9 +5,8 @@ with '-' turned into '_', dots kept)."""
 
 from __future__ import annotations
 
-from rdmaprov.probe._collection import module_utils
-
-report_mod = module_utils("host_report")
+from rdmaprov import collection
+from rdmaprov.collection import host_report as report_mod
 
 CAPS = {"kernel_release": "6.18.44-fc-v973-gpu",
         "modules": {"can_load": False, "reason": "no /lib/modules/6.18.44-fc-v973-gpu: no "
@@ -25,7 +24,7 @@ H200 = {"distribution": "Ubuntu", "distribution_version": "24.04", "os_family": 
 
 
 def test_host_without_iproute2_under_a_local_connection() -> None:
-    conn = module_utils("driver_plan").connection_interface(H200, None, "local")
+    conn = collection.driver_plan.connection_interface(H200, None, "local")
     lines = report_mod.report(H200, CAPS, conn, "local")
     assert lines[0] == "missing: no network interface facts: " + report_mod.IPROUTE2
     assert lines[1:] == [
@@ -50,7 +49,7 @@ def test_interfaces_with_dots_and_dashes() -> None:
         "eth0": {"mtu": 1500, "ipv4": {"address": "192.0.2.5", "prefix": "24"}},
         "env": {"SSH_CONNECTION": "192.0.2.1 50000 10.1.0.5 22"},
     }
-    conn = module_utils("driver_plan").connection_interface(facts, "10.1.0.5", "ssh")
+    conn = collection.driver_plan.connection_interface(facts, "10.1.0.5", "ssh")
     assert conn == {"name": "enp1s0f0.100", "address": "10.1.0.5", "method": "SSH_CONNECTION"}
     lines = report_mod.report(facts, CAPS | {"interface": {"rdma_backed": False}}, conn, "ssh")
     assert lines[1] == "connection: enp1s0f0.100 10.1.0.5 (from SSH_CONNECTION)"
@@ -61,7 +60,7 @@ def test_interfaces_with_dots_and_dashes() -> None:
 
 def test_ssh_host_whose_connection_interface_is_unknown() -> None:
     facts = {"distribution": "Debian", "distribution_version": "13", "os_family": "Debian"}
-    conn = module_utils("driver_plan").connection_interface(facts, None, "ssh")
+    conn = collection.driver_plan.connection_interface(facts, None, "ssh")
     lines = report_mod.report(facts, {}, conn, "ssh")
     assert lines[2] == "connection: interface not found (no interface facts)"
     assert lines[0].startswith("missing: no network interface facts")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from rdmaprov import collection
 from rdmaprov.probe import container
-from rdmaprov.probe._collection import module_utils
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 _spec = importlib.util.spec_from_file_location("cdi_make_tree", FIXTURES / "cdi/make_tree.py")
@@ -21,7 +21,7 @@ def host(tmp_path: Path, monkeypatch):
     root = make_tree.dgx_ndr(tmp_path / "root")
     conf = tmp_path / "nccl.conf"
     conf.write_text("# managed\nNCCL_IB_HCA==mlx5_0,mlx5_1,mlx5_2,mlx5_3\nNCCL_IB_GID_INDEX=3\n")
-    crp = module_utils("container_runtime_probe")
+    crp = collection.container_runtime_probe
     monkeypatch.setattr(crp, "engines", lambda: {"docker": {"version": "26.1.5+dfsg1"},
                                                  "podman": {"version": "4.3.1"}})
     return root, conf, tmp_path / "rdmaprov-rdma.yaml"
@@ -29,7 +29,7 @@ def host(tmp_path: Path, monkeypatch):
 
 def test_installed_spec_gives_one_device_flag(host) -> None:
     root, conf, spec = host
-    cdi = module_utils("cdi_spec")
+    cdi = collection.cdi_spec
     facts = cdi.read_facts(str(root / "sys"), str(root / "dev"), str(conf))
     spec.write_text(cdi.plan(facts, {"conf_path": str(conf)})["content"])
     doc = container.advice(str(root / "sys"), str(spec), str(conf))

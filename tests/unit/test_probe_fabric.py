@@ -5,11 +5,10 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
+from rdmaprov.collection import rdma_sysfs as sysfs
 from rdmaprov.probe import fabric
-from rdmaprov.probe._collection import module_utils
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tests/fixtures/sysfs"
-sysfs = module_utils("rdma_sysfs")
 
 
 def ndr_host(**changes) -> dict:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from rdmaprov.engine import Failure, HostResult, RunResult
-from rdmaprov.progress import Progress, ProgressState, print_drift, print_json, print_summary
+from rdmaprov.progress import Progress, ProgressState, print_drift, print_summary, result_document
 
 
 def ev(kind: str, host: str | None = None, task: str = "Gather RDMA facts",
@@ -89,9 +89,7 @@ def test_summary_names_failures() -> None:
 
 
 def test_json_document() -> None:
-    out = io.StringIO()
-    print_json(result(), 2, out)
-    doc = json.loads(out.getvalue())
+    doc = json.loads(json.dumps(result_document(result(), 2)))
     assert doc["rc"] == 2 and doc["ansible_rc"] == 2
     assert doc["counts"]["ok"] == 7 and doc["counts"]["unreachable"] == 1
     assert doc["hosts"]["node1"]["changed"] == 1

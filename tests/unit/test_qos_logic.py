@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rdmaprov.probe._collection import module_utils
+from rdmaprov.collection import netcfg_qos as qos
 
 ROOT = Path(__file__).resolve().parents[2]
-qos = module_utils("netcfg_qos")
 
 # `mlnx_qos -i eth2` as MLNX_OFED prints it (DSCP trust, PFC on 3, ETS listing).
 MLNX_QOS = """\
@@ -139,6 +138,8 @@ def test_probe_with_settings_plans_reports_and_refuses_a_missing_interface(tmp_p
     rc, out = _run_module(tmp_path, "roce_qos_probe", {"interfaces": ["lo"], "settings": SETTINGS})
     assert rc == 0, out
     assert [p["name"] for p in out["plans"]] == ["lo"] and out["plans"][0]["capable"] is False
+    assert out["reports"] == [qos.report(out["plans"][0])]
+    assert out["reports"][0]["name"] == "lo" and out["reports"][0]["capable"] is False
     assert len(out["rdmaprov_report"]) == 1
     assert out["rdmaprov_report"][0].startswith("not capable: lo: "), out["rdmaprov_report"]
     # A listed interface that does not exist fails the probe, named.

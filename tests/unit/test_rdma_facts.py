@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from rdmaprov.probe._collection import module_utils
+from rdmaprov.collection import rdma_pyverbs as pyverbs_path
+from rdmaprov.collection import rdma_sysfs as sysfs
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests/fixtures/sysfs"
-sysfs = module_utils("rdma_sysfs")
-pyverbs_path = module_utils("rdma_pyverbs")
 
 
 def facts(tree: str) -> dict:

@@ -34,10 +34,10 @@ import jinja2.meta
 import pytest
 import yaml
 
-from rdmaprov.probe._collection import module_utils
+from rdmaprov import collection
+from rdmaprov.collection import netcfg_qos as qos
 
 ROOT = Path(__file__).resolve().parents[2]
-qos = module_utils("netcfg_qos")
 
 SHELL_MODULES = {"shell", "ansible.builtin.shell", "raw", "ansible.builtin.raw"}
 COMMAND_MODULES = {"command", "ansible.builtin.command"}
@@ -529,7 +529,7 @@ def test_the_check_catches_an_unquoted_value(tmp_path: Path) -> None:
 @pytest.mark.parametrize("value", ["eth1", "/etc/rdmaprov/firewall.nft", "a b", 'q"uote',
                                    "new\nline", "$(x)", "100%", "back\\slash", "it's"])
 def test_systemd_word_is_one_word_meaning_itself(value: str) -> None:
-    word = module_utils("unit_words").systemd_word(value)
+    word = collection.unit_words.systemd_word(value)
     assert "\n" not in word
     assert word == value if re.fullmatch(r"[\w@+=:,./-]+", value) else word.startswith('"')
     # systemd's unquoting (C escapes in "...", then $$ and %% halved) gives the value back.

@@ -8,9 +8,7 @@ import shlex
 
 import pytest
 
-from rdmaprov.probe._collection import module_utils
-
-vl = module_utils("validate_launch")
+from rdmaprov.collection import validate_launch as vl
 
 
 def settings(**over):
