@@ -12,7 +12,7 @@ JSON schema ``rdmaprov.validate.report/2`` (docs/validate.md lists every field).
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -27,14 +27,38 @@ def clean(text: str) -> str:
     return safe_text(text)
 
 
+_PLAIN = frozenset({int, float, bool, type(None)})  # copied as they are: nothing to clean
+
+
 def _cleaned(value: Any) -> Any:
+    """A plain copy of a report value with every string (dict keys too) through clean():
+    dataclasses as dicts of their fields (what ``dataclasses.asdict`` gives), tuples as lists.
+    One pass that builds the copy, no deepcopy: at 10,000 hosts the report holds millions of
+    values (each pair's sweep rows), and asdict's deepcopy then a second cleaning pass cost
+    seconds."""
+    t = type(value)
+    if t in _PLAIN:
+        return value
+    if t is dict:
+        return {(safe_text(k) if type(k) is str else clean(str(k))):
+                (v if type(v) in _PLAIN else _cleaned(v)) for k, v in value.items()}
+    if t is list or t is tuple:
+        return [v if type(v) in _PLAIN else _cleaned(v) for v in value]
     if isinstance(value, str):
         return clean(value)
+    names = _FIELDS.get(t)
+    if names is None and is_dataclass(value) and not isinstance(value, type):
+        names = _FIELDS[t] = tuple(f.name for f in fields(value))
+    if names is not None:
+        return {clean(n): _cleaned(getattr(value, n)) for n in names}
     if isinstance(value, dict):
         return {clean(str(k)): _cleaned(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_cleaned(v) for v in value]
     return value
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 @dataclass
@@ -140,14 +164,10 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         doc = {"schema": SCHEMA, "passed": self.passed, "exit_code": self.exit_code,
                "backend": self.backend, "world_size": self.world_size,
-               "busbw_GBps": self.busbw_GBps, "bar": asdict(self.bar),
-               "checks": [asdict(c) for c in self.checks], "error": self.error,
-               "hosts": [asdict(h) for h in self.hosts],
-               "pairwise": asdict(self.pairwise) if self.pairwise else None,
-               "results": self.results,
-               "compare": [asdict(r) for r in self.compare] if self.compare else None,
-               "source": self.source, "notes": self.notes,
-               "stability": asdict(self.stability) if self.stability else None}
+               "busbw_GBps": self.busbw_GBps, "bar": self.bar, "checks": self.checks,
+               "error": self.error, "hosts": self.hosts, "pairwise": self.pairwise,
+               "results": self.results, "compare": self.compare or None,
+               "source": self.source, "notes": self.notes, "stability": self.stability}
         return _cleaned(doc)
 
 
@@ -223,11 +243,12 @@ def print_table(report: Report, out: TextIO) -> None:
 
 # ----- JUnit ----------------------------------------------------------------------------------
 
-def junit_xml(report: Report) -> ET.Element:
+def junit_xml(report: Report, doc: dict[str, Any] | None = None) -> ET.Element:
     """<testsuites> with three suites: the fabric's checks, the hosts, the pairs. Failed checks
     and hosts are <failure>, hosts that never produced a result (unreachable, preflight, hung)
-    <error>, skipped checks <skipped/> — the JUnit shape Jenkins' xunit schema and GitLab read."""
-    d = report.to_dict()
+    <error>, skipped checks <skipped/> — the JUnit shape Jenkins' xunit schema and GitLab read.
+    ``doc``: the report's to_dict() when the caller has it already (one pass at 10,000 hosts)."""
+    d = doc if doc is not None else report.to_dict()
     root = ET.Element("testsuites", name="rdmaprov validate")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
 
@@ -289,17 +310,18 @@ def junit_xml(report: Report) -> ET.Element:
     return root
 
 
-def write_junit(report: Report, path: Path) -> None:
+def write_junit(report: Report, path: Path, doc: dict[str, Any] | None = None) -> None:
     try:
-        ET.ElementTree(junit_xml(report)).write(path, encoding="unicode", xml_declaration=True)
+        ET.ElementTree(junit_xml(report, doc)).write(path, encoding="unicode", xml_declaration=True)
     except OSError as exc:
         raise UserError(f"--junit {path}: {exc.strerror or exc}") from None
 
 
-def write_html(report: Report, path: Path) -> None:
+def write_html(report: Report, path: Path, doc: dict[str, Any] | None = None) -> None:
     from rdmaprov.validate import report_html
 
+    page = report_html.render(doc if doc is not None else report.to_dict())
     try:
-        path.write_text(report_html.render(report.to_dict()), encoding="utf-8")
+        path.write_text(page, encoding="utf-8")
     except OSError as exc:
         raise UserError(f"--html {path}: {exc.strerror or exc}") from None
