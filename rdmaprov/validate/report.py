@@ -177,6 +177,11 @@ def _bw(value: float | None) -> str:
     return "-" if value is None else f"{gbps(value)} GB/s"
 
 
+# Past this many hosts (pairs) the terminal table lists only those that failed or warn (the
+# slow pairs) and counts the rest, as progress.py's fleet view does.
+FLEET_ROWS = 50
+
+
 def print_table(report: Report, out: TextIO) -> None:
     d = report.to_dict()
     bar = d["bar"]
@@ -194,11 +199,16 @@ def print_table(report: Report, out: TextIO) -> None:
     pw = d["pairwise"]
     if pw:
         print(f"pairwise rounds (bar {_bw(pw['bar_GBps'])}: {pw['bar_source']}):", file=out)
-        for p in pw["pairs"]:
+        shown = [p for p in pw["pairs"] if len(pw["pairs"]) <= FLEET_ROWS or p["slow"]
+                 or p["error"]]
+        for p in shown:
             mark = "slow" if p["slow"] else "ok"
             rnd = f"round {p['round']}  " if p["round"] is not None else ""
             print(f"  {rnd}{'+'.join(p['hosts']):24} {_bw(p['busbw_GBps']):>12}  {mark}"
                   f"{'  ' + p['error'] if p['error'] else ''}", file=out)
+        if len(shown) < len(pw["pairs"]):
+            print(f"  {len(pw['pairs']) - len(shown)} more pairs ok (--json and --html list "
+                  "every pair)", file=out)
         for u in pw["unexplained"]:
             print(f"  slow pair, no single host to blame: {u}", file=out)
     st = d["stability"]
@@ -210,8 +220,9 @@ def print_table(report: Report, out: TextIO) -> None:
             ratio = z["p99_us"] / z["p50_us"] if z["p50_us"] else 0.0
             print(f"  {z['bytes']:>12} {z['p50_us'] / 1e3:>8.3f} ms {z['p99_us'] / 1e3:>8.3f} ms "
                   f"{z['max_us'] / 1e3:>8.3f} ms {ratio:>8.2f}", file=out)
+        many = len(st["pairs"]) > FLEET_ROWS
         for p in st["pairs"]:
-            if p["ratio"] is not None:
+            if p["ratio"] is not None and (p["unstable"] or not many):
                 print(f"  pair {'+'.join(p['hosts']):24} p99/p50 {p['ratio']:.2f}"
                       f"{'  UNSTABLE' if p['unstable'] else ''}", file=out)
         for u in st["unexplained"]:
@@ -231,13 +242,20 @@ def print_table(report: Report, out: TextIO) -> None:
     width = max([len(h["host"]) for h in d["hosts"]] + [4])
     print(f"\n{'host':{width}}  {'result':6}  {'line rate':>11}  {'pair busbw':>11}  reason",
           file=out)
-    for h in d["hosts"]:
+    # A fleet's table: the hosts that failed or warn, then a count of the rest (every host is
+    # in --json and --html); up to FLEET_ROWS hosts, one row each.
+    rows = [h for h in d["hosts"] if len(d["hosts"]) <= FLEET_ROWS or not h["passed"]
+            or h["warnings"]]
+    for h in rows:
         reason = "; ".join(h["reasons"]) or h["transport"]
         if h["warnings"]:
             reason += "; warn: " + "; ".join(h["warnings"])
         print(f"{h['host']:{width}}  {'PASS' if h['passed'] else 'FAIL':6}  "
               f"{_bw(h['line_rate_GBps']):>11}  {_bw(h['pair_busbw_GBps']):>11}  {reason}",
               file=out)
+    if len(rows) < len(d["hosts"]):
+        print(f"{len(d['hosts']) - len(rows)} more hosts passed, no warnings (--json and --html "
+              "list every host)", file=out)
     print(f"\nverdict: {'PASS' if d['passed'] else 'FAIL'}", file=out)
 
 

@@ -92,3 +92,20 @@ def test_the_fleet_page_leads_with_the_summary_and_the_failures(fleet) -> None:
     assert len(series) <= PLOT_PAIRS + 1 and "fabric" in series
     assert any(facts["slow"] in s for s in series)
 
+
+
+def test_the_fleet_table_names_the_failures_and_counts_the_rest(fleet, capsys) -> None:
+    results, facts, doc, _ = fleet
+    rc = main(["validate", "--judge", str(results)])
+    text = capsys.readouterr().out
+    assert rc == doc["exit_code"] == 2
+    failing = [h["host"] for h in doc["hosts"] if not h["passed"]]
+    rows = [ln.split()[0] for ln in text.splitlines() if ln.startswith("gpu")]
+    assert rows == failing  # one row per failing host, in rank order, no passing host
+    assert f"{N - len(failing)} more hosts passed, no warnings" in text
+    pairs = doc["pairwise"]["pairs"]
+    slow = [p for p in pairs if p["slow"] or p["error"]]
+    assert f"{len(pairs) - len(slow)} more pairs ok" in text
+    assert sum(facts["slow"] in ln and ln.rstrip().endswith("slow")
+               for ln in text.splitlines()) == len(slow)
+    assert len(text.splitlines()) < 40 and text.rstrip().endswith("verdict: FAIL")
