@@ -27,7 +27,7 @@ def safe_text(text: str) -> str:
 
     Newlines and tabs stay; everything else below 0x20, DEL and the C1 range go.
     """
-    if not any((c < " " and c not in "\n\t") or "\x7f" <= c <= "\x9f" for c in text):
+    if not _CONTROLS.search(text):  # the same set as below: most text has none (one C scan)
         return text
     return _CONTROLS.sub("?", _ESCAPES.sub("", text))
 

@@ -211,6 +211,7 @@ class HostFiles:
     ports_before: list[dict[str, Any]] | None = None  # counters_before.json's ports
     ports_after: list[dict[str, Any]] | None = None  # counters_after.json's ports
     intended: dict[str, Any] | None = None  # nccl_intended.json: the host's nccl.conf settings
+    used: set[str] | None = None  # the NICs its NCCL channels ran on (nics.channel_devices)
 
 
 @dataclass
@@ -251,8 +252,11 @@ def _host_files(run_dir: Path, host: str) -> HostFiles:
     rc = _read_text(d / "rc")
     log = _read_text(d / "worker.log")
     report = parsed = None
+    used = None
     if log is not None:
-        parsed = parse_nccl_log(log.splitlines(keepends=True))
+        lines = log.splitlines(keepends=True)
+        parsed = parse_nccl_log(lines)
+        used = channel_devices(lines) if log else None  # the same lines, read once
         # NCCL's own text can reach a log without an INFO/WARN line (torch's "Last error:"):
         # its errors still name the failure; its network needs NCCL's lines.
         report = parsed if parsed.nccl_lines else None
@@ -279,7 +283,7 @@ def _host_files(run_dir: Path, host: str) -> HostFiles:
                      ports_before=ports["counters_before.json"],
                      ports_after=ports["counters_after.json"],
                      intended={str(k): str(v) for k, v in intended.items()}
-                     if intended is not None else None)
+                     if intended is not None else None, used=used)
 
 
 def _sample(ports: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -618,7 +622,7 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
         hf = fabric.files[h].facts
         if hf is not None:
             facts[h] = hf
-    used = {h: _used_devices(results / "fabric", h) for h in fabric.hosts}
+    used = {h: fabric.files[h].used for h in fabric.hosts}  # from the log _host_files read
     backend = str((doc or {}).get("backend") or fabric.meta.get("backend") or "nccl")
     if doc is None:
         master = str(fabric.meta.get("master") or fabric.hosts[0])

@@ -79,10 +79,12 @@ def check_flags(args: argparse.Namespace) -> V.Policy:
 
 
 def write_outputs(report: Report, args: argparse.Namespace) -> None:
-    if getattr(args, "junit", None):
-        write_junit(report, args.junit)
-    if getattr(args, "html", None):
-        write_html(report, args.html)
+    junit, html = getattr(args, "junit", None), getattr(args, "html", None)
+    doc = report.to_dict() if junit or html else None  # one document for both (10,000 hosts)
+    if junit:
+        write_junit(report, junit, doc)
+    if html:
+        write_html(report, html, doc)
 
 
 def judge_dir(args: argparse.Namespace) -> Report:

@@ -12,7 +12,7 @@ JSON schema ``rdmaprov.validate.report/2`` (docs/validate.md lists every field).
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -27,14 +27,38 @@ def clean(text: str) -> str:
     return safe_text(text)
 
 
+_PLAIN = frozenset({int, float, bool, type(None)})  # copied as they are: nothing to clean
+
+
 def _cleaned(value: Any) -> Any:
+    """A plain copy of a report value with every string (dict keys too) through clean():
+    dataclasses as dicts of their fields (what ``dataclasses.asdict`` gives), tuples as lists.
+    One pass that builds the copy, no deepcopy: at 10,000 hosts the report holds millions of
+    values (each pair's sweep rows), and asdict's deepcopy then a second cleaning pass cost
+    seconds."""
+    t = type(value)
+    if t in _PLAIN:
+        return value
+    if t is dict:
+        return {(safe_text(k) if type(k) is str else clean(str(k))):
+                (v if type(v) in _PLAIN else _cleaned(v)) for k, v in value.items()}
+    if t is list or t is tuple:
+        return [v if type(v) in _PLAIN else _cleaned(v) for v in value]
     if isinstance(value, str):
         return clean(value)
+    names = _FIELDS.get(t)
+    if names is None and is_dataclass(value) and not isinstance(value, type):
+        names = _FIELDS[t] = tuple(f.name for f in fields(value))
+    if names is not None:
+        return {clean(n): _cleaned(getattr(value, n)) for n in names}
     if isinstance(value, dict):
         return {clean(str(k)): _cleaned(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_cleaned(v) for v in value]
     return value
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 @dataclass
@@ -140,14 +164,10 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         doc = {"schema": SCHEMA, "passed": self.passed, "exit_code": self.exit_code,
                "backend": self.backend, "world_size": self.world_size,
-               "busbw_GBps": self.busbw_GBps, "bar": asdict(self.bar),
-               "checks": [asdict(c) for c in self.checks], "error": self.error,
-               "hosts": [asdict(h) for h in self.hosts],
-               "pairwise": asdict(self.pairwise) if self.pairwise else None,
-               "results": self.results,
-               "compare": [asdict(r) for r in self.compare] if self.compare else None,
-               "source": self.source, "notes": self.notes,
-               "stability": asdict(self.stability) if self.stability else None}
+               "busbw_GBps": self.busbw_GBps, "bar": self.bar, "checks": self.checks,
+               "error": self.error, "hosts": self.hosts, "pairwise": self.pairwise,
+               "results": self.results, "compare": self.compare or None,
+               "source": self.source, "notes": self.notes, "stability": self.stability}
         return _cleaned(doc)
 
 
@@ -155,6 +175,11 @@ class Report:
 
 def _bw(value: float | None) -> str:
     return "-" if value is None else f"{gbps(value)} GB/s"
+
+
+# Past this many hosts (pairs) the terminal table lists only those that failed or warn (the
+# slow pairs) and counts the rest, as progress.py's fleet view does.
+FLEET_ROWS = 50
 
 
 def print_table(report: Report, out: TextIO) -> None:
@@ -174,11 +199,16 @@ def print_table(report: Report, out: TextIO) -> None:
     pw = d["pairwise"]
     if pw:
         print(f"pairwise rounds (bar {_bw(pw['bar_GBps'])}: {pw['bar_source']}):", file=out)
-        for p in pw["pairs"]:
+        shown = [p for p in pw["pairs"] if len(pw["pairs"]) <= FLEET_ROWS or p["slow"]
+                 or p["error"]]
+        for p in shown:
             mark = "slow" if p["slow"] else "ok"
             rnd = f"round {p['round']}  " if p["round"] is not None else ""
             print(f"  {rnd}{'+'.join(p['hosts']):24} {_bw(p['busbw_GBps']):>12}  {mark}"
                   f"{'  ' + p['error'] if p['error'] else ''}", file=out)
+        if len(shown) < len(pw["pairs"]):
+            print(f"  {len(pw['pairs']) - len(shown)} more pairs ok (--json and --html list "
+                  "every pair)", file=out)
         for u in pw["unexplained"]:
             print(f"  slow pair, no single host to blame: {u}", file=out)
     st = d["stability"]
@@ -190,8 +220,9 @@ def print_table(report: Report, out: TextIO) -> None:
             ratio = z["p99_us"] / z["p50_us"] if z["p50_us"] else 0.0
             print(f"  {z['bytes']:>12} {z['p50_us'] / 1e3:>8.3f} ms {z['p99_us'] / 1e3:>8.3f} ms "
                   f"{z['max_us'] / 1e3:>8.3f} ms {ratio:>8.2f}", file=out)
+        many = len(st["pairs"]) > FLEET_ROWS
         for p in st["pairs"]:
-            if p["ratio"] is not None:
+            if p["ratio"] is not None and (p["unstable"] or not many):
                 print(f"  pair {'+'.join(p['hosts']):24} p99/p50 {p['ratio']:.2f}"
                       f"{'  UNSTABLE' if p['unstable'] else ''}", file=out)
         for u in st["unexplained"]:
@@ -211,23 +242,31 @@ def print_table(report: Report, out: TextIO) -> None:
     width = max([len(h["host"]) for h in d["hosts"]] + [4])
     print(f"\n{'host':{width}}  {'result':6}  {'line rate':>11}  {'pair busbw':>11}  reason",
           file=out)
-    for h in d["hosts"]:
+    # A fleet's table: the hosts that failed or warn, then a count of the rest (every host is
+    # in --json and --html); up to FLEET_ROWS hosts, one row each.
+    rows = [h for h in d["hosts"] if len(d["hosts"]) <= FLEET_ROWS or not h["passed"]
+            or h["warnings"]]
+    for h in rows:
         reason = "; ".join(h["reasons"]) or h["transport"]
         if h["warnings"]:
             reason += "; warn: " + "; ".join(h["warnings"])
         print(f"{h['host']:{width}}  {'PASS' if h['passed'] else 'FAIL':6}  "
               f"{_bw(h['line_rate_GBps']):>11}  {_bw(h['pair_busbw_GBps']):>11}  {reason}",
               file=out)
+    if len(rows) < len(d["hosts"]):
+        print(f"{len(d['hosts']) - len(rows)} more hosts passed, no warnings (--json and --html "
+              "list every host)", file=out)
     print(f"\nverdict: {'PASS' if d['passed'] else 'FAIL'}", file=out)
 
 
 # ----- JUnit ----------------------------------------------------------------------------------
 
-def junit_xml(report: Report) -> ET.Element:
+def junit_xml(report: Report, doc: dict[str, Any] | None = None) -> ET.Element:
     """<testsuites> with three suites: the fabric's checks, the hosts, the pairs. Failed checks
     and hosts are <failure>, hosts that never produced a result (unreachable, preflight, hung)
-    <error>, skipped checks <skipped/> — the JUnit shape Jenkins' xunit schema and GitLab read."""
-    d = report.to_dict()
+    <error>, skipped checks <skipped/> — the JUnit shape Jenkins' xunit schema and GitLab read.
+    ``doc``: the report's to_dict() when the caller has it already (one pass at 10,000 hosts)."""
+    d = doc if doc is not None else report.to_dict()
     root = ET.Element("testsuites", name="rdmaprov validate")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
 
@@ -289,17 +328,18 @@ def junit_xml(report: Report) -> ET.Element:
     return root
 
 
-def write_junit(report: Report, path: Path) -> None:
+def write_junit(report: Report, path: Path, doc: dict[str, Any] | None = None) -> None:
     try:
-        ET.ElementTree(junit_xml(report)).write(path, encoding="unicode", xml_declaration=True)
+        ET.ElementTree(junit_xml(report, doc)).write(path, encoding="unicode", xml_declaration=True)
     except OSError as exc:
         raise UserError(f"--junit {path}: {exc.strerror or exc}") from None
 
 
-def write_html(report: Report, path: Path) -> None:
+def write_html(report: Report, path: Path, doc: dict[str, Any] | None = None) -> None:
     from rdmaprov.validate import report_html
 
+    page = report_html.render(doc if doc is not None else report.to_dict())
     try:
-        path.write_text(report_html.render(report.to_dict()), encoding="utf-8")
+        path.write_text(page, encoding="utf-8")
     except OSError as exc:
         raise UserError(f"--html {path}: {exc.strerror or exc}") from None

@@ -28,6 +28,12 @@ LEFT, RIGHT, TOP, BOTTOM = 64, 24, 20, 48
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22", "#17becf", "#d62728")
 
+# A fleet's page stays quick to open: failing hosts and slow pairs come first, in the open; the
+# rest sit in a <details> that is open only when it holds at most this many rows.
+OPEN_ROWS = 50
+# Pair curves drawn in the plot (the slow ones first); the others' peaks are in the pairs table.
+PLOT_PAIRS = len(COLOURS) - 1
+
 CSS = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
@@ -40,6 +46,7 @@ th, td { border: 1px solid #ccc; padding: .25em .6em; text-align: left; vertical
 th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 p.note { color: #555; font-style: italic; }
 svg text { font: 11px system-ui, sans-serif; fill: #333; }
+details > summary { cursor: pointer; margin: .4em 0; }
 """
 
 
@@ -166,6 +173,16 @@ def _table(head: list[str], rows: list[list[str]]) -> str:
     return f"<table>\n<thead><tr>{th}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
 
 
+def _collapsed(what: str, head: list[str], rows: list[list[str]]) -> str:
+    """Rows that need no attention (passing hosts, good pairs) in a <details>: open when short,
+    closed for a fleet (a 10,000-host page then renders its summary and failures at once)."""
+    if not rows:
+        return ""
+    state = " open" if len(rows) <= OPEN_ROWS else ""
+    return (f"<details{state}><summary>{_e(what)} ({len(rows)})</summary>\n"
+            f"{_table(head, rows)}\n</details>")
+
+
 def _num(value: Any) -> str:
     return f'<td class="num">{_e(_gbps(value))}</td>'
 
@@ -231,11 +248,15 @@ def _stability_html(report: dict[str, Any]) -> list[str]:
                      _cell(z.get("max_us"), 1e-3, ".3f", " ms"), _cell(ratio, 1, ".2f", "")])
     parts.append(_table(["size", "p50", "p99", "max", "p99/p50"], rows))
     pairs = [p for p in st.get("pairs") or [] if p.get("ratio") is not None]
-    if pairs:
-        parts.append(_table(["pair", "p99/p50", ""], [
-            [_e("+".join(p.get("hosts") or [])), _cell(p.get("ratio"), 1, ".2f", ""),
+    rows = [[_e("+".join(p.get("hosts") or [])), _cell(p.get("ratio"), 1, ".2f", ""),
              f'<td class="{"fail" if p.get("unstable") else "pass"}">'
-             f'{"UNSTABLE" if p.get("unstable") else "ok"}</td>'] for p in pairs]))
+             f'{"UNSTABLE" if p.get("unstable") else "ok"}</td>'] for p in pairs
+            if p.get("unstable")]
+    if rows:
+        parts.append(_table(["pair", "p99/p50", ""], rows))
+    parts.append(_collapsed("stable pairs", ["pair", "p99/p50", ""], [
+        [_e("+".join(p.get("hosts") or [])), _cell(p.get("ratio"), 1, ".2f", ""),
+         '<td class="pass">ok</td>'] for p in pairs if not p.get("unstable")]))
     for h, why in (st.get("blamed") or {}).items():
         parts.append(f'<p><strong class="FAIL">{_e(h)}</strong>: {_e(why)}</p>')
     svg = iterations_svg([r for r in report.get("results") or [] if isinstance(r, dict)], limit)
@@ -265,6 +286,14 @@ def render(report: dict[str, Any]) -> str:
         ("exit code", report.get("exit_code", 0 if verdict == "PASS" else 2)),
     ]
     parts.append(_table(["", ""], [[f"<strong>{_e(k)}</strong>", _e(v)] for k, v in facts]))
+    failing = [h for h in hosts if not h.get("passed")]
+    pw = report.get("pairwise")
+    pairs = (pw or {}).get("pairs") or []
+    bad_pairs = [p for p in pairs if p.get("slow") or p.get("error")]
+    summary = f"{len(failing)} of {len(hosts)} hosts failed"
+    if pairs:
+        summary += f"; {len(bad_pairs)} of {len(pairs)} pairs slow or without a result"
+    parts.append(f'<p class="summary"><strong>{_e(summary)}</strong></p>')
 
     parts.append("<h2>Fabric checks</h2>")
     checks = [[f'<td class="{_e(c.get("status", ""))}">{_e(c.get("status", ""))}</td>',
@@ -276,31 +305,39 @@ def render(report: dict[str, Any]) -> str:
                  else '<p class="note">No fabric checks in the report.</p>')
 
     parts.append("<h2>Hosts</h2>")
-    parts.append(_table(
-        ["host", "result", "line rate", "ports", "pair busbw", "transport or reasons"],
-        [[_e(h.get("host", "?")),
-          f'<td class="{"PASS" if h.get("passed") else "FAIL"}">'
-          f'{"PASS" if h.get("passed") else "FAIL"}</td>',
-          _num(h.get("line_rate_GBps")), _e(h.get("ports") or ""),
-          _num(h.get("pair_busbw_GBps")),
-          "<br>".join(_e(r) for r in h.get("reasons") or []) or _e(h.get("transport") or "")]
-         for h in hosts]))
+    head = ["host", "result", "line rate", "ports", "pair busbw", "transport or reasons"]
+    rows = [[_e(h.get("host", "?")),
+             f'<td class="{"PASS" if h.get("passed") else "FAIL"}">'
+             f'{"PASS" if h.get("passed") else "FAIL"}</td>',
+             _num(h.get("line_rate_GBps")), _e(h.get("ports") or ""),
+             _num(h.get("pair_busbw_GBps")),
+             "<br>".join(_e(r) for r in h.get("reasons") or []) or _e(h.get("transport") or "")]
+            for h in failing]
+    if rows:
+        parts.append(_table(head, rows))
+    parts.append(_collapsed("passing hosts", head, [
+        [_e(h.get("host", "?")), '<td class="PASS">PASS</td>', _num(h.get("line_rate_GBps")),
+         _e(h.get("ports") or ""), _num(h.get("pair_busbw_GBps")), _e(h.get("transport") or "")]
+        for h in hosts if h.get("passed")]))
 
-    pw = report.get("pairwise")
     if pw:
         parts.append(f"<h2>Pairwise rounds (bar {_e(_gbps(pw.get('bar_GBps')))}: "
                      f"{_e(pw.get('bar_source', ''))})</h2>")
         blamed = pw.get("blamed") or {}
-        rows = []
-        for p in pw.get("pairs") or []:
+
+        def pair_row(p: dict[str, Any]) -> list[str]:
             slow = bool(p.get("slow"))
             who = [h for h in p.get("hosts") or [] if h in blamed]
-            rows.append([_e("-" if p.get("round") is None else p["round"]),
-                         _e("+".join(p.get("hosts") or [])), _num(p.get("busbw_GBps")),
-                         f'<td class="{"fail" if slow else "pass"}">'
-                         f'{"slow" if slow else "ok"}</td>',
-                         _e(p.get("error") or ""), _e(", ".join(who))])
-        parts.append(_table(["round", "pair", "peak busbw", "", "error", "blamed host"], rows))
+            return [_e("-" if p.get("round") is None else p["round"]),
+                    _e("+".join(p.get("hosts") or [])), _num(p.get("busbw_GBps")),
+                    f'<td class="{"fail" if slow else "pass"}">{"slow" if slow else "ok"}</td>',
+                    _e(p.get("error") or ""), _e(", ".join(who))]
+
+        head = ["round", "pair", "peak busbw", "", "error", "blamed host"]
+        if bad_pairs:
+            parts.append(_table(head, [pair_row(p) for p in bad_pairs]))
+        parts.append(_collapsed("good pairs", head, [
+            pair_row(p) for p in pairs if not (p.get("slow") or p.get("error"))]))
         for h, why in blamed.items():
             parts.append(f'<p><strong class="FAIL">{_e(h)}</strong>: {_e(why)}</p>')
         for u in pw.get("unexplained") or []:
@@ -319,9 +356,11 @@ def render(report: dict[str, Any]) -> str:
 
     parts.append("<h2>Bus bandwidth against message size</h2>")
     series = [("fabric", _points(report.get("results")))]
-    pairs = (pw or {}).get("pairs") or []
-    series += [("+".join(p.get("hosts") or []), _points(p.get("results"))) for p in pairs
-               if p.get("results")]
+    curves = [p for p in pairs if p.get("results")]
+    if len(curves) > PLOT_PAIRS:  # a fleet: the slow pairs' curves first
+        curves.sort(key=lambda p: not (p.get("slow") or p.get("error")))
+    series += [("+".join(p.get("hosts") or []), _points(p.get("results")))
+               for p in curves[:PLOT_PAIRS]]
     svg = bandwidth_svg(series, thr if isinstance(thr, int | float) else None)
     notes = []
     if not series[0][1]:
@@ -332,6 +371,9 @@ def render(report: dict[str, Any]) -> str:
                      "the pairs are in the table above, not in the plot.")
     notes.append("Hosts have no size rows of their own: every host is in the one fabric "
                  "all_reduce; a host's busbw is its best pair's peak.")
+    if len(curves) > PLOT_PAIRS:
+        notes.append(f"{PLOT_PAIRS} of {len(curves)} pairs' curves are drawn (the slow ones "
+                     "first); every pair's peak is in the pairs table.")
     if thr is None:
         notes.append("No bar is known, so the plot has no bar line.")
     parts.append(svg if svg else '<p class="note">Nothing to plot.</p>')
