@@ -381,8 +381,29 @@ def _init(args: argparse.Namespace) -> _Ctx:
         if "without libuv" in str(exc):
             raise CannotStart(f"{one_line(exc)} (set USE_LIBUV=0, or use the direct "
                               "launcher)") from None
+        why = own_network_failure(str(exc))
+        if why:
+            raise CannotStart(f"{one_line(exc)} ({why})") from None
         raise
     return _Ctx(torch, dist, backend, rank, world, local_rank)
+
+
+# connect(2)'s ENETUNREACH: this host's own routing table has no route to the peer's network
+# (its fabric interface down or without its address), found before any packet leaves. Not
+# EHOSTUNREACH ("No route to host"), which a host also gets when the *peer* is gone.
+_OWN_NETWORK = ("Network is unreachable",)
+
+
+def own_network_failure(text: str) -> str:
+    """Why a failed rendezvous is this host's own doing, or '': its fabric network is not
+    reachable from here at all. Such a host cannot join (exit 2), so the launch stops its peers
+    at once instead of leaving them to wait out their timeouts in their own names (issue 23:
+    a node cut off the fabric got its three peers killed by their watchdogs, 157 s after the
+    launch, each named as hung)."""
+    if any(marker in text for marker in _OWN_NETWORK):
+        return "this host has no route to its peers' network: its fabric interface is down " \
+               "or has no address"
+    return ""
 
 
 def _node_rank(ctx: _Ctx) -> int:
@@ -809,6 +830,16 @@ def watchdog_limit(timeout: float) -> float:
     return timeout + max(5.0, min(30.0, 0.1 * timeout))
 
 
+def start_limit(timeout: float) -> float:
+    """Seconds the start (Python, then ``import torch``) may take: --timeout, at least
+    IMPORT_FLOOR_S (tens of seconds on a loaded host or a network filesystem), and no grace:
+    torch has no error of its own to give before the rendezvous. A worker frozen while it starts
+    is then killed (exit 3, named by this watchdog) when its peers, which started with it, have
+    waited --timeout in their rendezvous at most, so the launch stops them at once; with the
+    grace, the run lasted that much longer (bench/RESULTS.md, issue 23)."""
+    return max(timeout, IMPORT_FLOOR_S)
+
+
 def _supervise(args: argparse.Namespace) -> int:
     """Run the worker in a child process and kill its whole process group with SIGKILL when one
     phase (import, rendezvous, one size of the sweep) outlasts watchdog_limit: a hung NCCL or
@@ -820,10 +851,10 @@ def _supervise(args: argparse.Namespace) -> int:
 
     global _PROGRESS_FD
     limit = watchdog_limit(args.timeout)
-    # Starting (Python, then torch: tens of seconds on a loaded host or a network filesystem)
-    # is no collective: it gets at least IMPORT_FLOOR_S, so a short --timeout still reaches
-    # torch's own rendezvous error.
-    start_limit = max(limit, watchdog_limit(IMPORT_FLOOR_S))
+    # Starting is no collective: start_limit, so a short --timeout still reaches torch's own
+    # rendezvous error, and a worker frozen before its rendezvous is named before its peers'
+    # rendezvous timeouts end them.
+    first = start_limit(args.timeout)
     read_fd, write_fd = os.pipe()
     parent = os.getppid()
     # A stop signal that arrived between the fork and the handlers below would end this
@@ -867,7 +898,7 @@ def _supervise(args: argparse.Namespace) -> int:
     signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
 
     phase, printed, buf = "start", False, b""
-    current = start_limit
+    current = first
     deadline = time.monotonic() + current
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
@@ -891,7 +922,7 @@ def _supervise(args: argparse.Namespace) -> int:
             if lines:
                 phase = lines[-1].decode(errors="replace")
                 printed = printed or phase == "document printed"
-                current = start_limit if phase == "import torch" else limit
+                current = first if phase == "import torch" else limit
                 deadline = time.monotonic() + current
     kill(signal.SIGKILL)
     os.waitpid(pid, 0)

@@ -223,6 +223,41 @@ def test_hung_peer_fails_fast_and_is_named(lab, tmp_path: Path) -> None:
     assert "watchdog: no progress" in reasons[slow][0]
 
 
+def test_node_cut_off_the_fabric_stops_its_peers_and_is_named(lab, tmp_path: Path) -> None:
+    """A node whose fabric interface goes down while its worker starts (the lab's gloo runs over
+    eth1, SSH over eth0): its rendezvous fails with no route to the fabric, which is its own
+    failure (exit 2), so its peers are stopped at once and none is named as hung."""
+    cut = lab.nodes[-1]
+    done = threading.Event()
+    downed: list[bool] = []
+
+    def cut_link() -> None:
+        while not done.is_set():
+            if lab.exec(cut, ["sh", "-c", _WORKERS], check=False).stdout.split():
+                lab.exec(cut, ["ip", "link", "set", "eth1", "down"], check=False)
+                downed.append(True)
+                return
+            time.sleep(0.3)
+
+    thread = threading.Thread(target=cut_link, daemon=True)
+    variables = {**HOST_RUNTIME, "nccl_validate_timeout": 900}
+    thread.start()
+    try:
+        code, report = _validate(lab, tmp_path, variables, "--pairwise", "never")
+    finally:
+        done.set()
+        lab.exec(cut, ["ip", "link", "set", "eth1", "up"], check=False)
+    assert downed, "the worker was never seen running"
+    assert code == 2
+    rcs = {h: (tmp_path / f"results/fabric/{h}/rc").read_text().strip() for h in lab.nodes}
+    assert rcs[cut] == "2", rcs
+    reasons = {h["host"]: h["reasons"] for h in report["hosts"]}
+    assert all(len(r) == 1 for r in reasons.values()), reasons
+    assert "Network is unreachable" in reasons[cut][0], reasons
+    for host in lab.nodes[:-1]:
+        assert f"stopped: {cut} could not run (its worker exited 2)" in reasons[host][0], reasons
+
+
 def test_node_without_torch_fails_fast(lab, tmp_path: Path) -> None:
     """One node whose python cannot import torch: its image preflight fails with one line and
     the others are not launched, within seconds rather than a rendezvous timeout."""

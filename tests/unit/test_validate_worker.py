@@ -435,3 +435,24 @@ def test_sweep_rows_carry_the_distribution(gloo_ctx):
         assert r["correct"] and len(r["iters_us"]) == 4
         assert r["iter_us"]["max_us"] == max(r["iters_us"])
         assert r["iter_us"]["p50_us"] <= r["iter_us"]["p99_us"] <= r["iter_us"]["max_us"]
+
+
+def test_start_limit_names_a_frozen_start_before_the_peers_rendezvous_ends():
+    # The start (Python, import torch) has no torch error to wait for: no grace, so a worker
+    # frozen there is killed when its peers, started with it, reach their rendezvous timeout
+    # at the latest; a short --timeout still leaves a slow import its floor.
+    assert w.start_limit(120) == 120 < w.watchdog_limit(120)
+    assert w.start_limit(600) == 600 < w.watchdog_limit(600)
+    assert w.start_limit(5) == w.IMPORT_FLOOR_S
+
+
+def test_a_rendezvous_without_a_route_to_the_fabric_is_this_hosts_own():
+    # torch 2.13's gloo on a lab node whose fabric interface (GLOO_SOCKET_IFNAME) was set down
+    # while its worker started (bench/validate_failfast.py --fault cut, 2026-12-05).
+    gloo = ("[enforce fail at /__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"
+            "socket.cc:142] rv != -1. -1 vs -1. connect: Network is unreachable")
+    assert "no route to its peers' network" in w.own_network_failure(gloo)
+    # A peer that is gone gives its partners EHOSTUNREACH or a timeout: theirs is not own.
+    assert w.own_network_failure("connect: No route to host") == ""
+    assert w.own_network_failure("DistStoreError: wait timeout after 120000ms, keys: "
+                                 "/default_pg/0//cpu//0/3") == ""
