@@ -353,9 +353,9 @@ def run_inventory(args: argparse.Namespace, ib_tc: int | None,
     if not result.hosts and result.error:
         raise UserError(result.error)
     code = 2 if missing or not report["ok"] or _lint_errors(docs) else 0
-    if args.write_expectations is not None:
-        _write_expectations(args, docs, missing, sys.stderr if args.json else sys.stdout)
     if args.json:
+        if args.write_expectations is not None:
+            _write_expectations(args, docs, missing, sys.stderr)
         doc = progress.result_document(result, code)
         doc["hosts_probed"] = docs
         doc["fabric"] = report
@@ -367,6 +367,9 @@ def run_inventory(args: argparse.Namespace, ib_tc: int | None,
         render_host(console, doc, host)
         console.print()
     render_fabric(console, report, missing)
+    if args.write_expectations is not None:
+        sys.stdout.flush()
+        _write_expectations(args, docs, missing, sys.stdout)
     return code
 
 

@@ -86,3 +86,26 @@ def test_bad_flags_are_one_line_exit_1_before_any_host(tmp_path: Path, capsys, k
     out, err = capsys.readouterr()
     assert code == 1 and out == ""
     assert err.count("\n") == 1 and err.startswith("rdmaprov: error: ") and message in err
+
+
+def test_the_terminal_names_the_hosts_that_differ_and_those_left_out(tmp_path: Path,
+                                                                    capsys) -> None:
+    import argparse
+    import copy
+
+    from rdmaprov.cli import probe
+
+    facts = module_utils("rdma_sysfs").collect(str(node_root(tmp_path / "r") / "sys"))
+    down = copy.deepcopy(facts)
+    down["devices"][3]["ports"][0]["state"] = "DOWN"
+    docs = {"n1": {"rdma": facts}, "n2": {"rdma": facts}, "n3": {"rdma": down},
+            "cpu\x1b[2J1": {"rdma": module_utils("rdma_sysfs").collect("/nonexistent")}}
+    args = argparse.Namespace(write_expectations=tmp_path / "exp", inventory=Path("inv.ini"))
+    probe._write_expectations(args, docs, {"n4": "unreachable: timed out"}, sys.stdout)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (f"Expectations {tmp_path}/exp/infiniband-mt4129.yml: 3 host(s)"
+                      ", link_layer InfiniBand, ports 4, rate 400, mtu 4092")
+    assert "  n3 differs: ports 3 (class infiniband-mt4129: 4 on 2 of 3 hosts)" in out
+    assert "  n4: no expectations (unreachable: timed out)" in out
+    assert any(line.startswith("  cpu1: no expectations (no RDMA port") for line in out)
+    assert out[-1] == f"Index: {tmp_path}/exp/hosts.yml"
