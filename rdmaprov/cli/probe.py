@@ -26,7 +26,7 @@ from rdmaprov import collection
 from rdmaprov.console import table, table_console
 from rdmaprov.errors import UserError
 from rdmaprov.probe import fabric
-from rdmaprov.textsafe import rich_text, safe_text
+from rdmaprov.textsafe import rich_text, safe_line, safe_text
 
 PROBE_TASK = "Discover RDMA devices"
 NCCL_CONF = Path("/etc/nccl.conf")
@@ -84,6 +84,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                        default=os.environ.get("RDMAPROV_KEEP_ARTIFACTS") or None,
                        help="keep ansible-runner's private data dir (env "
                             "RDMAPROV_KEEP_ARTIFACTS)")
+    fleet.add_argument("--write-expectations", metavar="DIR", type=Path,
+                       help="write rdmaprov check's config per node class to DIR/<class>.yml "
+                            "(the majority of each class's hosts) and DIR/hosts.yml (each "
+                            "host's file, the hosts that differ); the slurm_health role installs "
+                            "them (slurm_health_expect_dir)")
     p.set_defaults(func=run, check=False, diff=False, tags=None, skip_tags=None,
                    extra_vars=[], verbose=0,
                    strategy=os.environ.get("RDMAPROV_STRATEGY", "linear"),
@@ -245,6 +250,13 @@ def _lint_errors(docs: Mapping[str, Mapping[str, Any]]) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     ib_tc = _ib_tc(args.nccl_ib_tc)
+    if args.write_expectations is not None:
+        if args.inventory is None:
+            raise UserError("--write-expectations: needs an INVENTORY (expectations come from "
+                            "what a fleet has in common)")
+        from rdmaprov.probe import expectations
+
+        expectations.check_dir(args.write_expectations)
     sources = lint_sources(args.env_file, os.environ)
     if args.inventory is None and args.container:
         return run_container(args)
@@ -342,6 +354,8 @@ def run_inventory(args: argparse.Namespace, ib_tc: int | None,
         raise UserError(result.error)
     code = 2 if missing or not report["ok"] or _lint_errors(docs) else 0
     if args.json:
+        if args.write_expectations is not None:
+            _write_expectations(args, docs, missing, sys.stderr)
         doc = progress.result_document(result, code)
         doc["hosts_probed"] = docs
         doc["fabric"] = report
@@ -353,7 +367,32 @@ def run_inventory(args: argparse.Namespace, ib_tc: int | None,
         render_host(console, doc, host)
         console.print()
     render_fabric(console, report, missing)
+    if args.write_expectations is not None:
+        sys.stdout.flush()
+        _write_expectations(args, docs, missing, sys.stdout)
     return code
+
+
+def _write_expectations(args: argparse.Namespace, docs: Mapping[str, Mapping[str, Any]],
+                        missing: Mapping[str, str], out: Any) -> None:
+    """DIR/<class>.yml and DIR/hosts.yml from the hosts that answered; the odd ones named."""
+    from rdmaprov.probe import expectations
+
+    derived = expectations.derive({h: d["rdma"] for h, d in docs.items()})
+    try:
+        written = expectations.write(args.write_expectations, derived, str(args.inventory))
+    except OSError as exc:
+        raise UserError(f"--write-expectations {args.write_expectations}: "
+                        f"{exc.strerror or exc}") from None
+    for name, cls in derived["classes"].items():
+        out.write(safe_line(f"Expectations {args.write_expectations / (name + '.yml')}: "
+                            f"{len(cls['hosts'])} host(s), "
+                            + ", ".join(f"{k} {v}" for k, v in cls["expect"].items())) + "\n")
+    for host, odd in derived["differs"].items():
+        out.write(safe_line(f"  {host} differs: {'; '.join(odd)}") + "\n")
+    for host, why in {**derived["unclassified"], **missing}.items():
+        out.write(safe_line(f"  {host}: no expectations ({why})") + "\n")
+    out.write(safe_line(f"Index: {written[-1]}") + "\n")
 
 
 def render_fabric(console: Console, report: Mapping[str, Any], missing: Mapping[str, str]) -> None:
