@@ -83,7 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     j.add_argument("--min-busbw", default=env("RDMAPROV_VALIDATE_MIN_BUSBW"),
                    metavar="GBPS", help="explicit busbw threshold in GB/s, instead of the "
                    "fraction of the line rate (env RDMAPROV_VALIDATE_MIN_BUSBW)")
-    j.add_argument("--max-jitter", type=float,
+    j.add_argument("--max-jitter",
                    default=env("RDMAPROV_VALIDATE_MAX_JITTER", str(V.DEFAULT_MAX_JITTER)),
                    metavar="RATIO", help="UNSTABLE above this p99/p50 of the iteration times at "
                    "the large sizes, for the fabric and each pair (env "

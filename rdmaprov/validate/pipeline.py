@@ -48,7 +48,8 @@ def policy(args: argparse.Namespace) -> V.Policy:
 
 # The run flags and how each is handed on once the table (ranges.FLAGS) has judged it.
 _FLAG_TYPES = {"--image": str, "--max-bytes": str, "--timeout": int, "--bw-fraction": float,
-               "--pair-fraction": float, "--min-busbw": float}
+               "--pair-fraction": float, "--min-busbw": float,
+               "--max-jitter": float}
 _COUNTS = {"--plan": int, "--nodes": int}
 
 
@@ -166,7 +167,8 @@ def _live(args: argparse.Namespace, inv: Any, pol: V.Policy, results: Path,
     pairs = {"nccl_validate_pairs": args.pairwise,
              "nccl_validate_pair_fraction": float(args.pair_fraction),
              "nccl_validate_bw_fraction": pol.bw_fraction,
-             "nccl_validate_min_busbw": pol.min_busbw_GBps or 0.0}
+             "nccl_validate_min_busbw": pol.min_busbw_GBps or 0.0,
+             "nccl_validate_max_jitter": pol.max_jitter}
     if pol.allow_socket or pol.transport == "Socket":
         # The image preflight then does not fail a host for a missing RDMA userspace.
         pairs["nccl_validate_require_ib"] = "never"
