@@ -164,7 +164,7 @@ def test_max_jitter_reaches_the_workers_on_live_runs(tmp_path: Path,
     pol = pipeline.check_flags(args)
 
     class Inv:
-        selected = ["n1"]
+        selected = ("n1",)
 
     assert pipeline._live(args, Inv(), pol, tmp_path, sys.stdout) == "report"
     assert seen[0]["nccl_validate_max_jitter"] == 3.0
