@@ -176,6 +176,7 @@ FLAGS = {
     "--pair-fraction": ("RDMAPROV_VALIDATE_PAIR_FRACTION", "fraction"),
     "--min-busbw": ("RDMAPROV_VALIDATE_MIN_BUSBW", "gbps"),
     "--max-jitter": ("RDMAPROV_VALIDATE_MAX_JITTER", "jitter"),
+    "--rail-fraction": ("RDMAPROV_VALIDATE_RAIL_FRACTION", "fraction"),
     "--nodes": (None, "count"),
     "--plan": (None, "count"),
 }

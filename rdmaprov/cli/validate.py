@@ -90,6 +90,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    f"RDMAPROV_VALIDATE_MAX_JITTER; default {V.DEFAULT_MAX_JITTER}: a TCP "
                    "retransmission, a PFC pause or a flap stretches single iterations "
                    "several-fold; docs/validate.md)")
+    j.add_argument("--rail-fraction",
+                   default=env("RDMAPROV_VALIDATE_RAIL_FRACTION", str(V.DEFAULT_RAIL_FRACTION)),
+                   help="the rail round: each HCA port's ib_write_bw must reach this fraction of "
+                        "that port's own rate (env RDMAPROV_VALIDATE_RAIL_FRACTION; default "
+                        f"{V.DEFAULT_RAIL_FRACTION}; docs/validate.md)")
     j.add_argument("--pairwise", choices=PAIRWISE,
                    default=env("RDMAPROV_VALIDATE_PAIRWISE", "auto"),
                    help="pair rounds in the same run, to name a slow host (3+ hosts; ring "

@@ -41,7 +41,9 @@ def policy(args: argparse.Namespace) -> V.Policy:
                         min_busbw_GBps=(None if args.min_busbw in (None, "")
                                         else float(args.min_busbw)),
                         max_jitter=float(getattr(args, "max_jitter", None)
-                                         or V.DEFAULT_MAX_JITTER))
+                                         or V.DEFAULT_MAX_JITTER),
+                        rail_fraction=float(getattr(args, "rail_fraction", None)
+                                            or V.DEFAULT_RAIL_FRACTION))
     except ValueError as exc:
         raise UserError(f"verdict options: {exc}") from None
 
@@ -49,7 +51,7 @@ def policy(args: argparse.Namespace) -> V.Policy:
 # The run flags and how each is handed on once the table (ranges.FLAGS) has judged it.
 _FLAG_TYPES = {"--image": str, "--max-bytes": str, "--timeout": int, "--bw-fraction": float,
                "--pair-fraction": float, "--min-busbw": float,
-               "--max-jitter": float}
+               "--max-jitter": float, "--rail-fraction": float}
 _COUNTS = {"--plan": int, "--nodes": int}
 
 
