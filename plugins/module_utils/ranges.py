@@ -62,6 +62,7 @@ KINDS.update({
 FLOAT_KINDS = {
     "fraction": (0.0, 1.0, "fraction", True),
     "gbps": (0.0, 1e6, "bandwidth in GB/s", False),
+    "jitter": (1.0, 1e6, "ratio p99/p50", False),
 }
 
 VARIABLES.update({
@@ -174,6 +175,8 @@ FLAGS = {
     "--bw-fraction": ("RDMAPROV_VALIDATE_BW_FRACTION", "fraction"),
     "--pair-fraction": ("RDMAPROV_VALIDATE_PAIR_FRACTION", "fraction"),
     "--min-busbw": ("RDMAPROV_VALIDATE_MIN_BUSBW", "gbps"),
+    "--max-jitter": ("RDMAPROV_VALIDATE_MAX_JITTER", "jitter"),
+    "--rail-fraction": ("RDMAPROV_VALIDATE_RAIL_FRACTION", "fraction"),
     "--nodes": (None, "count"),
     "--plan": (None, "count"),
 }

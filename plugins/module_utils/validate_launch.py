@@ -228,6 +228,13 @@ def pair_args(s):
             "--bw-fraction", _s(s.get("bw_fraction", 0.8))]
     if float(s.get("min_busbw") or 0) > 0:
         args += ["--min-busbw", _s(s["min_busbw"])]
+    # 0: the worker's own default (rounds.DEFAULT_MAX_JITTER); else a ratio p99/p50 >= 1.
+    jitter = float(s.get("max_jitter") or 0)
+    if 0 < jitter < 1:
+        raise ValueError("nccl_validate_max_jitter must be 0 (the default) or a ratio p99/p50 "
+                         "of 1 or more, not %r" % s["max_jitter"])
+    if jitter:
+        args += ["--max-jitter", _s(s["max_jitter"])]
     return args
 
 

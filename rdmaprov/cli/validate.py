@@ -84,13 +84,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     j.add_argument("--min-busbw", default=env("RDMAPROV_VALIDATE_MIN_BUSBW"),
                    metavar="GBPS", help="explicit busbw threshold in GB/s, instead of the "
                    "fraction of the line rate (env RDMAPROV_VALIDATE_MIN_BUSBW)")
-    j.add_argument("--max-jitter", type=float,
+    j.add_argument("--max-jitter",
                    default=env("RDMAPROV_VALIDATE_MAX_JITTER", str(V.DEFAULT_MAX_JITTER)),
                    metavar="RATIO", help="UNSTABLE above this p99/p50 of the iteration times at "
                    "the large sizes, for the fabric and each pair (env "
                    f"RDMAPROV_VALIDATE_MAX_JITTER; default {V.DEFAULT_MAX_JITTER}: a TCP "
                    "retransmission, a PFC pause or a flap stretches single iterations "
                    "several-fold; docs/validate.md)")
+    j.add_argument("--rail-fraction",
+                   default=env("RDMAPROV_VALIDATE_RAIL_FRACTION", str(V.DEFAULT_RAIL_FRACTION)),
+                   help="the rail round: each HCA port's ib_write_bw must reach this fraction of "
+                        "that port's own rate (env RDMAPROV_VALIDATE_RAIL_FRACTION; default "
+                        f"{V.DEFAULT_RAIL_FRACTION}; docs/validate.md)")
     j.add_argument("--pairwise", choices=PAIRWISE,
                    default=env("RDMAPROV_VALIDATE_PAIRWISE", "auto"),
                    help="pair rounds in the same run, to name a slow host (3+ hosts; ring "

@@ -579,6 +579,65 @@ def _used_devices(run_dir: Path, host: str) -> set[str] | None:
     return channel_devices(text.splitlines()) if text else None
 
 
+# ----- per rail: ib_write_bw per HCA port (rdmaprov.parsers.perftest), judged once -----------
+# DIR/rails/<host>/<hca>.port<N>.log   ib_write_bw's output on <host>'s side of that rail
+# DIR/rails/<host>/skipped             why <host> has no rail round (one HCA, or none)
+_RAIL_FILE = re.compile(r"^(?P<hca>[A-Za-z0-9_]{1,64})\.port(?P<port>[0-9]{1,3})\.log$")
+
+
+def _port_rate(ports: list[dict[str, Any]] | None, hca: str, port: int) -> float | None:
+    for p in ports or []:
+        if str(p.get("device")) == hca and str(p.get("port")) == str(port):
+            return _rate_gbps(p) if str(p.get("state", "ACTIVE")).upper().endswith(
+                "ACTIVE") else None
+    return None
+
+
+def judge_rails(rails_dir: Path, fabric: Run, rows: dict[str, HostResult],
+                policy: V.Policy) -> V.Check | None:
+    """The rail round's check (None when the run had none): each rail's ib_write_bw figure
+    against its own port's rate (verdict.rail_check, the one rule); a bad rail fails its host
+    and is named by host, HCA and port, even when the fabric's mean passes."""
+    if not rails_dir.is_dir():
+        return None
+    from rdmaprov.parsers.perftest import parse_perftest
+
+    bad: list[str] = []
+    judged = 0
+    skipped: list[str] = []
+    for h in fabric.hosts:
+        d = rails_dir / h
+        why = _read_text(d / "skipped")
+        if why is not None:
+            skipped.append(f"{h}: {' '.join(why.split())[:200] or 'no reason given'}")
+            continue
+        files = sorted(d.iterdir()) if d.is_dir() else []
+        logs = [(f, m) for f in files if (m := _RAIL_FILE.match(f.name)) is not None]
+        if not logs:
+            rows[h].fail("rail round: no ib_write_bw output and no reason it was skipped")
+            bad.append(f"{h}: no rail output")
+            continue
+        ports = fabric.files[h].ports_before
+        for f, m in logs:
+            hca, port = m["hca"], int(m["port"])
+            rep = parse_perftest((_read_text(f) or "").splitlines())
+            c = V.rail_check(h, hca, port, rep.bw_avg_gbps, _port_rate(ports, hca, port),
+                             policy.rail_fraction, "Bidirectional" in (rep.test or ""))
+            judged += 1
+            if c.status == V.FAIL:
+                rows[h].fail(c.reason)
+                bad.append(c.reason)
+    if bad:
+        return V.Check("rails", V.FAIL, f"{len(bad)} of {judged} rails below "
+                       f"{policy.rail_fraction:g} x their port's rate: " + "; ".join(bad))
+    if judged:
+        extra = f" ({len(skipped)} hosts without a rail round)" if skipped else ""
+        return V.Check("rails", V.PASS, f"{judged} rails >= {policy.rail_fraction:g} x their "
+                       f"port's rate{extra}")
+    return V.Check("rails", V.SKIP, "no rail round: " + "; ".join(skipped)
+                   if skipped else "no rail output")
+
+
 def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_FRACTION,
           hosts: list[str] | None = None, failures: Mapping[str, str] | None = None) -> Report:
     """The report of a results directory. ``hosts``: the inventory hosts that were asked to run
@@ -684,6 +743,9 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
         rows[h].line_rate_GBps = V.line_rate_GBps(f.facts, f.report, used[h])
         rows[h].ports = V.ports_text(f.facts, f.report, used[h])
 
+    rails = judge_rails(results / "rails", fabric, rows, policy)
+    if rails is not None:
+        checks.append(rails)
     pairwise = judge_pairs(bar.GBps, pair_fraction, rows, fabric)
     stability = None
     if doc is not None and doc.get("ok"):

@@ -40,14 +40,17 @@ def policy(args: argparse.Namespace) -> V.Policy:
                         min_busbw_GBps=(None if args.min_busbw in (None, "")
                                         else float(args.min_busbw)),
                         max_jitter=float(getattr(args, "max_jitter", None)
-                                         or V.DEFAULT_MAX_JITTER))
+                                         or V.DEFAULT_MAX_JITTER),
+                        rail_fraction=float(getattr(args, "rail_fraction", None)
+                                            or V.DEFAULT_RAIL_FRACTION))
     except ValueError as exc:
         raise UserError(f"verdict options: {exc}") from None
 
 
 # The run flags and how each is handed on once the table (ranges.FLAGS) has judged it.
 _FLAG_TYPES = {"--image": str, "--max-bytes": str, "--timeout": int, "--bw-fraction": float,
-               "--pair-fraction": float, "--min-busbw": float}
+               "--pair-fraction": float, "--min-busbw": float,
+               "--max-jitter": float, "--rail-fraction": float}
 _COUNTS = {"--plan": int, "--nodes": int}
 
 
@@ -167,7 +170,8 @@ def _live(args: argparse.Namespace, inv: Any, pol: V.Policy, results: Path,
     pairs = {"nccl_validate_pairs": args.pairwise,
              "nccl_validate_pair_fraction": float(args.pair_fraction),
              "nccl_validate_bw_fraction": pol.bw_fraction,
-             "nccl_validate_min_busbw": pol.min_busbw_GBps or 0.0}
+             "nccl_validate_min_busbw": pol.min_busbw_GBps or 0.0,
+             "nccl_validate_max_jitter": pol.max_jitter}
     if pol.allow_socket or pol.transport == "Socket":
         # The image preflight then does not fail a host for a missing RDMA userspace.
         pairs["nccl_validate_require_ib"] = "never"

@@ -282,3 +282,89 @@ def unstable(rows: Sequence[Mapping[str, Any]] | None,
              limit: float = DEFAULT_MAX_JITTER) -> bool:
     j = jitter(rows)
     return j is not None and j.ratio > limit
+
+
+# ----- rails: ib_write_bw per HCA pair, rail-aligned (planned here, judged by the judge) ------
+# The rail round measures each HCA port alone, against its rail-aligned peer (the k-th ACTIVE
+# port of one host with the k-th of the next: on a rail-optimised fabric the same leaf), so a
+# bad cable on one of eight rails is not hidden in the fabric's mean. Hosts on a ring, as the
+# pair rounds: round 1 the even edges, round 2 the odd ones, every host in one of them at least
+# (<= 2 rounds per rail set); all rails of a pair run at once, rail k on TCP port base + k.
+RAIL_BASE_PORT = 18515  # perftest's own default out-of-band port
+RAIL_SIZE = 1 << 20  # one message size past the bandwidth knee (64 KiB on ConnectX)
+RAIL_SECONDS = 5  # -D: each rail timed for this long
+
+
+@dataclass
+class RailPair:
+    client: str  # runs ib_write_bw against server; its output is the rail's figure
+    server: str
+    rails: list[tuple[tuple[str, int], tuple[str, int]]]  # ((hca, port) here, (hca, port) there)
+
+
+@dataclass
+class RailPlan:
+    rounds: list[list[RailPair]]
+    skipped: dict[str, str]  # host -> why it has no rail round (the judge prints it)
+
+
+def active_rails(ports: Sequence[Mapping[str, Any]] | None) -> list[tuple[str, int]]:
+    """(hca, port) of the ACTIVE RDMA ports (counters_before.json's shape), in name order."""
+    out = set()
+    for p in ports or ():
+        if str(p.get("state") or "").upper().endswith("ACTIVE") and p.get("device"):
+            try:
+                out.add((str(p["device"]), int(p.get("port") or 1)))
+            except (TypeError, ValueError):
+                continue
+    return sorted(out)
+
+
+def rail_plan(hosts: Sequence[str], ports: Mapping[str, Sequence[Mapping[str, Any]] | None]
+              ) -> RailPlan:
+    """The rail rounds for ``hosts`` (in order) given each host's ports. A host with one ACTIVE
+    port or none has no rail round, and says why (the fabric run measures a single port)."""
+    skipped: dict[str, str] = {}
+    rails = {}
+    for h in hosts:
+        r = active_rails(ports.get(h))
+        if not r:
+            skipped[h] = "not applicable: no RDMA device"
+        elif len(r) == 1:
+            skipped[h] = (f"not applicable: one HCA port ({r[0][0]} port {r[0][1]}), which the "
+                          "fabric run measures")
+        else:
+            rails[h] = r
+    ring = [h for h in hosts if h in rails]
+    if len(ring) == 1:
+        skipped[ring[0]] = "not applicable: no other host with several HCA ports to pair with"
+        ring = []
+    n = len(ring)
+    first = [(ring[i], ring[i + 1]) for i in range(0, n - 1, 2)]
+    second = [(ring[i], ring[i + 1]) for i in range(1, n - 1, 2)]
+    if n > 2 and n % 2 == 0:
+        second.append((ring[-1], ring[0]))
+    rounds = [[RailPair(a, b, list(zip(rails[a], rails[b], strict=False))) for a, b in edges]
+              for edges in (first, second) if edges]
+    return RailPlan(rounds, skipped)
+
+
+def rail_argv(hca: str, port: int, rail: int, server_addr: str | None = None,
+              cuda_device: int | None = None, gid_index: int | None = None) -> list[str]:
+    """ib_write_bw's argv for rail ``rail`` of a pair: the server side without an address, the
+    client with the server's. ``cuda_device``: the GPU whose memory is the buffer (--use_cuda,
+    where GPUDirect RDMA is expected); ``gid_index``: RoCE's GID (-x)."""
+    argv = ["ib_write_bw", "-d", hca, "-i", str(int(port)), "-p", str(RAIL_BASE_PORT + rail),
+            "-s", str(RAIL_SIZE), "-D", str(RAIL_SECONDS), "-q", "2", "-F", "--report_gbits"]
+    if cuda_device is not None:
+        argv.append(f"--use_cuda={int(cuda_device)}")
+    if gid_index is not None:
+        argv += ["-x", str(int(gid_index))]
+    if server_addr:
+        argv.append(server_addr)
+    return argv
+
+
+def rail_file(hca: str, port: int) -> str:
+    """The client's output file under DIR/rails/<host>/ (the judge's _RAIL_FILE)."""
+    return f"{hca}.port{int(port)}.log"

@@ -146,7 +146,7 @@ def settings(args: argparse.Namespace, pol: V.Policy) -> tuple[dict[str, Any], d
         "backend": v["backend"], "launcher": v["launcher"], "nproc": int(nproc),
         "worker_args": list(v["worker_args"] or []), "pairs": args.pairwise,
         "pair_fraction": float(args.pair_fraction), "bw_fraction": pol.bw_fraction,
-        "min_busbw": pol.min_busbw_GBps or 0.0,
+        "min_busbw": pol.min_busbw_GBps or 0.0, "max_jitter": pol.max_jitter,
         "rendezvous_timeout": int(v["rendezvous_timeout"]),
         "env": {**(v["env"] or {}), **(v["env_override"] or {})},
         "nccl_debug": v["nccl_debug"], "nccl_debug_subsys": v["nccl_debug_subsys"],

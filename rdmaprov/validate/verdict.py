@@ -34,6 +34,11 @@ from rdmaprov.validate.rounds import DEFAULT_MAX_JITTER
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 
 DEFAULT_BW_FRACTION = 0.8
+# Per rail: ib_write_bw between one HCA port and its rail-aligned peer must reach this fraction
+# of that port's own rate. Why 0.9: a healthy ConnectX port moves 92-97% of its signalling rate
+# at 64 KiB and up (headers, ICRC; e.g. 92.40 Gb/s on a 100 GbE port in NVIDIA deepops'
+# RoCE guide); one bad cable or a link trained down to a lower width or speed lands far below.
+DEFAULT_RAIL_FRACTION = 0.9
 
 
 @dataclass(frozen=True)
@@ -46,12 +51,15 @@ class Policy:
     bw_fraction: float = DEFAULT_BW_FRACTION
     min_busbw_GBps: float | None = None  # explicit threshold; replaces fraction x line rate
     max_jitter: float = DEFAULT_MAX_JITTER  # p99/p50 at the large sizes (rounds.py says why)
+    rail_fraction: float = DEFAULT_RAIL_FRACTION  # each rail vs its own port's rate
 
     def __post_init__(self) -> None:
         if self.transport not in (None, "IB", "Socket"):
             raise ValueError(f"transport must be IB or Socket, not {self.transport!r}")
         if not 0 < self.bw_fraction <= 1:
             raise ValueError(f"bw_fraction must be in (0, 1], not {self.bw_fraction}")
+        if not 0 < self.rail_fraction <= 1:
+            raise ValueError(f"rail_fraction must be in (0, 1], not {self.rail_fraction}")
         if not self.max_jitter >= 1:
             raise ValueError(f"max_jitter must be 1 or more (a ratio p99/p50), not "
                              f"{self.max_jitter}")
@@ -437,3 +445,24 @@ def fabric_verdict(doc: Mapping[str, Any], reports: Mapping[str, Any],
     busbw = peak_busbw(doc)
     checks.append(check_bandwidth(busbw, bar, int(doc.get("world_size") or 1), len(hosts)))
     return FabricVerdict(verdicts, checks, busbw, bar)
+
+
+def rail_check(host: str, hca: str, port: int, measured_gbps: float | None,
+               rate_gbps: float | None, fraction: float = DEFAULT_RAIL_FRACTION,
+               bidirectional: bool = False) -> Check:
+    """One rail: ``host``'s ``hca`` port ``port`` as ib_write_bw measured it (Gb/s, the best
+    average of its table) against ``fraction`` x that port's own rate. Unknown figures are a
+    failure, never a pass. A bidirectional test reports both directions: twice the rate."""
+    where = f"{host} {hca} port {port}"
+    if measured_gbps is None:
+        return Check(f"rail {where}", FAIL, f"rail {where}: no bandwidth in its ib_write_bw "
+                     "output (the run stopped early or failed)")
+    if not rate_gbps:
+        return Check(f"rail {where}", FAIL, f"rail {where}: {measured_gbps:g} Gb/s, but the "
+                     "port's rate is unknown (not ACTIVE, or not in counters_before.json)")
+    line = 2 * rate_gbps if bidirectional else rate_gbps
+    need = fraction * line
+    ok = measured_gbps >= need
+    return Check(f"rail {where}", PASS if ok else FAIL,
+                 f"rail {where}: ib_write_bw {measured_gbps:g} Gb/s "
+                 f"{'>=' if ok else '<'} {fraction:g} x {line:g} Gb/s port rate")

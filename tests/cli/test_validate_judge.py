@@ -753,3 +753,80 @@ def test_nccl_settings_applied_next_to_intended(tmp_path: Path, capsys) -> None:
     n2 = next(h for h in doc["hosts"] if h["host"] == "n2")
     assert n2["passed"] is False
     assert any("nccl_intended.json unreadable" in r for r in n2["reasons"])
+
+
+# ----- per rail: ib_write_bw per HCA port, each against its own port's rate -------------------
+GOOD_RAIL = LOGS / "perftest_deepops_roce_100g.txt"  # 92.40 Gb/s on a 100 GbE mlx5_0 (deepops)
+SLOW_RAIL = LOGS / "perftest132_ib_gbits_healthy.txt"  # mlx5_0, table cut at 8 B: 0.17 Gb/s
+
+
+def rails(results: Path, per_host: dict[str, dict[str, Path] | str]) -> None:
+    """DIR/rails/<host>/<hca>.port<N>.log (ib_write_bw's output), or DIR/rails/<host>/skipped."""
+    for h, what in per_host.items():
+        d = results / "rails" / h
+        d.mkdir(parents=True)
+        if isinstance(what, str):
+            (d / "skipped").write_text(what + "\n")
+            continue
+        for name, src in what.items():
+            (d / name).write_text(src.read_text())
+
+
+def test_the_bad_rail_is_named_while_the_fabric_mean_passes(tmp_path: Path, capsys) -> None:
+    roce = SYSFS / "roce"  # mlx5_0 ACTIVE 100 GbE
+    hosts = {"a": (roce, ROCE_LOG), "b": (roce, ROCE_LOG)}
+    make_run(tmp_path, "fabric", hosts, worker_doc(list(hosts), 11.5))
+    rails(tmp_path, {"a": {"mlx5_0.port1.log": GOOD_RAIL}, "b": {"mlx5_0.port1.log": SLOW_RAIL}})
+    rc, out = judge(tmp_path, capsys=capsys)
+    assert rc == 2, out
+    assert "busbw 11.5 GB/s >= 0.8 x 12.5 GB/s line rate" in out  # the fabric's mean passes
+    assert "rail b mlx5_0 port 1: ib_write_bw 0.17 Gb/s < 0.9 x 100 Gb/s port rate" in out
+    assert "rail a mlx5_0" not in out  # the good rail is not named as bad
+    doc = json_report(tmp_path, capsys=capsys)
+    by = {h["host"]: h for h in doc["hosts"]}
+    assert by["a"]["passed"] and not by["b"]["passed"]
+    [chk] = [c for c in doc["checks"] if c["name"] == "rails"]
+    assert chk["status"] == "fail" and "1 of 2 rails" in chk["reason"]
+    # The fraction is a setting: at 0.95 the 92.4 Gb/s rail is below it too.
+    rc, out = judge(tmp_path, "--rail-fraction", "0.95", capsys=capsys)
+    assert "rail a mlx5_0 port 1: ib_write_bw 92.4 Gb/s < 0.95 x 100 Gb/s port rate" in out
+    rc, out = judge(tmp_path, "--rail-fraction", "1.5", capsys=capsys)
+    assert rc == 1 and "--rail-fraction/RDMAPROV_VALIDATE_RAIL_FRACTION" in out
+    assert "Traceback" not in out
+
+
+def test_a_rail_on_a_port_that_is_down_or_unreadable_is_never_a_pass(tmp_path: Path,
+                                                                      capsys) -> None:
+    roce = SYSFS / "roce"  # mlx5_1 DOWN: the second rail NCCL's log names (nccl#1537)
+    hosts = {"a": (roce, ROCE_LOG), "b": (roce, ROCE_LOG)}
+    make_run(tmp_path, "fabric", hosts, worker_doc(list(hosts), 11.5))
+    rails(tmp_path, {"a": {"mlx5_0.port1.log": GOOD_RAIL, "mlx5_1.port1.log": GOOD_RAIL},
+                     "b": {"mlx5_0.port1.log": LOGS / "perftest228_oob_connect.txt"}})
+    rc, out = judge(tmp_path, capsys=capsys)
+    assert rc == 2, out
+    assert "rail a mlx5_1 port 1: 92.4 Gb/s, but the port's rate is unknown" in out
+    assert "rail b mlx5_0 port 1: no bandwidth in its ib_write_bw output" in out
+
+
+def test_hosts_without_several_hcas_say_why_there_is_no_rail_round(tmp_path: Path,
+                                                                    capsys) -> None:
+    roce = SYSFS / "roce"
+    hosts = {"a": (roce, ROCE_LOG), "b": (roce, ROCE_LOG)}
+    make_run(tmp_path, "fabric", hosts, worker_doc(list(hosts), 11.5))
+    rails(tmp_path, {"a": "not applicable: no RDMA device", "b": "not applicable: one HCA"})
+    doc = json_report(tmp_path, capsys=capsys)
+    [chk] = [c for c in doc["checks"] if c["name"] == "rails"]
+    assert chk["status"] == "skip"
+    assert chk["reason"] == ("no rail round: a: not applicable: no RDMA device; "
+                             "b: not applicable: one HCA")
+    assert doc["passed"]
+    # A host with neither output nor a reason fails: a missing rail is never a pass.
+    (tmp_path / "rails" / "b" / "skipped").unlink()
+    doc = json_report(tmp_path, capsys=capsys)
+    assert not doc["passed"]
+    by = {h["host"]: h for h in doc["hosts"]}
+    assert "rail round: no ib_write_bw output" in " ".join(by["b"]["reasons"])
+    # Without a rails directory the report is as before: no rail check at all.
+    shutil.rmtree(tmp_path / "rails")
+    doc = json_report(tmp_path, capsys=capsys)
+    assert [c for c in doc["checks"] if c["name"] == "rails"] == []

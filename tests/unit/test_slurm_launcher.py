@@ -135,3 +135,47 @@ def test_drain_only_the_hosts_the_verdict_blames() -> None:
         "n2": "validate: NCCL fell back to Socket (NET/IB : No device found); GPUDirect RDMA off",
         "n3": "validate: slow with every partner (n1+n3 0.006 GB/s, n2+n3 0.006 GB/s; bar 0.2 "
               "GB/s)"}
+
+
+def test_max_jitter_reaches_the_workers_on_live_runs(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """--max-jitter is the limit the workers plan pair rounds with, not only the judge's: it
+    rides the role's variables (ansible) and the node spec (slurm) into the worker's argv."""
+    from ansible_collections.rdmaprov.cluster.plugins.module_utils import validate_launch as vl
+
+    from rdmaprov.validate import verdict as V
+
+    # slurm: the node's settings carry it, and the role's function turns it into the flag.
+    s = spec(tmp_path, "--max-jitter", "2.5", "--pairwise", "auto")["settings"]
+    assert s["max_jitter"] == 2.5
+    argv = vl.pair_args(s)
+    assert argv[argv.index("--max-jitter") + 1] == "2.5"
+    # ansible: the fabric play's extra vars carry it as nccl_validate_max_jitter.
+    seen: list[dict[str, Any]] = []
+
+    class Done:
+        error, hosts = None, {"n1": None}
+
+    monkeypatch.setattr(pipeline, "_play", lambda a, i, extra, h, hosts=None: (
+        seen.append(extra), Done())[1])
+    monkeypatch.setattr(pipeline, "_failed_before_run", lambda result, dirs: {})
+    monkeypatch.setattr(J, "judge", lambda *a, **k: "report")
+    args = build_parser("validate").parse_args(["validate", "--max-jitter", "3", "--check"])
+    pol = pipeline.check_flags(args)
+
+    class Inv:
+        selected = ("n1",)
+
+    assert pipeline._live(args, Inv(), pol, tmp_path, sys.stdout) == "report"
+    assert seen[0]["nccl_validate_max_jitter"] == 3.0
+    argv = vl.pair_args({"pairs": "auto", "max_jitter": seen[0]["nccl_validate_max_jitter"]})
+    assert argv[argv.index("--max-jitter") + 1] == "3.0"
+    # The role's default 0 leaves the worker's own default; below 1 is refused, not passed on.
+    assert "--max-jitter" not in vl.pair_args({"pairs": "auto", "max_jitter": 0})
+    with pytest.raises(ValueError, match="nccl_validate_max_jitter"):
+        vl.pair_args({"pairs": "auto", "max_jitter": 0.5})
+    # A bad value is one line before any host, from the flags table.
+    bad = build_parser("validate").parse_args(["validate", "--max-jitter", "0.5"])
+    with pytest.raises(UserError, match="--max-jitter/RDMAPROV_VALIDATE_MAX_JITTER"):
+        pipeline.check_flags(bad)
+    assert V.DEFAULT_MAX_JITTER >= 1

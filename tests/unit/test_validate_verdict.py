@@ -330,3 +330,21 @@ def test_real_ib_disabled_run_names_the_variable_twice():
     assert reason.startswith("vm: NCCL fell back to Socket (IB disabled by environment "
                              "(NCCL_IB_DISABLE=1)); pre-flight: ")
     assert reason.endswith("NCCL_IB_DISABLE=1 turns IB off")
+
+
+def test_rail_rule_against_its_own_ports_rate():
+    ok = v.rail_check("n1", "mlx5_3", 1, 92.4, 100.0)
+    assert (ok.status, ok.reason) == (v.PASS, "rail n1 mlx5_3 port 1: ib_write_bw 92.4 Gb/s >= "
+                                      "0.9 x 100 Gb/s port rate")
+    slow = v.rail_check("n1", "mlx5_3", 1, 89.9, 100.0)
+    assert slow.status == v.FAIL and "n1 mlx5_3 port 1" in slow.reason
+    assert v.DEFAULT_RAIL_FRACTION == 0.9
+    assert v.rail_check("n1", "mlx5_3", 1, 89.9, 100.0, fraction=0.8).status == v.PASS
+    # A bidirectional test reports both directions: judged against twice the rate.
+    assert v.rail_check("n1", "mlx5_3", 1, 185.0, 100.0, bidirectional=True).status == v.PASS
+    assert v.rail_check("n1", "mlx5_3", 1, 120.0, 100.0, bidirectional=True).status == v.FAIL
+    # Unknown figures are failures, never passes.
+    assert v.rail_check("n1", "mlx5_3", 1, None, 100.0).status == v.FAIL
+    assert v.rail_check("n1", "mlx5_3", 1, 92.4, None).status == v.FAIL
+    with pytest.raises(ValueError, match="rail_fraction"):
+        v.Policy(rail_fraction=0)
