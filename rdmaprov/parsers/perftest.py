@@ -17,6 +17,7 @@ The failures are the ``perftest`` rules of rdmaprov.parsers.rules.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -231,3 +232,11 @@ def _completion(d: rules.Diagnosis, statuses: set[int], use_cuda: bool) -> Findi
     else:
         hint = d.action
     return Finding(d.severity, msg, hint, d.code, d.remedy)
+
+
+def parse_perftest(lines: Iterable[str]) -> PerftestReport:
+    """One perftest output, whole (validate --judge's rail round reads each rail's file)."""
+    p = PerftestParser()
+    for line in lines:
+        p.feed(line)
+    return p.finish()

@@ -64,7 +64,8 @@ def test_one_rail_down_of_eight_is_named(tmp_path: Path) -> None:
 def test_one_rail_trained_to_a_lower_rate_is_named(tmp_path: Path) -> None:
     code, doc = check(eight(tmp_path, mlx5_2=("4: ACTIVE", "200 Gb/sec (4X HDR)")))
     assert code == 2
-    assert doc["reason"] == "[reset-link] rail below its peers: mlx5_2/1 at 200 Gb/s, its peers at 400"
+    assert doc["reason"] == ("[reset-link] rail below its peers: mlx5_2/1 at 200 Gb/s, "
+                             "its peers at 400")
 
 
 def test_a_hand_set_expectation_wins_over_the_peers(tmp_path: Path) -> None:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from rdmaprov import collection
 from rdmaprov.cli import main
 from rdmaprov.probe import expectations
-from rdmaprov.probe._collection import module_utils
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tests/fixtures/sysfs"
 
@@ -44,7 +44,7 @@ def check_lines(root: Path, config: Path) -> tuple[int, dict[str, str]]:
 
 def test_round_trip_passes_where_derived_and_names_what_differs(tmp_path: Path) -> None:
     good = node_root(tmp_path / "good")
-    facts = module_utils("rdma_sysfs").collect(str(good / "sys"))
+    facts = collection.rdma_sysfs.collect(str(good / "sys"))
     written = expectations.write(tmp_path / "exp",
                                  expectations.derive({"n1": facts, "n2": facts}), "inv")
     config = written[0]
@@ -61,7 +61,7 @@ def test_round_trip_passes_where_derived_and_names_what_differs(tmp_path: Path) 
 
 def test_a_different_mtu_fails_naming_the_netdev(tmp_path: Path) -> None:
     good = node_root(tmp_path / "good")
-    facts = module_utils("rdma_sysfs").collect(str(good / "sys"))
+    facts = collection.rdma_sysfs.collect(str(good / "sys"))
     config = expectations.write(tmp_path / "exp", expectations.derive({"n1": facts}), "inv")[0]
     (good / "sys/class/net/ibp2s0/mtu").write_text("2044\n")
     rc, lines = check_lines(good, config)
@@ -95,11 +95,11 @@ def test_the_terminal_names_the_hosts_that_differ_and_those_left_out(tmp_path: P
 
     from rdmaprov.cli import probe
 
-    facts = module_utils("rdma_sysfs").collect(str(node_root(tmp_path / "r") / "sys"))
+    facts = collection.rdma_sysfs.collect(str(node_root(tmp_path / "r") / "sys"))
     down = copy.deepcopy(facts)
     down["devices"][3]["ports"][0]["state"] = "DOWN"
     docs = {"n1": {"rdma": facts}, "n2": {"rdma": facts}, "n3": {"rdma": down},
-            "cpu\x1b[2J1": {"rdma": module_utils("rdma_sysfs").collect("/nonexistent")}}
+            "cpu\x1b[2J1": {"rdma": collection.rdma_sysfs.collect("/nonexistent")}}
     args = argparse.Namespace(write_expectations=tmp_path / "exp", inventory=Path("inv.ini"))
     probe._write_expectations(args, docs, {"n4": "unreachable: timed out"}, sys.stdout)
     out = capsys.readouterr().out.splitlines()

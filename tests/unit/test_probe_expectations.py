@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rdmaprov import collection
 from rdmaprov.check import expect
 from rdmaprov.errors import UserError
 from rdmaprov.probe import expectations
-from rdmaprov.probe._collection import module_utils
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tests/fixtures/sysfs"
-sysfs = module_utils("rdma_sysfs")
+sysfs = collection.rdma_sysfs
 
 
 def ndr(**changes) -> dict:
