@@ -320,7 +320,8 @@ class NcclLogParser:
         elif w in ("Plugin", "P2P") and (msg.startswith("Plugin Path") or
                                         msg.startswith("P2P plugin")):
             k = "path" if w == "Plugin" else "name"
-            self.plugin.setdefault(k, msg.split(":", 1)[1].strip() if k == "path"
+            # "Plugin Path : /opt/..." (a garbled line may have lost its colon)
+            self.plugin.setdefault(k, msg.partition(":")[2].strip() if k == "path"
                                    else msg[11:].strip())
         elif w == "Warning" and msg.startswith("Warning: ENV "):  # NCCL 2.30
             parts = msg.split()
