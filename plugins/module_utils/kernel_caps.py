@@ -193,8 +193,14 @@ def gpus(root: str = "/") -> dict:
     listed = {os.path.basename(os.path.dirname(p)).lower() for p in
               glob.glob(os.path.join(root, "proc/driver/nvidia/gpus/*/information"))}
     unprobed, elsewhere = [], []
-    if listed:  # without the driver's list there is nothing to compare with (see count)
-        for addr, driver in nvidia_pci_gpus(root).items():
+    # With the driver's list, a GPU on PCI it lacks failed to probe; with no GPU from the
+    # driver at all, the PCI list tells a GPU node whose driver is not loaded from a node
+    # without GPUs (on_pci 0); None when PCI is not readable here.
+    on_pci = None
+    if listed or not count:
+        pci = nvidia_pci_gpus(root)
+        on_pci = len(pci) if os.path.isdir(os.path.join(root, "sys/bus/pci/devices")) else None
+        for addr, driver in pci.items():
             if addr in listed:
                 continue
             if driver in (None, "nvidia"):
@@ -203,7 +209,7 @@ def gpus(root: str = "/") -> dict:
                 elsewhere.append({"address": addr, "driver": driver})
     return {"count": count, "models": models, "devices": devices,
             "driver_version": version, "source": source, "unprobed": unprobed,
-            "elsewhere": elsewhere}
+            "elsewhere": elsewhere, "on_pci": on_pci}
 
 
 def netdev_drivers(iface: str, root: str = "/") -> dict:

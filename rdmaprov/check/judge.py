@@ -272,6 +272,8 @@ def check_qos(state: State, exp: Expectations) -> Item:
 
 
 def check_memlock(state: State, exp: Expectations) -> Item:
+    if state.get("memlock_unknown"):
+        return Item("memlock", "n/a", f"not read: {state.get('memlock_source')}")
     have = state["memlock"]
     shown = "unlimited" if have is None else f"{have // 1024} KiB"
     if exp.memlock == "unlimited":
@@ -291,14 +293,18 @@ def check_gpus(state: State, exp: Expectations) -> Item:
         return Item("gpus", "n/a", "not a GPU node (--expect-gpus 0)")
     g = state["gpus"]
     count = int(g.get("count") or 0)
-    if count == 0:
-        return Item("gpus", "fail", "no NVIDIA GPU visible (no /proc/driver/nvidia/gpus, "
-                                    "no /dev/nvidiaN: driver not loaded or no GPU)",
-                    remedy=CONFIG)
     # A GPU on PCI that the driver does not list failed to probe: named by PCI address.
     unprobed = [f"{u['address']} (driver {u.get('driver') or 'none'})"
                 for u in g.get("unprobed") or []]
     named = f": on PCI but not the driver's: {', '.join(unprobed)}" if unprobed else ""
+    if count == 0 and not unprobed and exp.gpus is None and g.get("on_pci") == 0:
+        # No expectation and no NVIDIA GPU on PCI at all: not a GPU node, nothing to drain.
+        return Item("gpus", "n/a", "no NVIDIA GPU on PCI: not a GPU node")
+    if count == 0:
+        return Item("gpus", "fail", "no NVIDIA GPU visible (no /proc/driver/nvidia/gpus, "
+                                    "no /dev/nvidiaN: driver not loaded or no GPU)"
+                    + (f"; {len(unprobed)} on PCI: {', '.join(unprobed)}" if unprobed else ""),
+                    remedy=CONFIG)
     if exp.gpus is not None and count != exp.gpus:
         # A GPU gone from a loaded driver has fallen off the bus: a reboot brings it back or
         # shows it is dead.

@@ -169,6 +169,11 @@ def job_memlock(root: str = "/") -> dict[str, Any]:
     MEMLOCK is not propagated, else the submitting shell's (unknown here; slurmd's hard limit
     caps it); without slurmd, this process's own limit."""
     slurmd = slurmd_memlock(root)
+    if slurmd is None and os.path.realpath(root) != "/":
+        # Under --sysroot this process's limit is the checker's, not the root's jobs'.
+        return {"bytes": None, "unknown": True, "propagated": None,
+                "source": f"no slurmd in {Path(root) / 'proc'}, and this process's own limit "
+                          "is not the root's (--sysroot)"}
     if slurmd is None:
         return {"bytes": memlock(), "source": "this process's limit (no slurmd running)",
                 "propagated": None}
@@ -199,6 +204,12 @@ def qos(interface: str, root: str = "/") -> dict[str, Any]:
     qos_mod = collection.netcfg_qos
     exists = (Path(root) / "sys/class/net" / interface).exists()
     probe: dict[str, Any] = {"name": interface, "exists": exists}
+    if exists and os.path.realpath(root) != "/":
+        # mlnx_qos and dcb ask the running kernel, not the root's: say so, judge nothing.
+        state = dict(qos_mod.qos_state(probe))
+        state["reason"] = (f"{interface}: PFC not read under --sysroot (mlnx_qos and dcb read "
+                           "the running kernel, not the root's)")
+        return state
     if exists:
         mq = _tool(["mlnx_qos", "-i", interface])
         if mq is not None:
@@ -211,7 +222,8 @@ def qos(interface: str, root: str = "/") -> dict[str, Any]:
 
 def _memlock_state(root: str) -> dict[str, Any]:
     job = job_memlock(root)
-    return {"memlock": job["bytes"], "memlock_source": job["source"]}
+    return {"memlock": job["bytes"], "memlock_source": job["source"],
+            "memlock_unknown": bool(job.get("unknown"))}
 
 
 def gather(exp: Expectations, root: str = "/") -> dict[str, Any]:

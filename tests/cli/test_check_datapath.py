@@ -59,3 +59,18 @@ def test_pfc_is_judged_on_each_bond_member_not_the_bond(tmp_path: Path) -> None:
     exp = Expectations(hcas=["mlx5_bond_0"], memlock="0", gpus=0)
     state = {"rdma": probes.rdma(str(root))}
     assert judge.qos_interfaces(state, exp) == ["ens1f0np0", "ens1f1np1"]
+
+
+def test_pfc_is_not_read_from_this_machine_under_a_sysroot(tmp_path: Path) -> None:
+    # mlnx_qos and dcb ask the running kernel: under --sysroot they would read this machine's
+    # interfaces of the same names, so the item says it could not read the root's PFC.
+    p = subprocess.run([sys.executable, "-m", "rdmaprov", "check", "--sysroot",
+                        str(root_of(tmp_path)), "--expect-memlock", "1", "--expect-gpus", "0",
+                        "--link-state", "", "--hca", "mlx5_bond_0", "--expect-pfc", "3",
+                        "--json"], capture_output=True, text=True, timeout=60, check=False)
+    qos = {c["name"]: c for c in json.loads(p.stdout)["checks"]}["qos"]
+    assert qos["status"] == "n/a"
+    assert qos["detail"] == (
+        "not applicable: ens1f0np0: PFC not read under --sysroot (mlnx_qos and dcb read the "
+        "running kernel, not the root's); ens1f1np1: PFC not read under --sysroot (mlnx_qos "
+        "and dcb read the running kernel, not the root's)")

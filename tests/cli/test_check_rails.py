@@ -153,3 +153,30 @@ def test_a_gpu_given_to_a_vm_is_not_a_fault(tmp_path: Path) -> None:
     assert code == 0, doc
     gpus = next(c for c in doc["checks"] if c["name"] == "gpus")
     assert gpus["detail"] == "2 visible (NVIDIA H200); not ours: 0000:c3:00.0 on vfio-pci"
+
+
+def test_a_node_without_gpus_is_not_drained_for_them(tmp_path: Path) -> None:
+    # An IB node with no NVIDIA function on PCI (a storage or CPU node) and no expectation.
+    root = fake_node(tmp_path / "n", gpus=0)
+    nic = root / "sys/bus/pci/devices/0000:19:00.0"
+    nic.mkdir(parents=True)
+    (nic / "vendor").write_text("0x15b3\n")
+    (nic / "class").write_text("0x020700\n")
+    code, doc = check(root)
+    gpus = next(c for c in doc["checks"] if c["name"] == "gpus")
+    assert (code, gpus["status"], gpus["detail"]) == (
+        0, "n/a", "no NVIDIA GPU on PCI: not a GPU node")
+    code, doc = check(root, "--expect-gpus", "8")  # a GPU node by configuration: a fault
+    assert code == 2 and doc["reason"].startswith("[config] no NVIDIA GPU visible")
+
+
+def test_a_gpu_node_whose_driver_is_not_loaded_names_its_gpus(tmp_path: Path) -> None:
+    root = fake_node(tmp_path / "n", gpus=0)
+    for addr in ("0000:18:00.0", "0000:2a:00.0"):
+        pci_gpu(root, addr, None)
+    code, doc = check(root)
+    assert code == 2
+    assert doc["reason"] == (
+        "[config] no NVIDIA GPU visible (no /proc/driver/nvidia/gpus, no /dev/nvidiaN: driver "
+        "not loaded or no GPU); 2 on PCI: 0000:18:00.0 (driver none), 0000:2a:00.0 (driver "
+        "none)")

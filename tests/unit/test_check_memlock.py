@@ -66,6 +66,17 @@ def test_propagated_memlock_is_capped_by_slurmds_hard_limit(tmp_path: Path) -> N
     assert i.status == "fail" and "slurmd's hard limit (/proc/4242/limits) caps it" in i.detail
 
 
-def test_without_slurmd_it_is_this_process(tmp_path: Path) -> None:
-    i = item(node(tmp_path), want="1")
+def test_without_slurmd_it_is_this_process(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # On the node itself (root /) with no slurmd, the check's own limit is what a job started
+    # the same way gets.
+    monkeypatch.setattr(probes, "slurmd_memlock", lambda root="/": None)
+    i = item("/", want="1")
     assert i.status == "pass" and i.detail.endswith("(this process's limit (no slurmd running))")
+
+
+def test_under_a_sysroot_without_slurmd_it_is_not_judged(tmp_path: Path) -> None:
+    # The checker's own limit says nothing of another root's jobs: never a drain on it.
+    i = item(node(tmp_path))
+    assert i.status == "n/a"
+    assert i.detail == (f"not read: no slurmd in {tmp_path / 'proc'}, and this process's own "
+                        "limit is not the root's (--sysroot)")

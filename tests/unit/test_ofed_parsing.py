@@ -263,7 +263,7 @@ def test_gpus(tmp_path: Path) -> None:
     got = kcaps.gpus(str(tmp_path))
     assert got == {"count": 2, "models": ["NVIDIA H200", "NVIDIA H200"],
                    "devices": ["nvidia0", "nvidia1"], "driver_version": "570.86.15",
-                   "source": "procfs", "unprobed": [], "elsewhere": []}
+                   "source": "procfs", "unprobed": [], "elsewhere": [], "on_pci": None}
 
 
 def test_netdev_drivers(tmp_path: Path) -> None:
