@@ -10,6 +10,8 @@ import ipaddress
 import re
 import socket
 
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import ssh_session
+
 _MODULE_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
@@ -43,10 +45,9 @@ def connection_interface(facts: dict, ansible_host: str | None = None,
         return {"name": None, "address": None, "method": "local connection: no interface"}
     names = list(facts.get("interfaces") or [])
     candidates = []
-    ssh = (facts.get("env") or {}).get("SSH_CONNECTION") or ""
-    parts = ssh.split()
-    if len(parts) == 4:
-        candidates.append(("SSH_CONNECTION", _ip(parts[2])))
+    _client, server = ssh_session.endpoints((facts.get("env") or {}).get("SSH_CONNECTION") or "")
+    if server is not None:
+        candidates.append(("SSH_CONNECTION", _ip(server)))
     if ansible_host:
         host_ip = _ip(ansible_host)
         if host_ip is None:

@@ -10,6 +10,8 @@ import os
 import shutil
 import subprocess
 
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import ssh_session
+
 SLURM_CONFS = ("/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf", "/usr/local/etc/slurm.conf")
 
 
@@ -51,13 +53,13 @@ def socket_owners():
 
 
 def probe(table, policy):
-    parts = os.environ.get("SSH_CONNECTION", "").split()
+    control_ip, _server_ip = ssh_session.endpoints()
     port_range = (read("/proc/sys/net/ipv4/ip_local_port_range") or "32768 60999").strip()
     ufw = run(["ufw", "status"])
     slurm_conf_path = next((p for p in SLURM_CONFS if os.path.isfile(p)), None)
     firewalld_active = run(["systemctl", "is-active", "firewalld"])["stdout"].strip() == "active"
     out = {
-        "control_ip": parts[0] if len(parts) == 4 else None,
+        "control_ip": control_ip,
         "firewalld_active": firewalld_active,
         "ufw_active": ufw["rc"] == 0 and "Status: active" in ufw["stdout"],
         "ufw_present": bool(shutil.which("ufw")),

@@ -14,6 +14,8 @@ import shutil
 import socket
 import subprocess
 
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import ssh_session
+
 
 def run(argv):
     if not shutil.which(argv[0]):
@@ -61,9 +63,7 @@ def probe(conn_addr, ifaces):
     res = run(["ip", "-j", "-d", "link", "show"])
     links = {lk["ifname"]: lk for lk in json.loads(res[1] or "[]")} if res and res[0] == 0 else {}
 
-    # sshd sets SSH_CONNECTION="client_ip client_port server_ip server_port" for the session.
-    parts = os.environ.get("SSH_CONNECTION", "").split()
-    control_ip, server_ip = (parts[0], parts[2]) if len(parts) == 4 else (None, None)
+    control_ip, server_ip = ssh_session.endpoints()
     conn_iface = owner_of(addrs, server_ip) if server_ip else None
     if conn_iface is None and conn_addr:
         try:

@@ -116,6 +116,7 @@ import sysconfig
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import cdi_spec
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import container_runtime_probe as crp
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import ssh_session
 
 SIOCGIFADDR = 0x8915
 
@@ -216,7 +217,7 @@ def main():
         supports_check_mode=True)
     addrs = addresses()
     local = module.params["local_address"]
-    ssh = os.environ.get("SSH_CONNECTION", "").split()
+    _client, ssh_server = ssh_session.endpoints()
     engine = engine_found(module.params["engine"])
     extra = {}
     if module.params["cdi_spec"]:
@@ -230,7 +231,7 @@ def main():
             "/sys/class/infiniband") else [],
         rdma=rdma_userspace(),
         addresses=addrs,
-        ssh_server_addr=ssh[2] if len(ssh) >= 4 else None,
+        ssh_server_addr=ssh_server,
         local_ifname=next((n for n, a in addrs.items() if local and local in a), None),
         routes={t: route(t) for t in module.params["targets"]},
         **extra,
