@@ -260,10 +260,12 @@ SETTINGS = dict((s.name, s) for s in VALIDATE)
 # The command-line flags of ``rdmaprov validate`` that have a form or kind: flag -> (its
 # environment variable, its form or kind). Judged before any host is contacted.
 FLAGS = dict((s.flag, (s.env, s.form)) for s in VALIDATE if s.form)
-# The role variables they become, judged the same way in an inventory; not one whose role
-# default is outside the kind (max_jitter's 0, "the worker's default", which
-# validate_launch.pair_args judges).
+
+
 def _role_forms():
+    """The role variables they become, judged the same way in an inventory; not one whose role
+    default is outside the kind (max_jitter's 0, "the worker's default", which
+    validate_launch.pair_args judges). Run at the end of this file, once problem() exists."""
     for s in VALIDATE:
         if s.role_var and s.form in FORM_KINDS:
             FORMS[s.role_var] = s.form
@@ -289,6 +291,7 @@ def worker_flags(values):
             continue
         out += [s.worker_flag, str(value)]
     return out
+
 
 _SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
