@@ -133,8 +133,6 @@ def build(values: Mapping[str, Any], run: RunOptions | None = None) -> Request:
     for s in TABLE.VALIDATE:
         if s.group == "output" and given[s.name] is not None:
             given[s.name] = Path(given[s.name])
-        elif s.form and given[s.name] == "":
-            given[s.name] = None
     req = Request(inventory=values.get("inventory"), judge=values.get("judge"),
                   partition=values.get("partition"), drain=bool(values.get("drain")),
                   srun_arg=tuple(values.get("srun_arg") or ()), run=run or RunOptions(),
