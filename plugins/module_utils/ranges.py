@@ -70,7 +70,6 @@ VARIABLES.update({
     "firewall_confirm_timeout": "seconds",
     "container_runtime_verify_timeout": "seconds",
     "container_runtime_apt_cache_valid_time": "seconds_or_zero",
-    "nccl_validate_timeout": "seconds",
     "nccl_validate_rendezvous_timeout": "seconds",
     "nccl_validate_pull_timeout": "seconds",
     "nccl_validate_poll_interval": "seconds",
@@ -80,9 +79,6 @@ VARIABLES.update({
     "rdma_ofed_reboot_timeout": "seconds",
     "slurm_health_budget": "seconds_or_zero",
     "slurm_health_healthcheck_interval": "seconds",
-    "nccl_validate_bw_fraction": "fraction",
-    "nccl_validate_pair_fraction": "fraction",
-    "nccl_validate_min_busbw": "gbps",
 })
 
 # Strings that reach a host's files, units and command lines: the characters each may hold.
@@ -149,7 +145,6 @@ FORMS = {
     "nccl_validate_cdi_spec": "absolute_path",
     "container_runtime_verify_image": "image_or_empty",
     "container_runtime_images[].name": "image",
-    "nccl_validate_image": "image",
     "nccl_validate_remote_dir": "absolute_path",
     "slurm_health_rdmaprov": "absolute_path",
     "slurm_health_venv": "absolute_path",
@@ -166,20 +161,137 @@ FORMS = {
     "rdma_modules_peermem_name": "kernel_module",
 }
 
-# The command-line flags of ``rdmaprov validate`` that become a run's values: flag -> (its
+
+class Setting(object):
+    """One setting of ``rdmaprov validate``, and every name it goes by on its way to the hosts.
+
+    name: the request's field (and argparse's dest); flag, env: the command line and its
+    environment variable (None: flag only); form: a kind of KINDS/FLOAT_KINDS or a form of
+    FORM_KINDS, judged before any host is contacted (None: choices, a switch or a path);
+    default: the command's own (None: the inventory's role variable decides); choices;
+    role_var: the nccl_validate role's variable it becomes, role_default that variable's
+    default in roles/nccl_validate, when not the command's own (a test holds defaults/main.yml
+    and argument_specs to it);
+    worker_flag: the worker's flag it becomes (one with no role_var rides in
+    nccl_validate_worker_args); group: which part of a run takes it ("run": every play of a
+    run; "plan": the fabric run's pair-round plan; "verdict", "slurm", "output": rdmaprov only).
+    """
+
+    __slots__ = ("name", "flag", "env", "form", "default", "choices", "role_var",
+                 "role_default", "worker_flag", "group")
+
+    def __init__(self, name, flag, env=None, form=None, default=None, choices=None,
+                 role_var=None, role_default=None, worker_flag=None, group="verdict"):
+        self.name, self.flag, self.env, self.form = name, flag, env, form
+        self.default, self.choices, self.group = default, choices, group
+        self.role_var, self.worker_flag = role_var, worker_flag
+        self.role_default = default if role_default is None and role_var else role_default
+
+    @property
+    def kind(self):
+        """The Python type a good value is handed on as."""
+        if self.choices is not None or self.form in FORM_KINDS:
+            return str
+        if self.form in FLOAT_KINDS:
+            return float
+        if self.form in KINDS:
+            return int
+        return bool if self.default is False else None
+
+    def __repr__(self):
+        return "Setting(%r)" % self.name
+
+
+_V = "RDMAPROV_VALIDATE_"
+PAIRWISE = ("auto", "slow", "always", "never")
+# The settings of ``rdmaprov validate``: one entry each, in the order their problems are said.
+# The command's flags, the role variables a run hands over, the worker's flags and the Slurm
+# node spec all come from here; a new setting is one more entry.
+VALIDATE = (
+    Setting("image", "--image", _V + "IMAGE", "image", role_var="nccl_validate_image",
+            role_default="nvcr.io/nvidia/pytorch:25.01-py3", group="run"),
+    Setting("max_bytes", "--max-bytes", _V + "MAX_BYTES", "size", worker_flag="--max-bytes",
+            group="run"),
+    Setting("timeout", "--timeout", _V + "TIMEOUT", "seconds", role_var="nccl_validate_timeout",
+            role_default=600, group="run"),
+    # Why 0.8: rdmaprov/validate/verdict.py's docstring (healthy links and published checks).
+    Setting("bw_fraction", "--bw-fraction", _V + "BW_FRACTION", "fraction", default=0.8,
+            role_var="nccl_validate_bw_fraction", worker_flag="--bw-fraction", group="plan"),
+    # Without a bar from the line rate, a pair slower than this fraction of the best pair is
+    # slow; with one, a pair must pass both (lab gloo pairs on 2 busy cores spread to ~0.6 of
+    # the best; a 50 Mbit/s throttled host sits near 0.01).
+    Setting("pair_fraction", "--pair-fraction", _V + "PAIR_FRACTION", "fraction", default=0.4,
+            role_var="nccl_validate_pair_fraction", worker_flag="--pair-fraction", group="plan"),
+    # The role's 0: no explicit bar (the worker is then given none).
+    Setting("min_busbw", "--min-busbw", _V + "MIN_BUSBW", "gbps",
+            role_var="nccl_validate_min_busbw", role_default=0, worker_flag="--min-busbw",
+            group="plan"),
+    # The role's 0: the worker's own default (rounds.DEFAULT_MAX_JITTER, which equals this one).
+    Setting("max_jitter", "--max-jitter", _V + "MAX_JITTER", "jitter", default=2.0,
+            role_var="nccl_validate_max_jitter", role_default=0, worker_flag="--max-jitter",
+            group="plan"),
+    # Per rail: ib_write_bw between one HCA port and its rail-aligned peer must reach this
+    # fraction of that port's own rate. Why 0.9: a healthy ConnectX port moves 92-97% of its
+    # signalling rate at 64 KiB and up (headers, ICRC; e.g. 92.40 Gb/s on a 100 GbE port in
+    # NVIDIA deepops' RoCE guide); one bad cable or a link trained down to a lower width or
+    # speed lands far below.
+    Setting("rail_fraction", "--rail-fraction", _V + "RAIL_FRACTION", "fraction", default=0.9),
+    Setting("nodes", "--nodes", form="count", group="slurm"),
+    Setting("plan", "--plan", form="count", group="none"),
+    Setting("runtime", "--runtime", _V + "RUNTIME", choices=("container", "host"),
+            role_var="nccl_validate_runtime", role_default="container", group="run"),
+    Setting("backend", "--backend", _V + "BACKEND", choices=("nccl", "gloo"),
+            role_var="nccl_validate_backend", role_default="nccl", group="run"),
+    Setting("transport", "--transport", _V + "TRANSPORT", choices=("IB", "Socket")),
+    Setting("allow_socket", "--allow-socket", _V + "ALLOW_SOCKET", default=False),
+    Setting("require_gdr", "--require-gdr", _V + "REQUIRE_GDR", default=False),
+    Setting("pairwise", "--pairwise", _V + "PAIRWISE", default="auto", choices=PAIRWISE,
+            role_var="nccl_validate_pairs", role_default="never", worker_flag="--pairs",
+            group="plan"),
+    Setting("compare_socket", "--compare-socket", _V + "COMPARE_SOCKET", default=False),
+    Setting("launcher", "--launcher", _V + "LAUNCHER", default="ansible",
+            choices=("ansible", "slurm"), group="slurm"),
+    Setting("junit", "--junit", _V + "JUNIT", group="output"),
+    Setting("html", "--html", _V + "HTML", group="output"),
+    Setting("results", "--results", _V + "RESULTS", group="output"),
+)
+SETTINGS = dict((s.name, s) for s in VALIDATE)
+
+# The command-line flags of ``rdmaprov validate`` that have a form or kind: flag -> (its
 # environment variable, its form or kind). Judged before any host is contacted.
-FLAGS = {
-    "--image": ("RDMAPROV_VALIDATE_IMAGE", "image"),
-    "--max-bytes": ("RDMAPROV_VALIDATE_MAX_BYTES", "size"),
-    "--timeout": ("RDMAPROV_VALIDATE_TIMEOUT", "seconds"),
-    "--bw-fraction": ("RDMAPROV_VALIDATE_BW_FRACTION", "fraction"),
-    "--pair-fraction": ("RDMAPROV_VALIDATE_PAIR_FRACTION", "fraction"),
-    "--min-busbw": ("RDMAPROV_VALIDATE_MIN_BUSBW", "gbps"),
-    "--max-jitter": ("RDMAPROV_VALIDATE_MAX_JITTER", "jitter"),
-    "--rail-fraction": ("RDMAPROV_VALIDATE_RAIL_FRACTION", "fraction"),
-    "--nodes": (None, "count"),
-    "--plan": (None, "count"),
-}
+FLAGS = dict((s.flag, (s.env, s.form)) for s in VALIDATE if s.form)
+
+
+def _role_forms():
+    """The role variables they become, judged the same way in an inventory; not one whose role
+    default is outside the kind (max_jitter's 0, "the worker's default", which
+    validate_launch.pair_args judges). Run at the end of this file, once problem() exists."""
+    for s in VALIDATE:
+        if s.role_var and s.form in FORM_KINDS:
+            FORMS[s.role_var] = s.form
+        elif s.role_var and s.form and problem(s.form, s.role_default) is None:
+            VARIABLES[s.role_var] = s.form
+
+
+def worker_flags(values):
+    """The worker's flags for the pair-round plan, from the role's settings ``values`` (keys
+    without the nccl_validate_ prefix): none unless pairs are asked for; a setting whose role
+    default means "none" (0) is left out at that value."""
+    switch = SETTINGS["pairwise"]
+    mode = str(values.get("pairs") or "never")
+    if mode == "never":
+        return []
+    out = [switch.worker_flag, mode]
+    for s in VALIDATE:
+        if s.group != "plan" or not s.worker_flag or s is switch:
+            continue
+        key = s.role_var[len("nccl_validate_"):]
+        value = values.get(key, s.role_default)
+        if s.role_default == 0 and not float(value or 0):
+            continue
+        out += [s.worker_flag, str(value)]
+    return out
+
 
 _SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -418,3 +530,6 @@ def _number_problem(kind, value):
     if why is None and isinstance(value, str) and kind != "port_range":
         why = "%r is not a number" % value
     return why
+
+
+_role_forms()

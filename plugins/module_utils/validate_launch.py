@@ -5,7 +5,7 @@
 pair rounds), the rendezvous address, and the argv that starts the worker on a host (torchrun or
 direct, on the host or wrapped in a container engine). The role calls these through the filters
 in plugins/filter/validate.py; unit tests import them directly (tests/unit/test_validate_launch.py).
-Standard library only: filters run on the controller, nothing here touches a host.
+Standard library and ranges.py only: filters run on the controller, nothing here touches a host.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from __future__ import annotations
 import ipaddress
 import os
 import shlex
+
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import ranges
 
 # Worker exit codes (roles/nccl_validate/files and rdmaprov/validate/worker.py agree on them).
 RC_OK = 0
@@ -220,22 +222,13 @@ def worker_argv(s, members, host, master, port):
 
 def pair_args(s):
     """The worker's pair rounds after the fabric sweep (rdmaprov/validate/rounds.py): none
-    unless nccl_validate_pairs asks for them."""
-    mode = _s(s.get("pairs") or "never")
-    if mode == "never":
-        return []
-    args = ["--pairs", mode, "--pair-fraction", _s(s.get("pair_fraction", 0.4)),
-            "--bw-fraction", _s(s.get("bw_fraction", 0.8))]
-    if float(s.get("min_busbw") or 0) > 0:
-        args += ["--min-busbw", _s(s["min_busbw"])]
+    unless nccl_validate_pairs asks for them; flags and defaults from ranges.VALIDATE."""
     # 0: the worker's own default (rounds.DEFAULT_MAX_JITTER); else a ratio p99/p50 >= 1.
     jitter = float(s.get("max_jitter") or 0)
     if 0 < jitter < 1:
         raise ValueError("nccl_validate_max_jitter must be 0 (the default) or a ratio p99/p50 "
                          "of 1 or more, not %r" % s["max_jitter"])
-    if jitter:
-        args += ["--max-jitter", _s(s["max_jitter"])]
-    return args
+    return ranges.worker_flags(s)
 
 
 def launch(s, label, members, host, master, port):

@@ -80,20 +80,20 @@ def validation_plan(args: argparse.Namespace, code: int, playbook: Path | None,
 
 
 def _validate(args: argparse.Namespace, hosts: list[str]) -> dict:
-    """Run `rdmaprov validate` with its defaults and bootstrap's shared run options."""
-    from rdmaprov.cli import validate as validate_cli  # imports torch-free verdict code only
+    """Run the validation with its defaults (and their environment variables) and bootstrap's
+    shared run options."""
+    from dataclasses import replace
 
-    vargs = validate_cli.defaults(args.inventory)
-    for name in ("forks", "strategy", "ansible_profile", "keep_artifacts", "json", "verbose",
-                 "diff"):
-        setattr(vargs, name, getattr(args, name))
+    from rdmaprov.validate import pipeline, request  # torch-free verdict code only
+
     # The hosts site.yml ran on, by name: a --retry-failed limit file is gone once they succeed.
-    vargs.limit = ",".join(hosts)
-    vargs.extra_vars = list(args.extra_vars)
-    vargs.pairwise = os.environ.get("RDMAPROV_VALIDATE_PAIRWISE", "slow")
+    run = replace(options.of(args), check=False, tags=(), skip_tags=(), retry_failed=False,
+                  limit=",".join(hosts))
+    req = request.build({"inventory": args.inventory,
+                         "pairwise": os.environ.get("RDMAPROV_VALIDATE_PAIRWISE", "slow")}, run)
     human = sys.stderr if args.json else sys.stdout
     print("validation: all_reduce across the hosts", file=human)
-    report = validate_cli.execute(vargs)
+    report = pipeline.execute(req, human)
     if not args.json:
         from rdmaprov.validate.report import print_table
 

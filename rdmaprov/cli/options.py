@@ -11,10 +11,11 @@ import argparse
 import os
 from pathlib import Path
 
-from rdmaprov import settings
+from rdmaprov import run_options, settings
 from rdmaprov.engine import RunSpec
 from rdmaprov.errors import UserError
 from rdmaprov.inventory import Inventory
+from rdmaprov.run_options import RunOptions
 
 EXIT_CODES_EPILOG = """\
 exit codes:
@@ -22,13 +23,6 @@ exit codes:
   1  usage or input error: bad flag, inventory, variable or missing file; no host contacted
   2  some host failed or was unreachable (the summary names each, with its task and message)
 """
-
-MAX_FORKS_OPTION = 1000
-
-
-def _csv(values: list[str] | None) -> list[str]:
-    return [v.strip() for item in values or [] for v in item.split(",") if v.strip()]
-
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("run options (shared by bootstrap, reconfigure, validate)")
@@ -108,48 +102,24 @@ def record_retry(inventory: Path, ran: list[str], failed: list[str]) -> Path | N
     return path
 
 
+def of(args: argparse.Namespace) -> RunOptions:
+    """The shared run options as the data the packages below `cli/` take."""
+    return RunOptions(
+        check=args.check, diff=args.diff, limit=args.limit, tags=tuple(args.tags or ()),
+        skip_tags=tuple(args.skip_tags or ()), extra_vars=tuple(args.extra_vars or ()),
+        forks=args.forks, strategy=args.strategy, ansible_profile=args.ansible_profile,
+        keep_artifacts=args.keep_artifacts, json=args.json, verbose=args.verbose,
+        retry_failed=getattr(args, "retry_failed", False))
+
+
 def forks(args: argparse.Namespace) -> int | None:
-    raw = args.forks
-    if raw in (None, ""):
-        return None
-    try:
-        value = int(str(raw))
-    except ValueError:
-        raise UserError(f"--forks/RDMAPROV_FORKS: {raw!r} is not an integer") from None
-    if not 1 <= value <= MAX_FORKS_OPTION:
-        raise UserError(f"--forks/RDMAPROV_FORKS: {value} is out of range "
-                        f"(1..{MAX_FORKS_OPTION})")
-    return value
+    return run_options.forks(args.forks)
 
 
 def check_choices(args: argparse.Namespace) -> None:
     """Choices given through the environment bypass argparse; check them the same way."""
-    for opt, env, allowed in (("--strategy", "RDMAPROV_STRATEGY", settings.STRATEGIES),
-                              ("--ansible-profile", "RDMAPROV_ANSIBLE_PROFILE",
-                               settings.PROFILES)):
-        value = getattr(args, opt.lstrip("-").replace("-", "_"))
-        if value not in allowed:
-            raise UserError(f"{opt}/{env}: {value!r} is not one of {', '.join(allowed)}")
+    run_options.check_choices(args.strategy, args.ansible_profile)
 
 
 def run_spec(args: argparse.Namespace, playbook: Path, inventory: Inventory) -> RunSpec:
-    check_choices(args)
-    return RunSpec(
-        playbook=playbook,
-        inventory=inventory.path,
-        extravars=inventory.extravars,
-        user_vars=frozenset(inventory.extravars),  # -e/--set: redacted from kept artifacts
-        limit=args.limit,
-        tags=_csv(args.tags),
-        skip_tags=_csv(args.skip_tags),
-        forks=forks(args),
-        host_count=len(inventory.selected),
-        check=args.check,
-        diff=args.diff,
-        verbosity=args.verbose,
-        keep_artifacts=args.keep_artifacts,
-        profile=args.ansible_profile,
-        # 'auto' settled here, for this playbook; the run's summary names the strategy.
-        strategy=settings.resolve_strategy(args.strategy, playbook.name,
-                                          len(inventory.selected)),
-    )
+    return run_options.run_spec(of(args), playbook, inventory)

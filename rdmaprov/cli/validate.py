@@ -9,17 +9,14 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from rdmaprov.cli import options
 from rdmaprov.errors import UserError
-from rdmaprov.validate import pipeline
-from rdmaprov.validate import verdict as V
-from rdmaprov.validate.judge import DEFAULT_PAIR_FRACTION
-from rdmaprov.validate.pipeline import PAIRWISE
-from rdmaprov.validate.report import Report, print_table
+from rdmaprov.validate import pipeline, request
+from rdmaprov.validate.report import print_table
 
 EPILOG = """\
 exit codes:
@@ -47,82 +44,49 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--judge", type=Path, metavar="DIR",
                         help="judge a results directory that a run wrote (--results DIR, or "
                         "one copied from a cluster) with the verdict flags below; runs nothing")
-    parser.add_argument("--plan", metavar="N",
-                        help="print the pair rounds a fleet of N hosts needs to name a slow host "
-                        "(for sizing a maintenance window); runs nothing")
-    env = os.environ.get
+    _setting(parser, "plan", "print the pair rounds a fleet of N hosts needs to name a slow "
+             "host (for sizing a maintenance window); runs nothing")
     w = parser.add_argument_group("what runs (defaults: the inventory's nccl_validate_* values)")
-    w.add_argument("--runtime", choices=("container", "host"),
-                   default=env("RDMAPROV_VALIDATE_RUNTIME"),
-                   help="container (an image per host) or host (the host's python3) "
-                        "(env RDMAPROV_VALIDATE_RUNTIME)")
-    w.add_argument("--image", default=env("RDMAPROV_VALIDATE_IMAGE"),
-                   help="image with torch for the container runtime (env RDMAPROV_VALIDATE_IMAGE)")
-    w.add_argument("--backend", choices=("nccl", "gloo"), default=env("RDMAPROV_VALIDATE_BACKEND"),
-                   help="nccl on GPU hosts, gloo on CPU-only ones (env RDMAPROV_VALIDATE_BACKEND)")
-    w.add_argument("--max-bytes", default=env("RDMAPROV_VALIDATE_MAX_BYTES"),
-                   help="largest all_reduce size, e.g. 256M (env RDMAPROV_VALIDATE_MAX_BYTES)")
-    w.add_argument("--timeout", default=env("RDMAPROV_VALIDATE_TIMEOUT"),
-                   help="seconds a run may take on a host before it is killed and reported "
-                        "(env RDMAPROV_VALIDATE_TIMEOUT; default 600)")
+    _setting(w, "runtime", "container (an image per host) or host (the host's python3) "
+             "(env {env})")
+    _setting(w, "image", "image with torch for the container runtime (env {env})")
+    _setting(w, "backend", "nccl on GPU hosts, gloo on CPU-only ones (env {env})")
+    _setting(w, "max_bytes", "largest all_reduce size, e.g. 256M (env {env})")
+    _setting(w, "timeout", "seconds a run may take on a host before it is killed and reported "
+             "(env {env}; default {role_default})")
     j = parser.add_argument_group("verdict")
-    j.add_argument("--transport", choices=("IB", "Socket"),
-                   default=env("RDMAPROV_VALIDATE_TRANSPORT"),
-                   help="required transport (env RDMAPROV_VALIDATE_TRANSPORT; default IB for "
-                        "nccl, Socket for gloo)")
-    j.add_argument("--allow-socket", action="store_true",
-                   default=env("RDMAPROV_VALIDATE_ALLOW_SOCKET") == "1",
-                   help="accept NCCL on Socket (env RDMAPROV_VALIDATE_ALLOW_SOCKET=1)")
-    j.add_argument("--require-gdr", action="store_true",
-                   default=env("RDMAPROV_VALIDATE_REQUIRE_GDR") == "1",
-                   help="require GPUDirect RDMA (env RDMAPROV_VALIDATE_REQUIRE_GDR=1)")
-    j.add_argument("--bw-fraction",
-                   default=env("RDMAPROV_VALIDATE_BW_FRACTION", str(V.DEFAULT_BW_FRACTION)),
-                   help="busbw must reach this fraction of the slowest host's line rate "
-                        "(its ACTIVE ports of the HCAs NCCL used; env "
-                        f"RDMAPROV_VALIDATE_BW_FRACTION; default {V.DEFAULT_BW_FRACTION})")
-    j.add_argument("--min-busbw", default=env("RDMAPROV_VALIDATE_MIN_BUSBW"),
-                   metavar="GBPS", help="explicit busbw threshold in GB/s, instead of the "
-                   "fraction of the line rate (env RDMAPROV_VALIDATE_MIN_BUSBW)")
-    j.add_argument("--max-jitter",
-                   default=env("RDMAPROV_VALIDATE_MAX_JITTER", str(V.DEFAULT_MAX_JITTER)),
-                   metavar="RATIO", help="UNSTABLE above this p99/p50 of the iteration times at "
-                   "the large sizes, for the fabric and each pair (env "
-                   f"RDMAPROV_VALIDATE_MAX_JITTER; default {V.DEFAULT_MAX_JITTER}: a TCP "
-                   "retransmission, a PFC pause or a flap stretches single iterations "
-                   "several-fold; docs/validate.md)")
-    j.add_argument("--rail-fraction",
-                   default=env("RDMAPROV_VALIDATE_RAIL_FRACTION", str(V.DEFAULT_RAIL_FRACTION)),
-                   help="the rail round: each HCA port's ib_write_bw must reach this fraction of "
-                        "that port's own rate (env RDMAPROV_VALIDATE_RAIL_FRACTION; default "
-                        f"{V.DEFAULT_RAIL_FRACTION}; docs/validate.md)")
-    j.add_argument("--pairwise", choices=PAIRWISE,
-                   default=env("RDMAPROV_VALIDATE_PAIRWISE", "auto"),
-                   help="pair rounds in the same run, to name a slow host (3+ hosts; ring "
-                        "neighbours, then shifted pairs, a confirm round only when needed): auto "
-                        "when the fabric is below the bar or no bar is known; slow only when it "
-                        "is below the bar (env RDMAPROV_VALIDATE_PAIRWISE; default auto)")
-    j.add_argument("--pair-fraction",
-                   default=env("RDMAPROV_VALIDATE_PAIR_FRACTION", str(DEFAULT_PAIR_FRACTION)),
-                   help="the relative rule: a pair is slow below this fraction of the best "
-                        "pair, even above the bar (env RDMAPROV_VALIDATE_PAIR_FRACTION; "
-                        f"default {DEFAULT_PAIR_FRACTION})")
-    j.add_argument("--compare-socket", action="store_true",
-                   default=env("RDMAPROV_VALIDATE_COMPARE_SOCKET") == "1",
-                   help="run the sweep a second time with NCCL_IB_DISABLE=1 and print RDMA vs "
-                        "TCP side by side: busbw, the time of a 1 GiB all_reduce (scaled from the "
-                        "largest size when the sweep stops below 1 GiB, as gloo's does), CPU cores "
-                        "busy (env RDMAPROV_VALIDATE_COMPARE_SOCKET=1)")
+    _setting(j, "transport", "required transport (env {env}; default IB for nccl, Socket for "
+             "gloo)")
+    _setting(j, "allow_socket", "accept NCCL on Socket (env {env}=1)")
+    _setting(j, "require_gdr", "require GPUDirect RDMA (env {env}=1)")
+    _setting(j, "bw_fraction", "busbw must reach this fraction of the slowest host's line rate "
+             "(its ACTIVE ports of the HCAs NCCL used; env {env}; default {default})")
+    _setting(j, "min_busbw", "explicit busbw threshold in GB/s, instead of the fraction of the "
+             "line rate (env {env})", metavar="GBPS")
+    _setting(j, "max_jitter", "UNSTABLE above this p99/p50 of the iteration times at the large "
+             "sizes, for the fabric and each pair (env {env}; default {default}: a TCP "
+             "retransmission, a PFC pause or a flap stretches single iterations several-fold; "
+             "docs/validate.md)", metavar="RATIO")
+    _setting(j, "rail_fraction", "the rail round: each HCA port's ib_write_bw must reach this "
+             "fraction of that port's own rate (env {env}; default {default}; docs/validate.md)")
+    _setting(j, "pairwise", "pair rounds in the same run, to name a slow host (3+ hosts; ring "
+             "neighbours, then shifted pairs, a confirm round only when needed): auto when the "
+             "fabric is below the bar or no bar is known; slow only when it is below the bar "
+             "(env {env}; default {default})")
+    _setting(j, "pair_fraction", "the relative rule: a pair is slow below this fraction of the "
+             "best pair, even above the bar (env {env}; default {default})")
+    _setting(j, "compare_socket", "run the sweep a second time with NCCL_IB_DISABLE=1 and print "
+             "RDMA vs TCP side by side: busbw, the time of a 1 GiB all_reduce (scaled from the "
+             "largest size when the sweep stops below 1 GiB, as gloo's does), CPU cores busy "
+             "(env {env}=1)")
     s = parser.add_argument_group(
         "Slurm (the worker as a job step on allocated nodes, no inventory; docs/validate.md)")
-    s.add_argument("--launcher", choices=("ansible", "slurm"),
-                   default=env("RDMAPROV_VALIDATE_LAUNCHER", "ansible"),
-                   help="ansible: the inventory's hosts over SSH (default); slurm: salloc the "
-                        "nodes, srun the worker on them (env RDMAPROV_VALIDATE_LAUNCHER)")
+    _setting(s, "launcher", "ansible: the inventory's hosts over SSH (default); slurm: salloc "
+             "the nodes, srun the worker on them (env {env})")
     s.add_argument("-p", "--partition", metavar="P",
                    help="--launcher slurm: the partition to validate")
-    s.add_argument("-N", "--nodes", metavar="N",
-                   help="--launcher slurm: how many nodes (default: the partition's idle ones)")
+    _setting(s, "nodes", "--launcher slurm: how many nodes (default: the partition's idle "
+             "ones)", short="-N")
     s.add_argument("--drain", action="store_true",
                    help="--launcher slurm: drain the hosts the verdict blames with 'rdmaprov: "
                         "validate: <reason>' (a node drained for another reason keeps it)")
@@ -130,14 +94,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="--launcher slurm: one more srun argument (repeatable), e.g. "
                         "--srun-arg=--container-image=IMAGE with Pyxis")
     o = parser.add_argument_group("output")
-    o.add_argument("--junit", type=Path, metavar="FILE", default=env("RDMAPROV_VALIDATE_JUNIT"),
-                   help="also write a JUnit XML report (env RDMAPROV_VALIDATE_JUNIT)")
-    o.add_argument("--html", type=Path, metavar="FILE", default=env("RDMAPROV_VALIDATE_HTML"),
-                   help="also write a self-contained HTML report: verdict, checks, hosts, "
-                        "pairs, busbw against message size (env RDMAPROV_VALIDATE_HTML)")
-    o.add_argument("--results", type=Path, metavar="DIR", default=env("RDMAPROV_VALIDATE_RESULTS"),
-                   help="keep the fetched results (worker JSON, NCCL logs, counters) in DIR "
-                        "(env RDMAPROV_VALIDATE_RESULTS; default: a temporary dir, removed)")
+    _setting(o, "junit", "also write a JUnit XML report (env {env})", metavar="FILE")
+    _setting(o, "html", "also write a self-contained HTML report: verdict, checks, hosts, "
+             "pairs, busbw against message size (env {env})", metavar="FILE")
+    _setting(o, "results", "keep the fetched results (worker JSON, NCCL logs, counters) in DIR "
+             "(env {env}; default: a temporary dir, removed)", metavar="DIR")
     options.add_run_options(parser)
     parser.set_defaults(func=run)
 
@@ -158,26 +119,28 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     human = sys.stderr if args.json else sys.stdout
+    given = vars(args)
     if args.plan is not None:
         from rdmaprov.validate.rounds import plan
 
-        pipeline.judge_flags(args, ["--plan"])
-        print(plan(args.plan).describe())
+        print(plan(request.judged(given, ["plan"])["plan"]).describe())
         return 0
     from rdmaprov.validate import slurm
 
-    slurm.check_flags(args)
+    slurm.check_flags(given)
     if args.launcher == "slurm":
-        report = slurm.execute(args, pipeline.check_flags(args), human)
+        report = slurm.execute(request.build(given, options.of(args)), human)
     elif args.judge is not None:
         if args.inventory is not None:
             raise UserError("--judge DIR judges a results directory: give no inventory with it")
-        report = pipeline.judge_dir(args)
+        report = pipeline.judge_dir(request.build(given, options.of(args)))
     elif args.inventory is None:
         raise UserError("validate: give an INVENTORY to run, or --judge DIR to judge a results "
                         "directory")
     else:
-        report = pipeline.execute(args, human)
+        options.check_choices(args)
+        options.forks(args)
+        report = pipeline.execute(request.build(given, options.of(args)), human)
     if args.json:
         print(json.dumps(report.to_dict(), indent=1))
     else:
@@ -185,13 +148,20 @@ def _run(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
-def defaults(inventory: Path) -> argparse.Namespace:
-    """validate's options at their defaults (what `bootstrap` runs as its last phase)."""
-    parser = argparse.ArgumentParser(add_help=False)
-    register(parser.add_subparsers())
-    return parser.parse_args(["validate", str(inventory)])
-
-
-def execute(args: argparse.Namespace) -> Report:
-    """The run, for `bootstrap`'s last phase."""
-    return pipeline.execute(args, sys.stderr if args.json else sys.stdout)
+def _setting(group: Any, name: str, text: str, metavar: str | None = None,
+             short: str | None = None) -> None:
+    """One setting of the table (ranges.VALIDATE): its flag, environment variable and default
+    come from its entry; ``text`` is its help, with {env}, {default}, {role_default}."""
+    s = request.SETTINGS[name]
+    kw: dict[str, Any] = {"dest": name, "default": request.env_default(name),
+                          "help": text.format(env=s.env, default=s.default,
+                                              role_default=s.role_default)}
+    if s.default is False:
+        kw["action"] = "store_true"
+    else:
+        kw["metavar"] = metavar or ("N" if s.form == "count" else None)
+        if s.choices:
+            kw["choices"] = s.choices
+        if s.group == "output":
+            kw["type"] = Path
+    group.add_argument(*([short] if short else []), s.flag, **kw)

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rdmaprov import collection
 from rdmaprov.errors import UserError
 from rdmaprov.parsers.nccl_log import parse_nccl_log
 from rdmaprov.validate import nccl_settings
@@ -34,10 +35,8 @@ from rdmaprov.validate import verdict as V
 from rdmaprov.validate.nics import channel_devices
 from rdmaprov.validate.report import CompareRow, HostResult, Pair, Pairwise, Report, Stability
 
-# Without a bar from the line rate, a pair slower than this fraction of the best pair is slow;
-# with one, a pair must pass both (lab gloo pairs on 2 busy cores spread to ~0.6 of the best; a
-# 50 Mbit/s throttled host sits near 0.01).
-DEFAULT_PAIR_FRACTION = 0.4
+# rdmaprov validate's --pair-fraction (plugins/module_utils/ranges.py VALIDATE says why).
+DEFAULT_PAIR_FRACTION: float = collection.ranges.SETTINGS["pair_fraction"].default
 # Exit statuses of `timeout`: 124 its TERM, 137 the KILL after its grace.
 KILLED = ("124", "137")
 

@@ -27,7 +27,6 @@ under Pyxis the image is what srun starts) and stopping the peers of a host that
 
 from __future__ import annotations
 
-import argparse
 import base64
 import io
 import json
@@ -38,6 +37,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -46,8 +46,9 @@ import yaml
 from rdmaprov import collection
 from rdmaprov.errors import UserError
 from rdmaprov.resources import collection_root
-from rdmaprov.validate import verdict as V
+from rdmaprov.validate import request
 from rdmaprov.validate.report import Report
+from rdmaprov.validate.request import Request
 from rdmaprov.values import convert
 
 LABEL = "fabric"
@@ -58,34 +59,29 @@ SLACK_S = 120
 HERE = Path(__file__).resolve().parent
 
 
-def check_flags(args: argparse.Namespace) -> None:
-    """--launcher and its flags, before anything runs (one line each, exit 1)."""
-    if args.launcher not in ("ansible", "slurm"):
-        raise UserError(f"--launcher/RDMAPROV_VALIDATE_LAUNCHER: {args.launcher!r} is not one "
+def check_flags(args: Mapping[str, Any]) -> None:
+    """--launcher and its flags as given, before anything runs (one line each, exit 1)."""
+    launcher = args.get("launcher")
+    if launcher not in ("ansible", "slurm"):
+        raise UserError(f"--launcher/RDMAPROV_VALIDATE_LAUNCHER: {launcher!r} is not one "
                         "of ansible, slurm")
-    slurm = args.launcher == "slurm"
-    if not slurm:
-        for flag, given in (("--partition", args.partition), ("--nodes", args.nodes),
-                            ("--drain", args.drain), ("--srun-arg", args.srun_arg)):
-            if given:
+    if launcher != "slurm":
+        for flag in ("--partition", "--nodes", "--drain", "--srun-arg"):
+            if args.get(flag[2:].replace("-", "_")):
                 raise UserError(f"{flag} is for --launcher slurm")
         return
-    if args.partition in (None, ""):
+    if args.get("partition") in (None, ""):
         raise UserError("--launcher slurm needs --partition P (the partition whose nodes to "
                         "validate)")
-    from rdmaprov.validate import pipeline
-
-    pipeline.judge_flags(args, ["--nodes"])
-    if args.inventory is not None:
+    request.judged(args, ["nodes"])
+    if args.get("inventory") is not None:
         raise UserError("--launcher slurm takes the nodes from Slurm: give no INVENTORY")
-    if args.judge is not None:
+    if args.get("judge") is not None:
         raise UserError("--judge DIR runs nothing: not with --launcher slurm")
-    for flag, given in (("--limit", args.limit), ("--check", args.check),
-                        ("--compare-socket", args.compare_socket),
-                        ("--retry-failed", args.retry_failed)):
-        if given:
+    for flag in ("--limit", "--check", "--compare-socket", "--retry-failed"):
+        if args.get(flag[2:].replace("-", "_")):
             raise UserError(f"{flag} is not available with --launcher slurm")
-    if args.runtime == "container":
+    if args.get("runtime") == "container":
         raise UserError("--runtime container: with --launcher slurm the worker runs as the "
                         "job step; for an image use Pyxis: --srun-arg=--container-image=IMAGE "
                         "(docs/validate.md)")
@@ -95,7 +91,7 @@ def check_flags(args: argparse.Namespace) -> None:
                         "(run it on a submit host)")
 
 
-def settings(args: argparse.Namespace, pol: V.Policy) -> tuple[dict[str, Any], dict[str, Any]]:
+def settings(req: Request) -> tuple[dict[str, Any], dict[str, Any]]:
     """The role's settings for launch() (keys without the nccl_validate_ prefix), from the
     role's defaults, then -e nccl_validate_* values (checked against the role's argument
     spec), then the flags; and the variables themselves."""
@@ -105,7 +101,7 @@ def settings(args: argparse.Namespace, pol: V.Policy) -> tuple[dict[str, Any], d
     variables: dict[str, Any] = yaml.safe_load(
         (root / "roles/nccl_validate/defaults/main.yml").read_text())
     given: dict[str, Any] = {}
-    for _label, data in inventory.load_extra_vars(list(args.extra_vars)):
+    for _label, data in inventory.load_extra_vars(list(req.run.extra_vars)):
         given.update(data)
     other = sorted(k for k in given if not str(k).startswith(PREFIX))
     if other:
@@ -121,13 +117,7 @@ def settings(args: argparse.Namespace, pol: V.Policy) -> tuple[dict[str, Any], d
     # The worker is the job step itself: the host runtime (an image comes through Pyxis).
     variables[PREFIX + "runtime"] = "host"
     variables.update(given)
-    for flag, var in (("runtime", "runtime"), ("image", "image"), ("backend", "backend")):
-        if getattr(args, flag, None):
-            variables[PREFIX + var] = getattr(args, flag)
-    if args.timeout:
-        variables[PREFIX + "timeout"] = int(args.timeout)
-    if args.max_bytes:
-        variables[PREFIX + "worker_args"] = ["--max-bytes", str(args.max_bytes)]
+    variables.update(req.role_vars("run"))
     v = {k[len(PREFIX):]: val for k, val in variables.items() if k.startswith(PREFIX)}
     if v["runtime"] != "host":
         raise UserError(f"nccl_validate_runtime {v['runtime']}: with --launcher slurm the "
@@ -144,9 +134,8 @@ def settings(args: argparse.Namespace, pol: V.Policy) -> tuple[dict[str, Any], d
         "pythonpath": list(v["pythonpath"] or []), "container_args": [],
         "memlock": v["memlock"], "devices": [], "gpus": v["gpus"], "gpu_count": 0,
         "backend": v["backend"], "launcher": v["launcher"], "nproc": int(nproc),
-        "worker_args": list(v["worker_args"] or []), "pairs": args.pairwise,
-        "pair_fraction": float(args.pair_fraction), "bw_fraction": pol.bw_fraction,
-        "min_busbw": pol.min_busbw_GBps or 0.0, "max_jitter": pol.max_jitter,
+        "worker_args": list(v["worker_args"] or []),
+        **{k[len(PREFIX):]: val for k, val in req.role_vars("plan").items()},
         "rendezvous_timeout": int(v["rendezvous_timeout"]),
         "env": {**(v["env"] or {}), **(v["env_override"] or {})},
         "nccl_debug": v["nccl_debug"], "nccl_debug_subsys": v["nccl_debug_subsys"],
@@ -181,17 +170,19 @@ def idle_nodes(partition: str) -> int:
     return sum(int(x) for x in out.split() if x.isdigit())
 
 
-def execute(args: argparse.Namespace, pol: V.Policy, human: TextIO) -> Report:
+def execute(req: Request, human: TextIO) -> Report:
     """Allocate, run the worker on every node with srun, judge the results directory."""
     from rdmaprov.validate import judge as J
     from rdmaprov.validate import pipeline
 
-    s, v = settings(args, pol)
-    nodes = args.nodes or idle_nodes(args.partition)
+    assert req.partition is not None
+    pol = req.policy()
+    s, v = settings(req)
+    nodes = req.nodes or idle_nodes(req.partition)
     if nodes < 1:
-        raise UserError(f"partition {args.partition}: no idle node (sinfo); give --nodes N")
-    keep = args.results is not None
-    results = (args.results.resolve() if keep
+        raise UserError(f"partition {req.partition}: no idle node (sinfo); give --nodes N")
+    keep = req.results is not None
+    results = (req.results.resolve() if req.results is not None
                else Path(tempfile.mkdtemp(prefix="rdmaprov-validate-")))
     work = Path(tempfile.mkdtemp(prefix="rdmaprov-slurm-"))
     try:
@@ -200,15 +191,15 @@ def execute(args: argparse.Namespace, pol: V.Policy, human: TextIO) -> Report:
             for old in results.iterdir():  # runs of an earlier call would be judged again
                 if old.is_dir() and (old / "run.json").is_file():
                     shutil.rmtree(old)
-        spec = spec_of(s, v, results, list(args.srun_arg or []))
+        spec = spec_of(s, v, results, list(req.srun_arg))
         timeout = spec["timeout"]
         (work / "spec.json").write_text(json.dumps(spec))
         minutes = math.ceil((timeout + SLACK_S) / 60) + 1
-        argv = ["salloc", f"--partition={args.partition}", f"--nodes={nodes}",
+        argv = ["salloc", f"--partition={req.partition}", f"--nodes={nodes}",
                 "--ntasks-per-node=1", "--exclusive", f"--job-name={JOB_NAME}",
                 f"--time={minutes}", "--quiet", "--",
                 sys.executable, "-m", "rdmaprov.validate.slurm", str(work / "spec.json")]
-        print(f"slurm: {nodes} node(s) of partition {args.partition}: {' '.join(argv[:8])}",
+        print(f"slurm: {nodes} node(s) of partition {req.partition}: {' '.join(argv[:8])}",
               file=human, flush=True)
         try:
             # The job's own lines (salloc's, and this module's inside it) go to stderr.
@@ -220,13 +211,13 @@ def execute(args: argparse.Namespace, pol: V.Policy, human: TextIO) -> Report:
         if not (results / LABEL / "run.json").is_file():
             raise UserError(f"salloc ended with status {p.returncode} and no results "
                             "(its error is above)")
-        report = J.judge(results, pol, float(args.pair_fraction))
+        report = J.judge(results, pol, req.pair_fraction)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if not keep:
             shutil.rmtree(results, ignore_errors=True)
-    pipeline.write_outputs(report, args)
-    if args.drain:
+    pipeline.write_outputs(report, req)
+    if req.drain:
         drain(report, human)
     return report
 

@@ -28,17 +28,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rdmaprov import collection
 from rdmaprov.validate.nics import physical_port
 from rdmaprov.validate.rounds import DEFAULT_MAX_JITTER
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 
-DEFAULT_BW_FRACTION = 0.8
-# Per rail: ib_write_bw between one HCA port and its rail-aligned peer must reach this fraction
-# of that port's own rate. Why 0.9: a healthy ConnectX port moves 92-97% of its signalling rate
-# at 64 KiB and up (headers, ICRC; e.g. 92.40 Gb/s on a 100 GbE port in NVIDIA deepops'
-# RoCE guide); one bad cable or a link trained down to a lower width or speed lands far below.
-DEFAULT_RAIL_FRACTION = 0.9
+# The defaults are rdmaprov validate's (plugins/module_utils/ranges.py VALIDATE says why each).
+DEFAULT_BW_FRACTION: float = collection.ranges.SETTINGS["bw_fraction"].default
+DEFAULT_RAIL_FRACTION: float = collection.ranges.SETTINGS["rail_fraction"].default
 
 
 @dataclass(frozen=True)

@@ -160,3 +160,28 @@ def test_auto_strategy_is_mitogen_only_where_installed(monkeypatch: pytest.Monke
     assert settings.resolve_strategy("free") == "free"
     env = settings.environment(settings.rows(strategy="auto", control_dir=Path("/tmp")))
     assert "ANSIBLE_STRATEGY" not in env  # linear: Ansible's own default
+
+
+def test_validation_phase_hands_the_run_a_typed_request(monkeypatch: pytest.MonkeyPatch,
+                                                         tmp_path: Path) -> None:
+    """bootstrap's last phase builds validate's request itself (no made-up command line): the
+    settings' defaults and environment, pair rounds only when slow, bootstrap's run options."""
+    from rdmaprov.validate import pipeline
+    from rdmaprov.validate.report import Report
+    from rdmaprov.validate.verdict import Bar
+
+    for env in ("RDMAPROV_VALIDATE_PAIRWISE", "RDMAPROV_VALIDATE_MIN_BUSBW"):
+        monkeypatch.delenv(env, raising=False)
+    monkeypatch.setenv("RDMAPROV_VALIDATE_BW_FRACTION", "0.6")
+    seen = []
+    monkeypatch.setattr(pipeline, "execute", lambda req, human: (
+        seen.append(req), Report(None, None, None, Bar(None, "x"), [], []))[1])
+    args = build_parser("bootstrap").parse_args(
+        ["bootstrap", str(tmp_path / "inv.ini"), "--diff", "-f", "4", "--json",
+         "-e", "a=1", "--tags", "net_mtu"])
+    bootstrap._validate(args, ["n1", "n2"])
+    req = seen[0]
+    assert (req.inventory, req.pairwise, req.bw_fraction, req.min_busbw) == (
+        tmp_path / "inv.ini", "slow", 0.6, None)
+    assert (req.run.limit, req.run.diff, req.run.forks, req.run.json, req.run.extra_vars,
+            req.run.tags, req.run.check) == ("n1,n2", True, "4", True, ("a=1",), (), False)

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from rdmaprov.cli import build_parser
+from rdmaprov.cli import build_parser, options
 from rdmaprov.errors import UserError
 from rdmaprov.validate import judge as J
-from rdmaprov.validate import pipeline
+from rdmaprov.validate import pipeline, request
 from rdmaprov.validate import slurm as S
 
 VARS = ('{"nccl_validate_backend": "gloo", "nccl_validate_master_port": 29611, '
@@ -30,7 +30,7 @@ VARS = ('{"nccl_validate_backend": "gloo", "nccl_validate_master_port": 29611, '
 def spec(tmp: Path, *extra: str) -> dict[str, Any]:
     args = build_parser("validate").parse_args(
         ["validate", "--launcher", "slurm", "-p", "gpu", "-e", VARS, *extra])
-    s, v = S.settings(args, pipeline.check_flags(args))
+    s, v = S.settings(request.build(vars(args), options.of(args)))
     return S.spec_of(s, v, tmp / "results", [])
 
 
@@ -109,8 +109,8 @@ def test_node_side_to_results_dir_to_verdict(tmp_path: Path) -> None:
                             "result.json", "worker.log"])
     meta = json.loads((run_dir / "run.json").read_text())
     assert (meta["hosts"], meta["master"], meta["slurm_job"]) == (["n1"], "n1", "42")
-    report = J.judge(tmp_path / "results", pipeline.policy(build_parser("validate").parse_args(
-        ["validate", "--launcher", "slurm", "-p", "gpu"])))
+    report = J.judge(tmp_path / "results", request.build(vars(build_parser("validate").parse_args(
+        ["validate", "--launcher", "slurm", "-p", "gpu"]))).policy())
     rc = (run_dir / "n1" / "rc").read_text().strip()
     if importlib.util.find_spec("torch") is not None:
         assert rc == "0", (run_dir / "n1" / "worker.log").read_text()[-2000:]
@@ -156,17 +156,17 @@ def test_max_jitter_reaches_the_workers_on_live_runs(tmp_path: Path,
     class Done:
         error, hosts = None, {"n1": None}
 
-    monkeypatch.setattr(pipeline, "_play", lambda a, i, extra, h, hosts=None: (
+    monkeypatch.setattr(pipeline, "_play", lambda r, i, extra, h, hosts=None: (
         seen.append(extra), Done())[1])
     monkeypatch.setattr(pipeline, "_failed_before_run", lambda result, dirs: {})
     monkeypatch.setattr(J, "judge", lambda *a, **k: "report")
     args = build_parser("validate").parse_args(["validate", "--max-jitter", "3", "--check"])
-    pol = pipeline.check_flags(args)
+    req = request.build(vars(args), options.of(args))
 
     class Inv:
         selected = ("n1",)
 
-    assert pipeline._live(args, Inv(), pol, tmp_path, sys.stdout) == "report"
+    assert pipeline._live(req, req.run, Inv(), req.policy(), tmp_path, sys.stdout) == "report"
     assert seen[0]["nccl_validate_max_jitter"] == 3.0
     argv = vl.pair_args({"pairs": "auto", "max_jitter": seen[0]["nccl_validate_max_jitter"]})
     assert argv[argv.index("--max-jitter") + 1] == "3.0"
@@ -177,5 +177,5 @@ def test_max_jitter_reaches_the_workers_on_live_runs(tmp_path: Path,
     # A bad value is one line before any host, from the flags table.
     bad = build_parser("validate").parse_args(["validate", "--max-jitter", "0.5"])
     with pytest.raises(UserError, match="--max-jitter/RDMAPROV_VALIDATE_MAX_JITTER"):
-        pipeline.check_flags(bad)
+        request.build(vars(bad))
     assert V.DEFAULT_MAX_JITTER >= 1

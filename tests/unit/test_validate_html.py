@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from rdmaprov.cli import validate as validate_cli
+from rdmaprov.validate import request
 from rdmaprov.validate.report import HostResult, Pair, Pairwise, Report, write_html
 from rdmaprov.validate.report_html import human_bytes, render
 from rdmaprov.validate.verdict import Bar, Check
@@ -110,9 +110,9 @@ def test_human_bytes() -> None:
 
 def test_flag_and_env_and_write(tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.delenv("RDMAPROV_VALIDATE_HTML", raising=False)
-    assert validate_cli.defaults(tmp_path / "inv.ini").html is None  # bootstrap's phase
+    assert request.build({}).html is None  # bootstrap's phase: the defaults
     monkeypatch.setenv("RDMAPROV_VALIDATE_HTML", str(tmp_path / "env.html"))
-    assert validate_cli.defaults(tmp_path / "inv.ini").html == tmp_path / "env.html"
+    assert request.build({}).html == tmp_path / "env.html"
     out = tmp_path / "v.html"
     report = Report(None, None, None, Bar(None, "x"), [], [HostResult("a")])
     write_html(report, out)

@@ -332,6 +332,6 @@ def test_pair_rounds_ride_in_the_fabric_run():
 
     assert vl.pair_args({"pairs": "never"}) == []
     assert vl.pair_args({"pairs": "auto", "pair_fraction": 0.5, "bw_fraction": 0.7,
-                         "min_busbw": 0}) == ["--pairs", "auto", "--pair-fraction", "0.5",
-                                              "--bw-fraction", "0.7"]
+                         "min_busbw": 0}) == ["--pairs", "auto", "--bw-fraction", "0.7",
+                                              "--pair-fraction", "0.5"]
     assert vl.pair_args({"pairs": "always", "min_busbw": 20.0})[-2:] == ["--min-busbw", "20.0"]
