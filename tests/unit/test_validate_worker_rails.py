@@ -1,0 +1,175 @@
+"""The worker's rail round (issue 26): ib_write_bw per rail-aligned HCA pair, run by the same
+processes as the sweep, with a shim ib_write_bw on PATH that serves a real TCP rendezvous and
+prints real perftest output (tests/fixtures/explain)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rdmaprov.parsers.perftest import parse_perftest
+from rdmaprov.validate import judge as J
+from rdmaprov.validate import rounds as R
+from rdmaprov.validate import verdict as V
+from rdmaprov.validate import worker as w
+
+WORKER = Path(w.__file__)
+FIX = Path(__file__).parent.parent / "fixtures" / "explain"
+
+# The shim: a server binds the rail's -p port and waits for one client; a client connects to
+# the server's address (a refused connection prints perftest's own words, perftest228) and then
+# prints the output of a real 100 GbE RoCE ib_write_bw (DeepOps' record). SHIM_DEAD_HCA: that
+# HCA's server never listens, so its client's connection really fails; SHIM_EXIT_HCA: that
+# HCA's client prints the whole good table, then exits 3.
+SHIM = r'''#!{python}
+import json, os, socket, sys
+argv = sys.argv[1:]
+with open(os.environ["SHIM_LOG"], "a") as f:
+    f.write(json.dumps(argv) + "\n")
+takes = {{"-d", "-i", "-p", "-s", "-D", "-q", "-x"}}
+opts, pos, i = {{}}, [], 0
+while i < len(argv):
+    if argv[i] in takes:
+        opts[argv[i]] = argv[i + 1]
+        i += 2
+    else:
+        (pos.append(argv[i]) if not argv[i].startswith("-") else None)
+        i += 1
+hca, port, fix = opts["-d"], int(opts["-p"]), os.environ["SHIM_FIXTURES"]
+if not pos:
+    if hca == os.environ.get("SHIM_DEAD_HCA"):
+        print("shim: this server is down (the test's fault)")
+        sys.exit(1)
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("0.0.0.0", port))
+    srv.listen(1)
+    print(open(os.path.join(fix, "perftest262_server_roce_gid1.txt")).read(), flush=True)
+    srv.settimeout(60)
+    conn, _ = srv.accept()
+    conn.recv(16)
+    conn.close()
+    sys.exit(0)
+try:
+    c = socket.create_connection((pos[0], port), timeout=5)
+except OSError:
+    print(f"Couldn't connect to {{pos[0]}}:{{port}}")
+    print("Unable to open file descriptor for socket connection Unable to init the socket "
+          "connection")
+    sys.exit(1)
+c.sendall(b"hello")
+c.close()
+print(open(os.path.join(fix, "perftest_deepops_roce_100g.txt")).read())
+sys.exit(3 if hca == os.environ.get("SHIM_EXIT_HCA") else 0)
+'''
+
+# Three ranks posing as three hosts: h0 and h1 with three ACTIVE 100 GbE RoCE ports (a sysfs
+# tree), h2 with no RDMA device; each host its own rails directory.
+AS_HOST = r'''import os, socket, sys
+rank = os.environ["RANK"]
+socket.gethostname = lambda: "h" + rank
+os.environ["GROUP_RANK"] = rank
+sys.path.insert(0, os.getcwd())
+import worker
+root = sys.argv[1] if rank in ("0", "1") else sys.argv[2]
+worker._SYS_IB = root
+real = worker._ib_ports
+worker._ib_ports = lambda _root=None: real(root)
+args = sys.argv[3:]
+i = args.index("--rails-dir")
+args[i + 1] = os.path.join(args[i + 1], "h" + rank)
+sys.exit(worker.main(args))
+'''
+
+
+def _sysfs(root: Path) -> None:
+    for hca in ("mlx5_0", "mlx5_1", "mlx5_2"):
+        p = root / hca / "ports" / "1"
+        (p / "gid_attrs" / "types").mkdir(parents=True)
+        (p / "gids").mkdir()
+        (p / "state").write_text("4: ACTIVE\n")
+        (p / "rate").write_text("100 Gb/sec (4X EDR)\n")
+        (p / "link_layer").write_text("Ethernet\n")
+        for idx, kind, gid in (("0", "IB/RoCE v1", "fe80:0000:0000:0000:0000:00ff:fe00:0001"),
+                               ("1", "RoCE v2", "fe80:0000:0000:0000:0000:00ff:fe00:0001"),
+                               ("3", "RoCE v2", "0000:0000:0000:0000:0000:ffff:0a0a:0b0c")):
+            (p / "gid_attrs" / "types" / idx).write_text(kind + "\n")
+            (p / "gids" / idx).write_text(gid + "\n")
+
+
+def test_roce_gid_index_prefers_an_ipv4_roce_v2_gid(tmp_path):
+    _sysfs(tmp_path)
+    assert w.roce_gid_index("mlx5_0", 1, str(tmp_path)) == 3
+    (tmp_path / "mlx5_0" / "ports" / "1" / "link_layer").write_text("InfiniBand\n")
+    assert w.roce_gid_index("mlx5_0", 1, str(tmp_path)) is None  # IB: no -x
+
+
+def test_the_rail_round_runs_each_rail_and_a_failed_rail_is_never_a_pass(tmp_path):
+    pytest.importorskip("torch")
+    img = tmp_path / "img"
+    img.mkdir()
+    shutil.copy(WORKER, img / "worker.py")
+    shutil.copy(WORKER.parent / "rounds.py", img / "rounds.py")
+    (img / "as_host.py").write_text(AS_HOST)
+    sysfs, empty, bin_dir, rails = (tmp_path / d for d in ("sys", "none", "bin", "rails"))
+    _sysfs(sysfs)
+    empty.mkdir()
+    bin_dir.mkdir()
+    shim = bin_dir / "ib_write_bw"
+    shim.write_text(SHIM.format(python=sys.executable))
+    shim.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "MASTER_"))}
+    env.update(PYTHONPATH="", GLOO_SOCKET_IFNAME="lo", PATH=f"{bin_dir}:{env['PATH']}",
+               SHIM_LOG=str(tmp_path / "shim.log"), SHIM_FIXTURES=str(FIX),
+               SHIM_DEAD_HCA="mlx5_1", SHIM_EXIT_HCA="mlx5_2")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--rdzv-backend=c10d",
+           "--rdzv-endpoint=127.0.0.1:0", f"--rdzv-id=rails-test-{os.getpid()}",
+           "--local-addr=127.0.0.1", "--nproc_per_node=3", "as_host.py", str(sysfs), str(empty),
+           "--backend", "gloo", "--no-watchdog", "--min-bytes", "64K", "--max-bytes", "64K",
+           "--iters", "2", "--warmup", "1", "--rails-dir", str(rails)]
+    proc = subprocess.run(cmd, cwd=img, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    summary = doc["rails"]
+    assert summary["ran"] and summary["rounds"] == 1
+    assert summary["skipped"] == {"h2": "not applicable: no RDMA device"}
+    by = {r["client_port"]: r for r in summary["rails"]}
+    assert set(by) == {"mlx5_0:1", "mlx5_1:1", "mlx5_2:1"}
+    assert [by[p]["rc"] for p in ("mlx5_0:1", "mlx5_1:1", "mlx5_2:1")] == [0, 1, 3]
+    assert all(r["client"] == "h0" and r["server"] == "h1" for r in by.values())
+    # The argv is rounds.rail_argv's: rail k on port base + k, RoCE v2's IPv4 GID, the server's
+    # address last on the client.
+    calls = [json.loads(ln) for ln in (tmp_path / "shim.log").read_text().splitlines()]
+    client0 = next(c for c in calls if c[1] == "mlx5_0" and c[-1] == "127.0.0.1")
+    assert client0 == R.rail_argv("mlx5_0", 1, 0, server_addr="127.0.0.1", gid_index=3)[1:]
+    server1 = next(c for c in calls if c[1] == "mlx5_1" and not c[-1].startswith("127."))
+    assert server1 == R.rail_argv("mlx5_1", 1, 1, gid_index=3)[1:]
+    # Each host's side of each rail, judged by the one rule (verdict.rail_check at 100 Gb/s,
+    # with the exit status the judge reads): the good rail passes on both ends; the rail whose
+    # connection failed, and the one whose ib_write_bw exited 3 after a good table, fail on both.
+    for host in ("h0", "h1"):
+        for hca, ok in (("mlx5_0", True), ("mlx5_1", False), ("mlx5_2", False)):
+            lines = (rails / host / R.rail_file(hca, 1)).read_text().splitlines()
+            rep = parse_perftest(lines)
+            check = V.rail_check(host, hca, 1, rep.bw_avg_gbps, 100.0,
+                                 failed=J._rail_exit(lines))
+            assert (check.status == V.PASS) is ok, (host, hca, lines)
+        text = (rails / host / "mlx5_1.port1.log").read_text()
+        assert "Couldn't connect to 127.0.0.1:18516" in text
+        assert text.rstrip().endswith("rdmaprov: ib_write_bw exit status 1")
+        assert parse_perftest((rails / host / "mlx5_2.port1.log").read_text().splitlines()
+                              ).bw_avg_gbps == pytest.approx(92.4)  # a figure, and still a fail
+        assert not (rails / host / "skipped").exists()
+    assert parse_perftest((rails / "h1" / "mlx5_0.port1.log").read_text().splitlines()
+                          ).bw_avg_gbps == pytest.approx(92.4)
+    # The server's own output is kept beside, under a name the judge does not read as a rail.
+    assert (rails / "h1" / "mlx5_0.port1.round1.server").is_file()
+    # No rail round on the host without an HCA: the plan's reason, never a figure.
+    assert (rails / "h2" / "skipped").read_text() == "not applicable: no RDMA device\n"
+    assert sorted(p.name for p in (rails / "h2").iterdir()) == ["skipped"]
