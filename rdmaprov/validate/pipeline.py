@@ -115,7 +115,7 @@ def execute(args: argparse.Namespace, human: TextIO) -> Report:
         if keep:
             results.mkdir(parents=True, exist_ok=True)
             for old in results.iterdir():  # runs of an earlier call would be judged again
-                if old.is_dir() and (old / "run.json").is_file():
+                if old.is_dir() and ((old / "run.json").is_file() or old.name == "rails"):
                     shutil.rmtree(old)
         extra = _extra_vars(args, results)
         args.extra_vars = [*args.extra_vars, json.dumps(extra)]
@@ -185,6 +185,7 @@ def _live(args: argparse.Namespace, inv: Any, pol: V.Policy, results: Path,
     ran = [h for h in hosts if h not in failures]
     if getattr(args, "compare_socket", False) and ran and report.error is None:
         _play(args, inv, {"nccl_validate_run_label": "socket",
-                          "nccl_validate_env_override": {"NCCL_IB_DISABLE": "1"}}, human, ran)
+                          "nccl_validate_env_override": {"NCCL_IB_DISABLE": "1"},
+                          "nccl_validate_rails": "never"}, human, ran)
         report = J.judge(results, pol, float(args.pair_fraction), hosts, failures)
     return report
