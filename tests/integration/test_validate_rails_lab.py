@@ -6,11 +6,15 @@ Naming a host takes three (the blame rule needs two good partners); the lab's de
 
 from __future__ import annotations
 
+import contextlib
+import io
 import time
 from pathlib import Path
 
 import pytest
 from test_validate_lab import HOST_RUNTIME, _validate  # same directory (rootdir import)
+
+from rdmaprov.cli import main
 
 pytestmark = pytest.mark.lab
 
@@ -29,6 +33,12 @@ def test_lab_nodes_have_no_rail_round_and_say_why(lab, tmp_path: Path) -> None:
     assert rails["reason"] == "no rail round: " + "; ".join(
         f"{n}: not applicable: no RDMA device" for n in lab.nodes)
     assert report["passed"]
+    # The terminal report says it too (the same directory, judged again: nothing runs).
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["validate", "--judge", str(tmp_path / "results")]) == 0
+    assert f"skip  rails      no rail round: {lab.nodes[0]}: not applicable: no RDMA device" \
+        in buf.getvalue()
 
 
 # One node's fabric port made to jitter with the node's own tc. This kernel has no netem
