@@ -826,8 +826,15 @@ def rail_round(ctx: _Ctx, args: argparse.Namespace, ranks: list[dict[str, Any]],
     if not plan.rounds:
         return summary
     progress("rail round: addresses")
-    addr = {e["node"]: e["addr"] for e in _gather_json(
-        ctx, {"node": me, "addr": _reach_addr(args) if lead else ""}) if e.get("addr")}
+    mine, why = "", ""
+    if lead:
+        try:
+            mine = _reach_addr(args)
+        except (OSError, ValueError) as exc:  # no route: the clients of this server say so
+            why = one_line(exc)
+    known = _gather_json(ctx, {"node": me, "addr": mine, "why": why})
+    addr = {e["node"]: e["addr"] for e in known if e.get("addr")}
+    no_addr = {e["node"]: e["why"] for e in known if e.get("why")}
     cuda = ctx.local_rank if args.rail_cuda and ctx.backend == "nccl" else None
     for number, pairs in enumerate(plan.rounds, 1):
         progress(f"rail round {number}: {len(pairs)} host pairs")
@@ -847,17 +854,27 @@ def rail_round(ctx: _Ctx, args: argparse.Namespace, ranks: list[dict[str, Any]],
                     s is None or s[0].poll() is not None or _listening(R.RAIL_BASE_PORT + k)
                     for k, _, _, s in servers):
                 time.sleep(0.1)
+        progress(f"rail round {number}: barrier")
         ctx.dist.barrier()  # every server of the round listens (or has failed) before a client
         done: list[dict[str, Any]] = []
         if call is not None:
-            clients = []
+            progress(f"rail round {number}: clients")
+            clients: list[tuple[int, str, int, str, int, str, float, Any]] = []
             for k, ((hca, port), (peer_hca, peer_port)) in enumerate(call.rails):
                 if not _RAIL_NAME.match(hca) or not _RAIL_NAME.match(peer_hca):
                     continue
-                argv = R.rail_argv(hca, port, k, server_addr=addr.get(call.server, "0.0.0.0"),
-                                   cuda_device=cuda, gid_index=roce_gid_index(hca, port))
                 out = os.path.join(rails_dir, R.rail_file(hca, port))
                 t0 = time.monotonic()
+                server_addr = addr.get(call.server)
+                if not server_addr:  # never a default address: it could reach a local server
+                    with open(out, "w") as f:
+                        f.write(f"{RAIL_EXIT} not started: no address for "
+                                f"{hostname[call.server]} (its route to the rendezvous host: "
+                                f"{no_addr.get(call.server) or 'unknown'})\n")
+                    clients.append((k, hca, port, peer_hca, peer_port, out, t0, None))
+                    continue
+                argv = R.rail_argv(hca, port, k, server_addr=server_addr, cuda_device=cuda,
+                                   gid_index=roce_gid_index(hca, port))
                 clients.append((k, hca, port, peer_hca, peer_port, out, t0, _start(argv, out)))
             until = time.monotonic() + R.RAIL_SECONDS + RAIL_GRACE_S
             for k, hca, port, peer_hca, peer_port, out, t0, started in clients:
@@ -868,6 +885,7 @@ def rail_round(ctx: _Ctx, args: argparse.Namespace, ranks: list[dict[str, Any]],
                              "server_port": f"{peer_hca}:{peer_port}",
                              "rc": rc, "seconds": round(time.monotonic() - t0, 3),
                              "text": _tail(out)})
+        progress(f"rail round {number}: servers end")
         # The server side: its own processes end with their client (or are killed), and it
         # keeps the client's output under its own HCA's name unless it measured that port as a
         # client itself (its own figure first).
