@@ -48,7 +48,7 @@ if not pos:
         sys.exit(1)
     srv = socket.socket()
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind(("0.0.0.0", port))
+    srv.bind((os.environ.get("SHIM_BIND", "0.0.0.0"), port))
     srv.listen(1)
     print(open(os.path.join(fix, "perftest262_server_roce_gid1.txt")).read(), flush=True)
     srv.settimeout(60)
@@ -69,18 +69,22 @@ print(open(os.path.join(fix, "perftest_deepops_roce_100g.txt")).read())
 sys.exit(3 if hca == os.environ.get("SHIM_EXIT_HCA") else 0)
 '''
 
-# Three ranks posing as three hosts: h0 and h1 with three ACTIVE 100 GbE RoCE ports (a sysfs
-# tree), h2 with no RDMA device; each host its own rails directory.
+# Ranks posing as hosts h<rank>: those in AS_HOST_HCAS with three ACTIVE 100 GbE RoCE ports (a
+# sysfs tree), the others with no RDMA device; each host its own rails directory.
 AS_HOST = r'''import os, socket, sys
 rank = os.environ["RANK"]
 socket.gethostname = lambda: "h" + rank
 os.environ["GROUP_RANK"] = rank
 sys.path.insert(0, os.getcwd())
 import worker
-root = sys.argv[1] if rank in ("0", "1") else sys.argv[2]
+root = sys.argv[1] if rank in os.environ["AS_HOST_HCAS"].split(",") else sys.argv[2]
 worker._SYS_IB = root
 real = worker._ib_ports
 worker._ib_ports = lambda _root=None: real(root)
+if os.environ.get("AS_HOST_LOOPBACK"):  # hosts on one machine: each its own 127.0.0.N
+    own = "127.0.0.%d" % (int(rank) + 1)
+    os.environ["SHIM_BIND"] = own
+    worker._reach_addr = lambda _args: own
 args = sys.argv[3:]
 i = args.index("--rails-dir")
 args[i + 1] = os.path.join(args[i + 1], "h" + rank)
@@ -110,7 +114,9 @@ def test_roce_gid_index_prefers_an_ipv4_roce_v2_gid(tmp_path):
     assert w.roce_gid_index("mlx5_0", 1, str(tmp_path)) is None  # IB: no -x
 
 
-def test_the_rail_round_runs_each_rail_and_a_failed_rail_is_never_a_pass(tmp_path):
+def _run(tmp_path, nproc, hcas, **shim_env):
+    """The worker under torchrun, ``nproc`` ranks posing as hosts, those in ``hcas`` with
+    HCAs; the shim ib_write_bw first on PATH. Returns (process, rails dir, shim log)."""
     pytest.importorskip("torch")
     img = tmp_path / "img"
     img.mkdir()
@@ -127,13 +133,19 @@ def test_the_rail_round_runs_each_rail_and_a_failed_rail_is_never_a_pass(tmp_pat
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "MASTER_"))}
     env.update(PYTHONPATH="", GLOO_SOCKET_IFNAME="lo", PATH=f"{bin_dir}:{env['PATH']}",
                SHIM_LOG=str(tmp_path / "shim.log"), SHIM_FIXTURES=str(FIX),
-               SHIM_DEAD_HCA="mlx5_1", SHIM_EXIT_HCA="mlx5_2")
+               AS_HOST_HCAS=",".join(str(h) for h in hcas), **shim_env)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--rdzv-backend=c10d",
            "--rdzv-endpoint=127.0.0.1:0", f"--rdzv-id=rails-test-{os.getpid()}",
-           "--local-addr=127.0.0.1", "--nproc_per_node=3", "as_host.py", str(sysfs), str(empty),
-           "--backend", "gloo", "--no-watchdog", "--min-bytes", "64K", "--max-bytes", "64K",
-           "--iters", "2", "--warmup", "1", "--rails-dir", str(rails)]
+           "--local-addr=127.0.0.1", f"--nproc_per_node={nproc}", "as_host.py", str(sysfs),
+           str(empty), "--backend", "gloo", "--no-watchdog", "--min-bytes", "64K",
+           "--max-bytes", "64K", "--iters", "2", "--warmup", "1", "--rails-dir", str(rails)]
     proc = subprocess.run(cmd, cwd=img, env=env, capture_output=True, text=True, timeout=240)
+    return proc, rails, tmp_path / "shim.log"
+
+
+def test_the_rail_round_runs_each_rail_and_a_failed_rail_is_never_a_pass(tmp_path):
+    proc, rails, shim_log = _run(tmp_path, 3, [0, 1], SHIM_DEAD_HCA="mlx5_1",
+                                 SHIM_EXIT_HCA="mlx5_2")
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
     summary = doc["rails"]
@@ -145,7 +157,7 @@ def test_the_rail_round_runs_each_rail_and_a_failed_rail_is_never_a_pass(tmp_pat
     assert all(r["client"] == "h0" and r["server"] == "h1" for r in by.values())
     # The argv is rounds.rail_argv's: rail k on port base + k, RoCE v2's IPv4 GID, the server's
     # address last on the client.
-    calls = [json.loads(ln) for ln in (tmp_path / "shim.log").read_text().splitlines()]
+    calls = [json.loads(ln) for ln in shim_log.read_text().splitlines()]
     client0 = next(c for c in calls if c[1] == "mlx5_0" and c[-1] == "127.0.0.1")
     assert client0 == R.rail_argv("mlx5_0", 1, 0, server_addr="127.0.0.1", gid_index=3)[1:]
     server1 = next(c for c in calls if c[1] == "mlx5_1" and not c[-1].startswith("127."))
@@ -173,3 +185,27 @@ def test_the_rail_round_runs_each_rail_and_a_failed_rail_is_never_a_pass(tmp_pat
     # No rail round on the host without an HCA: the plan's reason, never a figure.
     assert (rails / "h2" / "skipped").read_text() == "not applicable: no RDMA device\n"
     assert sorted(p.name for p in (rails / "h2").iterdir()) == ["skipped"]
+
+
+def test_two_rounds_on_a_ring_of_four_each_host_its_own_figure(tmp_path):
+    """4 hosts: round 1 h0->h1, h2->h3; round 2 h1->h2, h3->h0 (client->server). Every host is
+    a client once, so each host's files are its own client's output; the server side's copy
+    never overwrites it."""
+    # Two servers a round on one machine: each pretend host binds its own loopback address.
+    proc, rails, _ = _run(tmp_path, 4, [0, 1, 2, 3], AS_HOST_LOOPBACK="1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)["rails"]
+    assert summary["rounds"] == 2 and summary["skipped"] == {}
+    got = sorted({(r["round"], r["client"], r["server"]) for r in summary["rails"]})
+    assert got == [(1, "h0", "h1"), (1, "h2", "h3"), (2, "h1", "h2"), (2, "h3", "h0")]
+    assert all(r["rc"] == 0 for r in summary["rails"]) and len(summary["rails"]) == 12
+    for host in ("h0", "h1", "h2", "h3"):
+        for hca in ("mlx5_0", "mlx5_1", "mlx5_2"):
+            lines = (rails / f"{host}/{hca}.port1.log").read_text().splitlines()
+            assert not lines[0].startswith("rdmaprov: server side"), (host, hca)
+            rep = parse_perftest(lines)
+            assert V.rail_check(host, hca, 1, rep.bw_avg_gbps, 100.0,
+                                failed=J._rail_exit(lines)).status == V.PASS
+    servers = sorted(p.parent.name + "/" + p.name.split(".")[2]
+                     for p in rails.glob("*/mlx5_0.port1.round*.server"))
+    assert servers == ["h0/round2", "h1/round1", "h2/round2", "h3/round1"]
