@@ -231,6 +231,18 @@ def pair_args(s):
     return ranges.worker_flags(s)
 
 
+def rail_args(s, run_dir):
+    """The worker's rail round (ib_write_bw per rail-aligned HCA pair, rounds.rail_plan) into
+    RUN_DIR/rails, which the role fetches to RESULTS/rails/<host>: with nccl_validate_rails
+    auto (the role's default); none when absent (a launch that does not fetch rails) or never."""
+    mode = _s(s.get("rails") or "never")
+    if mode not in ("auto", "never"):
+        raise ValueError("nccl_validate_rails must be auto or never, not %r" % mode)
+    if mode == "never":
+        return []
+    return ["--rails-dir", f"{run_dir}/rails"] + (["--rail-cuda"] if s.get("rail_cuda") else [])
+
+
 def launch(s, label, members, host, master, port):
     """Everything the role needs to start this host's part of one run:
     {'argv', 'env', 'dir', 'container', 'rank', 'nnodes'}. ``s``: the role's settings (keys
@@ -247,7 +259,8 @@ def launch(s, label, members, host, master, port):
              + ' rc=$?; for f in worker-rc.*; do [ -f "$f" ] || continue; c=$(cat "$f");'
              + ' case $c in 2|3) [ $rc = 0 ] || rc=$c ;; esac; done;'
              + ' "$py" "$b/nccl_validate_counters.py" >counters_after.json 2>/dev/null;'
-             + ' exit $rc', run_dir, bin_dir, *worker_argv(s, members, host, master, port)]
+             + ' exit $rc', run_dir, bin_dir, *worker_argv(s, members, host, master, port),
+             *rail_args(s, run_dir)]
     prefix = container_prefix(s, label, env)
     return {"argv": prefix + inner, "env": env, "dir": run_dir,
             "container": f"rdmaprov-validate-{label}" if prefix else None,

@@ -592,6 +592,23 @@ def _port_rate(ports: list[dict[str, Any]] | None, hca: str, port: int) -> float
     return None
 
 
+# The worker's last line of a rail's output (worker.RAIL_EXIT): ib_write_bw's exit status, or
+# why there is none (killed, not started). Absent in outputs saved by hand.
+_RAIL_EXIT = re.compile(r"^rdmaprov: ib_write_bw exit status (?P<what>.{1,200})$")
+
+
+def _rail_exit(lines: list[str]) -> str | None:
+    """Why this rail's ib_write_bw did not end well ('exit status 1', 'killed: ...'), or None
+    (it exited 0, or the output carries no such line)."""
+    for line in reversed(lines):
+        m = _RAIL_EXIT.match(line.strip())
+        if m:
+            what = " ".join(m["what"].split())
+            return None if what == "0" else (f"exit status {what}" if what.isdecimal()
+                                              else what)
+    return None
+
+
 def judge_rails(rails_dir: Path, fabric: Run, rows: dict[str, HostResult],
                 policy: V.Policy) -> V.Check | None:
     """The rail round's check (None when the run had none): each rail's ib_write_bw figure
@@ -619,9 +636,11 @@ def judge_rails(rails_dir: Path, fabric: Run, rows: dict[str, HostResult],
         ports = fabric.files[h].ports_before
         for f, m in logs:
             hca, port = m["hca"], int(m["port"])
-            rep = parse_perftest((_read_text(f) or "").splitlines())
+            lines = (_read_text(f) or "").splitlines()
+            rep = parse_perftest(lines)
             c = V.rail_check(h, hca, port, rep.bw_avg_gbps, _port_rate(ports, hca, port),
-                             policy.rail_fraction, "Bidirectional" in (rep.test or ""))
+                             policy.rail_fraction, "Bidirectional" in (rep.test or ""),
+                             _rail_exit(lines))
             judged += 1
             if c.status == V.FAIL:
                 rows[h].fail(c.reason)

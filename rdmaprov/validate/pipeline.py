@@ -63,7 +63,7 @@ def execute(req: Request, human: TextIO) -> Report:
         if keep:
             results.mkdir(parents=True, exist_ok=True)
             for old in results.iterdir():  # runs of an earlier call would be judged again
-                if old.is_dir() and (old / "run.json").is_file():
+                if old.is_dir() and ((old / "run.json").is_file() or old.name == "rails"):
                     shutil.rmtree(old)
         extra = {"nccl_validate_results_dir": str(results), **req.role_vars("run")}
         run = replace(req.run, extra_vars=(*req.run.extra_vars, json.dumps(extra)))
@@ -116,6 +116,7 @@ def _live(req: Request, run: run_options.RunOptions, inv: Any, pol: V.Policy, re
     ran = [h for h in hosts if h not in failures]
     if req.compare_socket and ran and report.error is None:
         _play(run, inv, {"nccl_validate_run_label": "socket",
-                         "nccl_validate_env_override": {"NCCL_IB_DISABLE": "1"}}, human, ran)
+                         "nccl_validate_env_override": {"NCCL_IB_DISABLE": "1"},
+                         "nccl_validate_rails": "never"}, human, ran)
         report = J.judge(results, pol, req.pair_fraction, hosts, failures)
     return report

@@ -447,11 +447,16 @@ def fabric_verdict(doc: Mapping[str, Any], reports: Mapping[str, Any],
 
 def rail_check(host: str, hca: str, port: int, measured_gbps: float | None,
                rate_gbps: float | None, fraction: float = DEFAULT_RAIL_FRACTION,
-               bidirectional: bool = False) -> Check:
+               bidirectional: bool = False, failed: str | None = None) -> Check:
     """One rail: ``host``'s ``hca`` port ``port`` as ib_write_bw measured it (Gb/s, the best
     average of its table) against ``fraction`` x that port's own rate. Unknown figures are a
-    failure, never a pass. A bidirectional test reports both directions: twice the rate."""
+    failure, never a pass. A bidirectional test reports both directions: twice the rate.
+    ``failed``: ib_write_bw did not end well (its exit status, killed, not started): a failure
+    whatever figure its output holds."""
     where = f"{host} {hca} port {port}"
+    if failed:
+        got = f" after {measured_gbps:g} Gb/s" if measured_gbps is not None else ""
+        return Check(f"rail {where}", FAIL, f"rail {where}: ib_write_bw failed ({failed}){got}")
     if measured_gbps is None:
         return Check(f"rail {where}", FAIL, f"rail {where}: no bandwidth in its ib_write_bw "
                      "output (the run stopped early or failed)")

@@ -27,6 +27,7 @@ import datetime as _dt
 import json
 import os
 import platform
+import re
 import socket
 import sys
 import time
@@ -132,6 +133,13 @@ def _build_parser() -> argparse.ArgumentParser:
                    "(rounds.DEFAULT_MAX_JITTER); an unstable fabric gets pair rounds too")
     p.add_argument("--pair-sizes", type=int, default=2,
                    help="the pair sweep: the sweep's largest N sizes")
+    p.add_argument("--rails-dir",
+                   help="run the rail round (ib_write_bw per rail-aligned HCA port pair, "
+                   "rounds.rail_plan) after the sweep and leave each rail's output, or why this "
+                   "host has none (a 'skipped' file), in this directory on each host")
+    p.add_argument("--rail-cuda", action="store_true",
+                   help="the rail round's buffers in GPU memory (ib_write_bw --use_cuda, a "
+                   "perftest built with CUDA): GPUDirect RDMA per rail")
     p.add_argument("--preflight", action="store_true",
                    help="print what this host/image offers (RDMA userspace, HCAs, torch, libuv) "
                         "as one JSON document and exit; nothing is timed")
@@ -618,12 +626,10 @@ def want_pairs(mode: str, nhosts: int, peak: float | None, bar: float | None,
         else "not asked for"
 
 
-def pair_rounds(ctx: _Ctx, args: argparse.Namespace, ranks: list[dict[str, Any]],
-                sizes: list[int], warmup: int, iters: int, bar: float | None,
-                ) -> list[dict[str, Any]]:
-    """Rounds 1-2 on the ring, then confirm rounds while they settle something (at most 4)."""
-    R = _rounds()
-    hosts: list[str] = []  # one key per node: "node<N>"
+def _hosts_of(ranks: list[dict[str, Any]]
+              ) -> tuple[list[str], dict[str, list[int]], dict[str, str]]:
+    """One key per node ("node<N>", in rank order), each node's ranks, and its host name."""
+    hosts: list[str] = []
     host_ranks: dict[str, list[int]] = {}
     hostname: dict[str, str] = {}
     for r in sorted(ranks, key=lambda r: r["rank"]):
@@ -632,6 +638,15 @@ def pair_rounds(ctx: _Ctx, args: argparse.Namespace, ranks: list[dict[str, Any]]
             hosts.append(key)
             hostname[key] = r["hostname"]
         host_ranks.setdefault(key, []).append(int(r["rank"]))
+    return hosts, host_ranks, hostname
+
+
+def pair_rounds(ctx: _Ctx, args: argparse.Namespace, ranks: list[dict[str, Any]],
+                sizes: list[int], warmup: int, iters: int, bar: float | None,
+                ) -> list[dict[str, Any]]:
+    """Rounds 1-2 on the ring, then confirm rounds while they settle something (at most 4)."""
+    R = _rounds()
+    hosts, host_ranks, hostname = _hosts_of(ranks)
     me = f"node{_node_rank(ctx)}"
     out: list[dict[str, Any]] = []
     figures: dict[tuple[str, str], float | None] = {}
@@ -677,6 +692,224 @@ def pair_rounds(ctx: _Ctx, args: argparse.Namespace, ranks: list[dict[str, Any]]
     return sorted(out, key=lambda e: (e["round"], e["step"], e["nodes"]))
 
 
+# --- the rail round: ib_write_bw per rail-aligned HCA port pair --------------------------------
+# rounds.rail_plan decides who meets whom (the one plan); here the same processes run it. Each
+# host's first rank takes part (one ib_write_bw per rail, not per GPU); every other rank only
+# joins the collectives, so all ranks make the same calls in the same order. A round: the
+# servers start and listen, a barrier, the clients run (all rails of a pair at once, each on its
+# own TCP port), and the clients' outputs are gathered so that the server side keeps the same
+# figure under its own HCA's name: a rail's ib_write_bw figure is the figure of both its ends.
+
+_RAIL_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")  # what the judge reads back (judge._RAIL_FILE)
+RAIL_START_S = 15.0  # a server not listening by then: its client fails, and its output says so
+RAIL_GRACE_S = 30.0  # past -D: connection, memory registration, CUDA init (--use_cuda)
+RAIL_EXIT = "rdmaprov: ib_write_bw exit status"  # the last line of a rail's output (the judge's)
+RAIL_TEXT_MAX = 16000  # characters of one rail's output gathered (its table is at the end)
+
+
+def _reach_addr(args: argparse.Namespace) -> str:
+    """This host's address as its peers reach it: the source address of the route towards the
+    rendezvous host (a UDP connect sends nothing). The rendezvous host gets its own address."""
+    master = args.master_addr or os.environ.get("MASTER_ADDR") or "127.0.0.1"
+    port = args.master_port or int(os.environ.get("MASTER_PORT") or 29500)
+    family = socket.AF_INET6 if ":" in master else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as s:
+        s.connect((master, port))
+        return str(s.getsockname()[0])
+
+
+def _listening(port: int) -> bool:
+    """Is a TCP socket of this network namespace listening on ``port`` (/proc/net/tcp{,6})?"""
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(name) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if len(cols) > 3 and cols[3] == "0A" and cols[1].rsplit(":", 1)[-1] == f"{port:04X}":
+                return True
+    return False
+
+
+def roce_gid_index(hca: str, port: int, root: str | None = None) -> int | None:
+    """The GID index ib_write_bw needs (-x) on a RoCE port: a RoCE v2 GID, an IPv4-mapped one
+    first (what NCCL picks by default); None on InfiniBand or when none is found."""
+    base = os.path.join(root or _SYS_IB, hca, "ports", str(port))
+    if (_read(os.path.join(base, "link_layer")) or "").lower() != "ethernet":
+        return None
+    tdir = os.path.join(base, "gid_attrs", "types")
+    found: list[tuple[int, int]] = []
+    for name in os.listdir(tdir) if os.path.isdir(tdir) else []:
+        if not name.isdecimal() or (_read(os.path.join(tdir, name)) or "").lower() != "roce v2":
+            continue
+        gid = (_read(os.path.join(base, "gids", name)) or "").lower()
+        if not gid or set(gid) <= {"0", ":"}:
+            continue
+        found.append((0 if gid.startswith("0000:0000:0000:0000:0000:ffff:") else 1, int(name)))
+    return min(found)[1] if found else None
+
+
+def _start(argv: list[str], out: str) -> tuple[Any, Any] | None:
+    """Start one ib_write_bw, its output in the file ``out``: (process, file), or None when it
+    cannot start (the reason is then in the file)."""
+    import subprocess
+
+    f = open(out, "w")  # noqa: SIM115 (closed by _finish)
+    f.write("rdmaprov: " + " ".join(argv) + "\n")
+    f.flush()
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=f,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError as exc:
+        f.write(f"{RAIL_EXIT} not started: {one_line(exc)}\n")
+        f.close()
+        return None
+    return proc, f
+
+
+def _finish(started: tuple[Any, Any] | None, deadline: float) -> int | None:
+    """Wait for a started ib_write_bw until ``deadline`` (monotonic), kill it past that. Its
+    exit code; None when it never started or had to be killed (written into its output)."""
+    import signal
+    import subprocess
+
+    if started is None:
+        return None
+    proc, f = started
+    try:
+        rc = int(proc.wait(timeout=max(0.1, deadline - time.monotonic())))
+        # The judge reads this line: a rail whose ib_write_bw failed is never a pass, whatever
+        # its output holds.
+        f.write(f"\n{RAIL_EXIT} {rc}\n")
+        return rc
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        f.write(f"\n{RAIL_EXIT} killed: no end within its time (the peer never came, or hung)\n")
+        return None
+    finally:
+        f.close()
+
+
+def _tail(path: str) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()[-RAIL_TEXT_MAX:]
+    except OSError as exc:
+        return f"rdmaprov: cannot read {path}: {one_line(exc)}\n"
+
+
+def rail_round(ctx: _Ctx, args: argparse.Namespace, ranks: list[dict[str, Any]],
+               rails_dir: str) -> dict[str, Any]:
+    """Run rounds.rail_plan's rounds (<= 2) and leave, in ``rails_dir`` on each host, one
+    ``<hca>.port<N>.log`` per rail of its (ib_write_bw's output, the judge's figure) or a
+    ``skipped`` file with the plan's reason. Returns the summary for the document."""
+    R = _rounds()
+    hosts, host_ranks, hostname = _hosts_of(ranks)
+    first = {h: min(rs) for h, rs in host_ranks.items()}
+    by_rank = {int(r["rank"]): r for r in ranks}
+    ports = {h: (by_rank[first[h]].get("preflight") or {}).get("ports") for h in hosts}
+    plan = R.rail_plan(hosts, ports)
+    me = f"node{_node_rank(ctx)}"
+    lead = ctx.rank == first.get(me)
+    if lead:
+        os.makedirs(rails_dir, exist_ok=True)
+        if me in plan.skipped:
+            with open(os.path.join(rails_dir, "skipped"), "w") as f:
+                f.write(plan.skipped[me] + "\n")
+    summary: dict[str, Any] = {
+        "ran": bool(plan.rounds), "rounds": len(plan.rounds), "rails": [],
+        "skipped": {hostname[h]: why for h, why in plan.skipped.items()}}
+    if not plan.rounds:
+        return summary
+    progress("rail round: addresses")
+    mine, why = "", ""
+    if lead:
+        try:
+            mine = _reach_addr(args)
+        except (OSError, ValueError) as exc:  # no route: the clients of this server say so
+            why = one_line(exc)
+    known = _gather_json(ctx, {"node": me, "addr": mine, "why": why})
+    addr = {e["node"]: e["addr"] for e in known if e.get("addr")}
+    no_addr = {e["node"]: e["why"] for e in known if e.get("why")}
+    cuda = ctx.local_rank if args.rail_cuda and ctx.backend == "nccl" else None
+    for number, pairs in enumerate(plan.rounds, 1):
+        progress(f"rail round {number}: {len(pairs)} host pairs")
+        serve = next((p for p in pairs if p.server == me), None) if lead else None
+        call = next((p for p in pairs if p.client == me), None) if lead else None
+        servers = []
+        if serve is not None:
+            for k, (_, (hca, port)) in enumerate(serve.rails):
+                if not _RAIL_NAME.match(hca):
+                    continue
+                argv = R.rail_argv(hca, port, k, cuda_device=cuda,
+                                   gid_index=roce_gid_index(hca, port))
+                out = os.path.join(rails_dir, f"{hca}.port{int(port)}.round{number}.server")
+                servers.append((k, hca, port, _start(argv, out)))
+            until = time.monotonic() + RAIL_START_S
+            while time.monotonic() < until and not all(
+                    s is None or s[0].poll() is not None or _listening(R.RAIL_BASE_PORT + k)
+                    for k, _, _, s in servers):
+                time.sleep(0.1)
+        progress(f"rail round {number}: barrier")
+        ctx.dist.barrier()  # every server of the round listens (or has failed) before a client
+        done: list[dict[str, Any]] = []
+        if call is not None:
+            progress(f"rail round {number}: clients")
+            clients: list[tuple[int, str, int, str, int, str, float, Any]] = []
+            for k, ((hca, port), (peer_hca, peer_port)) in enumerate(call.rails):
+                if not _RAIL_NAME.match(hca) or not _RAIL_NAME.match(peer_hca):
+                    continue
+                out = os.path.join(rails_dir, R.rail_file(hca, port))
+                t0 = time.monotonic()
+                server_addr = addr.get(call.server)
+                if not server_addr:  # never a default address: it could reach a local server
+                    with open(out, "w") as f:
+                        f.write(f"{RAIL_EXIT} not started: no address for "
+                                f"{hostname[call.server]} (its route to the rendezvous host: "
+                                f"{no_addr.get(call.server) or 'unknown'})\n")
+                    clients.append((k, hca, port, peer_hca, peer_port, out, t0, None))
+                    continue
+                argv = R.rail_argv(hca, port, k, server_addr=server_addr, cuda_device=cuda,
+                                   gid_index=roce_gid_index(hca, port))
+                clients.append((k, hca, port, peer_hca, peer_port, out, t0, _start(argv, out)))
+            until = time.monotonic() + R.RAIL_SECONDS + RAIL_GRACE_S
+            for k, hca, port, peer_hca, peer_port, out, t0, started in clients:
+                rc = _finish(started, until)
+                done.append({"round": number, "rail": k, "client": hostname[me],
+                             "server": hostname[call.server], "node": me,
+                             "server_node": call.server, "client_port": f"{hca}:{port}",
+                             "server_port": f"{peer_hca}:{peer_port}",
+                             "rc": rc, "seconds": round(time.monotonic() - t0, 3),
+                             "text": _tail(out)})
+        progress(f"rail round {number}: servers end")
+        # The server side: its own processes end with their client (or are killed), and it
+        # keeps the client's output under its own HCA's name unless it measured that port as a
+        # client itself (its own figure first).
+        until = time.monotonic() + R.RAIL_SECONDS + RAIL_GRACE_S
+        for _, _, _, started in servers:
+            _finish(started, until)
+        got = [e for g in _gather_json(ctx, {"rails": done}) for e in g.get("rails", [])]
+        if serve is not None:
+            for k, hca, port, _ in servers:
+                e = next((e for e in got if e["node"] == serve.client and e["rail"] == k), None)
+                path = os.path.join(rails_dir, R.rail_file(hca, port))
+                if os.path.exists(path):
+                    continue
+                with open(path, "w") as f:
+                    f.write(f"rdmaprov: server side of the rail {serve.rails[k][0][0]}:"
+                            f"{serve.rails[k][0][1]} on {hostname[serve.client]} -> "
+                            f"{hca}:{port} here; the client's output follows\n")
+                    f.write(e["text"] if e else "rdmaprov: no output from the client\n")
+        summary["rails"] += [{k: v for k, v in e.items() if k not in ("text", "node",
+                                                                       "server_node")}
+                             for e in got]
+    return summary
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     t_start = time.perf_counter()
     # timezone.utc, not datetime.UTC: images may carry a Python older than 3.11.
@@ -712,6 +945,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if run_pairs:
             pair_sizes = sizes[-max(1, args.pair_sizes):]
             pairs = pair_rounds(ctx, args, ranks, pair_sizes, warmup, iters, bar)
+        rails: dict[str, Any] = {"ran": False, "why": "not asked for (no --rails-dir)"}
+        if args.rails_dir:
+            t_rails = time.perf_counter()
+            rails = rail_round(ctx, args, ranks, args.rails_dir)
+            rails["elapsed_s"] = round(time.perf_counter() - t_rails, 3)
         progress("barrier")
         ctx.dist.barrier()
     finally:
@@ -739,6 +977,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # Pair rounds run in these processes (round, step, hosts, peak busbw or the error).
         "pair_plan": {"mode": args.pairs, "ran": run_pairs, "why": why, "bar_GBps": bar},
         "pairs": pairs,
+        # The rail round (rounds.rail_plan): each rail's client, server, exit code and seconds;
+        # the figures are the files in --rails-dir, which the judge reads.
+        "rails": rails,
         "notes": (["1 rank: all_reduce moves no data between ranks, so algbw here is not a "
                    "link figure and busbw is 0 by its formula"] if ctx.world == 1 else []),
         "env": _env_snapshot(),

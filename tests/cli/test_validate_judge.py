@@ -830,3 +830,25 @@ def test_hosts_without_several_hcas_say_why_there_is_no_rail_round(tmp_path: Pat
     shutil.rmtree(tmp_path / "rails")
     doc = json_report(tmp_path, capsys=capsys)
     assert [c for c in doc["checks"] if c["name"] == "rails"] == []
+
+
+def test_a_rail_whose_ib_write_bw_failed_is_never_a_pass_whatever_its_table(tmp_path: Path,
+                                                                           capsys) -> None:
+    roce = SYSFS / "roce"  # mlx5_0 ACTIVE 100 GbE
+    hosts = {"a": (roce, ROCE_LOG), "b": (roce, ROCE_LOG)}
+    make_run(tmp_path, "fabric", hosts, worker_doc(list(hosts), 11.5))
+    good = GOOD_RAIL.read_text()
+    rails(tmp_path, {"a": {}, "b": {}})
+    # The worker's last line (worker.RAIL_EXIT): 0 passes, anything else fails the rail.
+    (tmp_path / "rails" / "a" / "mlx5_0.port1.log").write_text(
+        good + "\nrdmaprov: ib_write_bw exit status 0\n")
+    (tmp_path / "rails" / "b" / "mlx5_0.port1.log").write_text(
+        good + "\nrdmaprov: ib_write_bw exit status 3\n")
+    rc, out = judge(tmp_path, capsys=capsys)
+    assert rc == 2, out
+    assert "rail b mlx5_0 port 1: ib_write_bw failed (exit status 3) after 92.4 Gb/s" in out
+    assert "rail a mlx5_0" not in out
+    (tmp_path / "rails" / "b" / "mlx5_0.port1.log").write_text(
+        good + "\nrdmaprov: ib_write_bw exit status killed: no end within its time\n")
+    rc, out = judge(tmp_path, capsys=capsys)
+    assert rc == 2 and "ib_write_bw failed (killed: no end within its time)" in out

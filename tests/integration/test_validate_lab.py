@@ -4,6 +4,8 @@ containers."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import threading
 import time
@@ -34,8 +36,6 @@ def _validate(lab, tmp: Path, variables: dict, *extra: str) -> tuple[int, dict]:
     vars_file.write_text(json.dumps(variables))
     out = tmp / "report.json"
     junit = tmp / "junit.xml"
-    import contextlib
-    import io
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         code = main(["validate", str(lab.inventory), "-e", f"@{vars_file}", "--json",
@@ -64,6 +64,22 @@ def test_host_runtime_green(lab, tmp_path: Path) -> None:
     assert set(doc["cpu"]) == set(doc["hosts"])
     counters = json.loads((tmp_path / "results/fabric/node1/counters_before.json").read_text())
     assert counters == {"ports": []}  # the lab has no RDMA device
+    # The rail round (issue 26): no HCA, so each host wrote why (rounds.rail_plan's reason) and
+    # the role fetched it; nothing else is there: no rail is made up. The report shows it.
+    for node in lab.nodes:
+        d = tmp_path / "results" / "rails" / node
+        assert sorted(p.name for p in d.iterdir()) == ["skipped"], node
+        assert (d / "skipped").read_text() == "not applicable: no RDMA device\n"
+    [rails] = [c for c in report["checks"] if c["name"] == "rails"]
+    assert rails["status"] == "skip"
+    assert rails["reason"] == "no rail round: " + "; ".join(
+        f"{n}: not applicable: no RDMA device" for n in lab.nodes)
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):  # the same directory judged again: nothing runs
+        assert main(["validate", "--judge", str(tmp_path / "results"),
+                     "--pair-fraction", "0.1"]) == 0
+    assert f"skip  rails      no rail round: {lab.nodes[0]}: not applicable: no RDMA device" \
+        in text.getvalue()
 
 
 def test_throttled_node_is_named(lab, tmp_path: Path) -> None:

@@ -335,3 +335,19 @@ def test_pair_rounds_ride_in_the_fabric_run():
                          "min_busbw": 0}) == ["--pairs", "auto", "--bw-fraction", "0.7",
                                               "--pair-fraction", "0.5"]
     assert vl.pair_args({"pairs": "always", "min_busbw": 20.0})[-2:] == ["--min-busbw", "20.0"]
+
+
+def test_the_rail_round_rides_in_the_fabric_run_when_asked():
+    """nccl_validate_rails auto: the worker runs the rail round into the run's own rails/ (the
+    role fetches it); absent (the Slurm launch) or never: no rail round."""
+    plan = vl.launch(settings(rails="auto"), "fabric", ["a", "b"], "b", "10.0.0.1", 29500)
+    assert worker_part(plan["argv"])[-2:] == ["--rails-dir", "/var/tmp/rv/fabric/rails"]
+    plan = vl.launch(settings(rails="auto", rail_cuda=True), "fabric", ["a", "b"], "a",
+                     "10.0.0.1", 29500)
+    assert worker_part(plan["argv"])[-3:] == ["--rails-dir", "/var/tmp/rv/fabric/rails",
+                                              "--rail-cuda"]
+    for s in (settings(), settings(rails="never")):
+        assert "--rails-dir" not in vl.launch(s, "socket", ["a", "b"], "a", "10.0.0.1",
+                                              29500)["argv"]
+    with pytest.raises(ValueError, match="nccl_validate_rails"):
+        vl.launch(settings(rails="sometimes"), "fabric", ["a"], "a", "127.0.0.1", 29500)
