@@ -214,8 +214,7 @@ def test_two_rounds_on_a_ring_of_four_each_host_its_own_figure(tmp_path):
 def test_a_live_run_judges_only_its_own_rails_and_the_socket_run_has_none(tmp_path, monkeypatch):
     """An earlier run's rails/ in --results is cleared before the run (it would be judged
     again); --compare-socket's second play passes nccl_validate_rails never."""
-    from rdmaprov.cli import build_parser
-    from rdmaprov.validate import pipeline
+    from rdmaprov.validate import pipeline, request
 
     real_live = pipeline._live
     results = tmp_path / "results"
@@ -224,16 +223,15 @@ def test_a_live_run_judges_only_its_own_rails_and_the_socket_run_has_none(tmp_pa
     (results / "keep").mkdir()  # not a run: left alone
     seen = {}
 
-    def live(args, inv, pol, res, human):
+    def live(req, run, inv, pol, res, human):
         seen["left"] = sorted(p.name for p in res.iterdir())
         return "report"
 
     monkeypatch.setattr(pipeline, "_live", live)
     monkeypatch.setattr(pipeline.inventory_mod, "load", lambda *a, **k: None)
     monkeypatch.setattr(pipeline, "write_outputs", lambda *a: None)
-    args = build_parser("validate").parse_args(["validate", str(tmp_path / "inv.ini"),
-                                                 "--results", str(results)])
-    assert pipeline.execute(args, sys.stdout) == "report"
+    req = request.build({"inventory": tmp_path / "inv.ini", "results": results})
+    assert pipeline.execute(req, sys.stdout) == "report"
     assert seen["left"] == ["keep"]
 
     plays: list[dict] = []
@@ -244,17 +242,16 @@ def test_a_live_run_judges_only_its_own_rails_and_the_socket_run_has_none(tmp_pa
     class Report:
         error = None
 
-    monkeypatch.setattr(pipeline, "_play", lambda a, i, extra, h, hosts=None: (
+    monkeypatch.setattr(pipeline, "_play", lambda run, i, extra, h, hosts=None: (
         plays.append(extra), Done())[1])
     monkeypatch.setattr(pipeline, "_failed_before_run", lambda result, dirs: {})
     monkeypatch.setattr(J, "judge", lambda *a, **k: Report())
-    args = build_parser("validate").parse_args(["validate", "x.ini", "--compare-socket"])
-    pol = pipeline.check_flags(args)
+    req = request.build({"inventory": Path("x.ini"), "compare_socket": True})
 
     class Inv:
         selected = ("n1",)
 
-    real_live(args, Inv(), pol, tmp_path, sys.stdout)
+    real_live(req, req.run, Inv(), req.policy(), tmp_path, sys.stdout)
     assert len(plays) == 2
     assert "nccl_validate_rails" not in plays[0]  # the fabric run: the role's default, auto
     assert plays[1]["nccl_validate_rails"] == "never"
