@@ -172,11 +172,14 @@ def check_ports(state: State, exp: Expectations) -> Item:
         if slow:
             return Item("ports", "fail", f"{', '.join(slow)}, want {exp.rate} Gb/s",
                         remedy=RESET_LINK)
-    # No count or rate set by hand: the node's own rails are the expectation (peer_outliers).
+    # The node's own rails are an expectation too (peer_outliers). A port count set by hand
+    # (or derived from the fleet) wins for ports that are down: a site may leave one uncabled.
+    # A rate is a floor, not a licence: a rail trained below its peers of the same kind halves
+    # that rail whatever the floor (a fleet-derived rate is the slowest port of the class).
     peers_down, peers_slow = peer_outliers(ports)
     if exp.ports is None and peers_down:
         return Item("ports", "fail", f"rail down: {'; '.join(peers_down)}", remedy=RESET_LINK)
-    if exp.rate is None and peers_slow:
+    if peers_slow:
         return Item("ports", "fail", f"rail below its peers: {'; '.join(peers_slow)}",
                     remedy=RESET_LINK)
     rates = sorted({str(p.get("rate_gbps")) for p in active})

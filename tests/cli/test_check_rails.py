@@ -68,13 +68,17 @@ def test_one_rail_trained_to_a_lower_rate_is_named(tmp_path: Path) -> None:
                              "its peers at 400")
 
 
-def test_a_hand_set_expectation_wins_over_the_peers(tmp_path: Path) -> None:
+def test_a_hand_set_port_count_wins_over_the_peers_a_rate_does_not(tmp_path: Path) -> None:
     root = eight(tmp_path, mlx5_5=("1: DOWN", "10 Gb/sec (4X SDR)"))
     code, doc = check(root, "--expect-ports", "7")
     assert code == 0, doc
+    # A rate is a floor: a rail below its seven peers is still named (a fleet-derived rate
+    # is the class's slowest port, which must not hide a rail trained down).
     code, doc = check(eight(tmp_path / "b", mlx5_2=("4: ACTIVE", "200 Gb/sec (4X HDR)")),
                       "--expect-rate", "200")
-    assert code == 0, doc
+    assert code == 2
+    assert ports_item(doc)["detail"] == ("rail below its peers: mlx5_2/1 at 200 Gb/s, its "
+                                         "peers at 400")
 
 
 def test_what_a_site_chose_is_not_a_fault(tmp_path: Path) -> None:
