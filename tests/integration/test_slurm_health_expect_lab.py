@@ -66,13 +66,14 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             lab.down(log=lambda msg: None)
 
 
-def play(env: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
+def play(env: dict[str, Any], *args: str, cwd: str | None = None
+         ) -> subprocess.CompletedProcess[str]:
     argv = [str(BIN / "ansible-playbook"), "-i", str(env["lab"].inventory), str(env["book"]),
             *args]
     run_env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(env["work"]),
                "ANSIBLE_NOCOLOR": "1"}
     return subprocess.run(argv, capture_output=True, text=True, env=run_env, timeout=600,
-                          check=False)
+                          check=False, cwd=cwd)
 
 
 def recap(out: str) -> dict[str, tuple[int, int]]:
@@ -114,6 +115,15 @@ def test_class_file_lands_idempotent_and_an_unnamed_host_is_refused(env: dict[st
     dry = play(env, *limit, "--check", "--diff")
     assert dry.returncode == 0, dry.stdout[-3000:]
     assert set(recap(dry.stdout).values()) == {(0, 0)}, dry.stdout[-3000:]
+    # A DIR given relative to the playbook (run from elsewhere) is found as the lookups find it.
+    rel = play(env, *limit, "-e", "slurm_health_expect_dir=exp", cwd="/")
+    assert rel.returncode == 0 and set(recap(rel.stdout).values()) == {(0, 0)}, rel.stdout[-3000:]
+    # A DIR without hosts.yml: one line, nothing changed.
+    bare = play(env, *limit, "-e", f"slurm_health_expect_dir={env['work'] / 'nothing'}")
+    fatal = [ln for ln in bare.stdout.splitlines() if ln.startswith("fatal: ")]
+    assert bare.returncode != 0 and len(fatal) == 1 and "no hosts.yml in it" in fatal[0], \
+        bare.stdout[-3000:]
+    assert all(c == 0 for c, _ in recap(bare.stdout).values()), bare.stdout[-3000:]
     # A class file that changed is drift --check reports, and nothing is written.
     env["class_file"].write_text(env["class_file"].read_text().replace("mtu: 4092", "mtu: 2044"))
     drift = play(env, *limit, "--check", "--diff")
