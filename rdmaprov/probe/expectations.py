@@ -128,10 +128,14 @@ def derive(hosts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         left_out = []
         if ref["mtu"] is None:
             odd = sorted(h for h, v in members.items() if v["mtu"] is None)
-            left_out.append(f"mtu: no single MTU on the netdevs check compares on {len(odd)} of "
-                            f"{len(members)} hosts (e.g. {odd[0]}: "
-                            f"{members[odd[0]]['mtu_detail']})" if odd else
-                            "mtu: not readable")
+            if odd and all(members[h]["mtu_detail"] == "no netdev" for h in odd):
+                left_out.append("mtu: the RDMA ports have no netdev (no IPoIB): check has no "
+                                "MTU to compare")
+            else:
+                left_out.append(f"mtu: no single MTU on the netdevs check compares on {len(odd)} "
+                                f"of {len(members)} hosts (e.g. {odd[0]}: "
+                                f"{members[odd[0]]['mtu_detail']})" if odd else
+                                "mtu: not readable")
         if ref["gpus"] == 0 and name.endswith("-gpu"):
             # GPUs on PCI but the driver shows none on most hosts: no count to trust.
             ref["gpus"] = None

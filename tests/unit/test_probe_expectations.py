@@ -124,3 +124,14 @@ def test_gpus_split_classes_and_a_count_nobody_showed_is_not_written():
     cls = derived["classes"]["infiniband-mt4129-gpu"]
     assert "gpus" not in cls["expect"] and derived["differs"] == {}
     assert cls["left_out"] == ["gpus: GPUs on PCI but the driver showed none on most hosts"]
+
+
+def test_ports_without_netdev_write_no_mtu_and_say_why():
+    data = ndr()
+    for dev in data["devices"]:
+        for port in dev["ports"]:
+            port.update(netdev=None, netdev_mtu=None, path_mtu={})
+    cls = expectations.derive({"a": data, "b": copy.deepcopy(data)})["classes"]["infiniband-mt4129"]
+    assert "mtu" not in cls["expect"]
+    assert cls["left_out"] == ["mtu: the RDMA ports have no netdev (no IPoIB): check has no MTU "
+                               "to compare"]
