@@ -112,7 +112,7 @@ def _port(ctx, pv, port: int, sysfs_port: dict) -> dict:
         "netdev": sysfs_port.get("netdev"),
         "gids": gids,
     }
-    for extra in ("bond", "netdev_mtu", "counters", "hw_counters"):
+    for extra in ("bond", "netdev_mtu", "counters", "hw_counters", "path_mtu"):
         facts[extra] = sysfs_port.get(extra, {} if extra.endswith("counters") else None)
     return facts
 
@@ -137,6 +137,7 @@ def collect(pv, sysfs_root: str = "/sys", run=None) -> dict:
     facts.update(rdma_sysfs.stack_versions(run))
     facts["source"] = "pyverbs" if names else "none"
     facts["devices"] = [read_device(pv, name, sysfs_root) for name in names]
+    facts["gpus"] = rdma_sysfs.gpu_summary(sysfs_root)
     return facts
 
 

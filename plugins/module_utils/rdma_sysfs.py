@@ -240,7 +240,7 @@ def read_port(sysfs_root: str, device: str, port: int) -> dict:
         mode = read(os.path.join(sysfs_root, "class/net", netdev, "mode")) if netdev else None
         active_mtu = ipoib_active_mtu(net_mtu, mode)
         lid = parse_lid(read(os.path.join(port_dir, "lid")))
-    return {
+    facts = {
         "port": port,
         "state": parse_state(read(os.path.join(port_dir, "state"))),
         "phys_state": parse_state(read(os.path.join(port_dir, "phys_state"))),
@@ -256,6 +256,38 @@ def read_port(sysfs_root: str, device: str, port: int) -> dict:
         "counters": _counters(os.path.join(port_dir, "counters"), ERROR_COUNTERS),
         "hw_counters": _counters(os.path.join(port_dir, "hw_counters"), ROCE_HW_COUNTERS),
     }
+    # The MTU of every netdev `rdmaprov check` compares for this port (mtu_netdevs): what
+    # probe --write-expectations derives the expected MTU from, so the two cannot disagree.
+    path = roce_datapath(sysfs_root, device, facts) if link_layer == "Ethernet" else {}
+    facts["path_mtu"] = {name: (net_mtu if name == netdev else netdev_mtu(sysfs_root, name))
+                         for name in mtu_netdevs(facts, path)}
+    return facts
+
+
+def netdev_mtu(sysfs_root: str, name: str) -> int | None:
+    text = read(os.path.join(sysfs_root, "class/net", name, "mtu"))
+    return int(text) if text and text.isdigit() else None
+
+
+def mtu_netdevs(port: dict, datapath: dict) -> list:
+    """The netdevs whose MTU `rdmaprov check` compares with its expected MTU for one port: the
+    port's own netdev and, for RoCE, the VLANs on top and a bond's members (roce_datapath).
+    The one rule: check's judge and the facts' path_mtu both call it."""
+    names = [port.get("netdev"), *(datapath.get("vlans") or []), *(datapath.get("members") or [])]
+    return list(dict.fromkeys(n for n in names if n))
+
+
+def gpu_summary(sysfs_root: str = "/sys") -> dict | None:
+    """{"count": GPUs the driver shows (what check counts), "on_pci": NVIDIA GPUs on PCI,
+    "models": [...]} of the host whose sysfs this is (kernel_caps.gpus); None for a bare
+    sysfs tree (no root around it to read /proc and /dev from)."""
+    norm = os.path.normpath(sysfs_root)
+    if os.path.basename(norm) != "sys":
+        return None
+    root = os.path.dirname(norm) or "/"
+    seen = kernel_caps.gpus(root)
+    return {"count": seen["count"], "on_pci": len(kernel_caps.nvidia_pci_gpus(root)),
+            "models": sorted(set(seen["models"]))}
 
 
 def read_device(sysfs_root: str, name: str) -> dict:
@@ -316,6 +348,7 @@ def collect(sysfs_root: str = "/sys", run=None) -> dict:
     facts.update(stack_versions(run))
     facts["source"] = "sysfs" if devices else "none"
     facts["devices"] = devices
+    facts["gpus"] = gpu_summary(sysfs_root)
     return facts
 
 

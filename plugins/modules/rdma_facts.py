@@ -151,8 +151,16 @@ rdma:
               gids: [{index: 0, gid: "fe80:0000:0000:0000:b83f:d203:00aa:bbcc", type: IB}]
               bond: null
               netdev_mtu: 4092
+              path_mtu: {ib0: 4092}
               counters: {symbol_error: 0, link_downed: 0, port_rcv_errors: 0}
               hw_counters: {}
+    gpus:
+      description: >-
+        NVIDIA GPUs of the host (kernel_caps.gpus): C(count) the driver shows (what
+        rdmaprov check counts), C(on_pci) on the PCI bus, C(models); null when only a sysfs
+        tree (not a whole root) was read.
+      type: dict
+      sample: {count: 8, on_pci: 8, models: [NVIDIA H100 80GB HBM3]}
 """
 
 # Ansible's layout: the documentation strings come first, so imports follow them.

@@ -215,9 +215,9 @@ def _mtu_interfaces(state: State, exp: Expectations) -> list[str]:
     members of its bond: the MTU of every hop of the data path."""
     netdevs = []
     for p in _ports(state, exp):
-        path = _datapath(state, p)
-        netdevs += [p.get("netdev"), *path.get("vlans", []), *path.get("members", [])]
-    return list(dict.fromkeys([*exp.interfaces, *(n for n in netdevs if n)]))
+        # the one rule (rdma_sysfs.mtu_netdevs): probe --write-expectations derives from it too
+        netdevs += collection.rdma_sysfs.mtu_netdevs(p, _datapath(state, p))
+    return list(dict.fromkeys([*exp.interfaces, *netdevs]))
 
 
 def check_mtu(state: State, exp: Expectations) -> Item:

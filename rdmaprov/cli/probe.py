@@ -388,6 +388,8 @@ def _write_expectations(args: argparse.Namespace, docs: Mapping[str, Mapping[str
         out.write(safe_line(f"Expectations {args.write_expectations / (name + '.yml')}: "
                             f"{len(cls['hosts'])} host(s), "
                             + ", ".join(f"{k} {v}" for k, v in cls["expect"].items())) + "\n")
+        for why in cls.get("left_out", []):
+            out.write(safe_line(f"  not written: {why}") + "\n")
     for host, odd in derived["differs"].items():
         out.write(safe_line(f"  {host} differs: {'; '.join(odd)}") + "\n")
     for host, why in {**derived["unclassified"], **missing}.items():

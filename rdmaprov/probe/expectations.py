@@ -1,15 +1,26 @@
 """`probe INVENTORY --write-expectations DIR`: rdmaprov check's config per node class, derived
 from the facts `probe` gathered (rdma_facts' document per host), never typed per SKU.
 
-The rule, once: hosts are grouped by the hardware they carry (the kinds of HCA and the link
-layer of their ports: a host with one card fewer is still in its class, and is named for it);
+The rule, once: hosts are grouped by the hardware they carry (the kinds of HCA, the link layer
+of their ports, and whether NVIDIA GPUs sit on their PCI bus: a host with one card or GPU fewer
+is still in its class, and is named for it; a CPU node is never judged by its GPU neighbours);
 within a class every expectation is the majority value of its hosts (a tie goes to the stricter,
 greater value, as fabric.py breaks ties) and every host whose own value differs is named, never
-folded in. Only what the probe saw is written: ports (ACTIVE ports of the class's link layer,
-counted the way check counts them), rate (the slowest ACTIVE port), link_layer and mtu (the
-ports' netdev MTU). The probe does not read GPUs, PFC or PCIe links, so those keys are left out
-(check's defaults hold); firmware is no check key: it is compared, recorded in the header and
-its odd hosts named.
+folded in. Only what the probe saw is written, each value read the way check reads it:
+- ports: ACTIVE ports of the class's link layer; rate: the slowest ACTIVE port; link_layer;
+- mtu: the one MTU of every netdev check compares (rdma_sysfs.mtu_netdevs: each port's netdev,
+  DOWN ports too, the VLANs on top of a RoCE port and a bond's members: the facts' path_mtu).
+  A host whose netdevs differ (a VLAN at 9000 on a port at 9216, an unused port left at 1500)
+  has no single MTU that check could pass; when that is the class's majority no mtu is
+  written, and the header says why;
+- gpus: the GPUs the driver shows, on a class with GPUs on PCI (0 on a class without: a CPU node
+  with an HCA is not drained for "no GPU"); not written when the majority shows none (driver
+  not loaded at probe time: no count to trust).
+Not derived, with the reason in the header: pfc_priority (a site setting the roce_qos role
+applies, and this probe does not read DCB), hca_pci and gpu_nic (PCI addresses are per host:
+slurm_health_expect, or a host's own file, sets them), PCIe widths (check judges each link
+against its own maximum: there is no expectation key), firmware (no check key: it is compared,
+recorded in the header and its odd hosts named).
 """
 
 from __future__ import annotations
@@ -27,22 +38,44 @@ from rdmaprov.errors import UserError
 from rdmaprov.textsafe import safe_line
 
 # The check keys derived here, in the order they are written; firmware is compared only.
-KEYS = ("link_layer", "ports", "rate", "mtu")
+KEYS = ("link_layer", "ports", "rate", "mtu", "gpus")
 COMPARED = (*KEYS, "firmware")
 INDEX = "hosts.yml"
+NOT_DERIVED = (
+    "pfc_priority: a site setting (roce_qos_pfc_priority), not read by this probe (no DCB query)",
+    "hca_pci, gpu_nic: PCI addresses are per host (set them in slurm_health_expect)",
+    "PCIe widths: check judges each link against its own maximum (no key to write)",
+)
+
+
+def path_mtus(port: Mapping[str, Any]) -> dict[str, Any]:
+    """{netdev: MTU} check compares for one port: the facts' path_mtu (rdma_sysfs.mtu_netdevs),
+    else (facts without it) the port's own netdev."""
+    found = port.get("path_mtu")
+    if isinstance(found, Mapping):
+        return dict(found)
+    return {port["netdev"]: port.get("netdev_mtu")} if port.get("netdev") else {}
 
 
 def host_values(rdma: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
-    """(class name, {key: value}) of one host's rdma fact, or None when it has no RDMA port."""
+    """(class name, {key: value}) of one host's rdma fact, or None when it has no RDMA port.
+    "mtu_detail" says which netdevs disagree when there is no single MTU."""
     ports = [(d, p) for d in rdma.get("devices") or [] for p in d.get("ports") or []]
     if not ports:
         return None
     layers = sorted({str(p.get("link_layer")) for _, p in ports})
     kinds = sorted({str(d.get("hca_type") or d.get("board_id") or "unknown") for d, _ in ports})
-    name = re.sub(r"[^a-z0-9.-]+", "-", "-".join([*layers, *kinds]).lower()).strip("-")
+    gpus = rdma.get("gpus") if isinstance(rdma.get("gpus"), Mapping) else None
+    has_gpu = gpus is not None and bool(gpus.get("on_pci") or gpus.get("count"))
+    name = re.sub(r"[^a-z0-9.-]+", "-", "-".join([*layers, *kinds, *(["gpu"] if has_gpu else [])])
+                  .lower()).strip("-")
     active = [p for _, p in ports if p.get("state") == "ACTIVE"]
     rates = [p.get("rate_gbps") for p in active]
-    mtus = {p.get("netdev_mtu") for p in active}
+    # Every port's netdevs, whatever its state: check compares them all with one MTU.
+    netdevs: dict[str, Any] = {}
+    for _, p in ports:
+        netdevs.update(path_mtus(p))
+    mtus = set(netdevs.values())
     firmware = sorted({str(d.get("fw_ver")) for d, _ in ports if d.get("fw_ver")})
     values = {
         # one layer: check filters its ports by it; a host with both is checked on all ports
@@ -50,9 +83,11 @@ def host_values(rdma: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
         else None,
         "ports": len(active),
         "rate": min(rates) if rates and None not in rates else None,
-        # one MTU across the ports' netdevs, else none can be expected of all of them
         "mtu": next(iter(mtus)) if len(mtus) == 1 and None not in mtus else None,
+        "gpus": None if gpus is None else int(gpus.get("count") or 0),
         "firmware": ",".join(firmware) or None,
+        "mtu_detail": ", ".join(f"{n} {m if m is not None else 'unknown'}"
+                                for n, m in sorted(netdevs.items())) or "no netdev",
     }
     return name, values
 
@@ -64,9 +99,18 @@ def _majority(values: list[Any]) -> Any:
                                                kv[0] if kv[0] is not None else 0))[0]
 
 
+def _shown(key: str, vals: Mapping[str, Any]) -> str:
+    if vals[key] is not None:
+        return str(vals[key])
+    if key == "mtu":
+        return f"not one MTU ({vals['mtu_detail']})"
+    return "mixed or unknown"
+
+
 def derive(hosts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """{"classes": {name: {"hosts": [...], "expect": {key: value}, "firmware": str|None}},
-    "hosts": {host: class}, "differs": {host: [text]}, "unclassified": {host: reason}}."""
+    """{"classes": {name: {"hosts": [...], "expect": {key: value}, "firmware": str|None,
+    "left_out": [text]}}, "hosts": {host: class}, "differs": {host: [text]},
+    "unclassified": {host: reason}}."""
     groups: dict[str, dict[str, dict[str, Any]]] = {}
     unclassified: dict[str, str] = {}
     for host, rdma in sorted(hosts.items()):
@@ -81,17 +125,31 @@ def derive(hosts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     index: dict[str, str] = {}
     for name, members in sorted(groups.items()):
         ref = {key: _majority([v[key] for v in members.values()]) for key in COMPARED}
+        left_out = []
+        if ref["mtu"] is None:
+            odd = sorted(h for h, v in members.items() if v["mtu"] is None)
+            if odd and all(members[h]["mtu_detail"] == "no netdev" for h in odd):
+                left_out.append("mtu: the RDMA ports have no netdev (no IPoIB): check has no "
+                                "MTU to compare")
+            else:
+                left_out.append(f"mtu: no single MTU on the netdevs check compares on {len(odd)} "
+                                f"of {len(members)} hosts (e.g. {odd[0]}: "
+                                f"{members[odd[0]]['mtu_detail']})" if odd else
+                                "mtu: not readable")
+        if ref["gpus"] == 0 and name.endswith("-gpu"):
+            # GPUs on PCI but the driver shows none on most hosts: no count to trust.
+            ref["gpus"] = None
+            left_out.append("gpus: GPUs on PCI but the driver showed none on most hosts")
         for host, vals in members.items():
             index[host] = name
-            odd = [f"{key} {vals[key] if vals[key] is not None else 'mixed or unknown'} "
-                   f"(class {name}: {ref[key]} on "
+            odd = [f"{key} {_shown(key, vals)} (class {name}: {ref[key]} on "
                    f"{sum(1 for v in members.values() if v[key] == ref[key])} of {len(members)} "
-                   "hosts)" for key in COMPARED if vals[key] != ref[key]]
+                   "hosts)" for key in COMPARED if ref[key] is not None and vals[key] != ref[key]]
             if odd:
                 differs[host] = odd
         classes[name] = {"hosts": sorted(members),
                          "expect": {k: ref[k] for k in KEYS if ref[k] is not None},
-                         "firmware": ref["firmware"]}
+                         "firmware": ref["firmware"], "left_out": left_out}
     return {"classes": classes, "hosts": index, "differs": differs,
             "unclassified": unclassified}
 
@@ -141,8 +199,8 @@ def write(directory: Path, derived: Mapping[str, Any], inventory: str) -> list[P
                   f"# firmware (compared, not a check key): {cls['firmware'] or 'unknown'}",
                   "# hosts that differ from this (named in hosts.yml): "
                   + (", ".join(odd) if odd else "none"),
-                  "# GPUs, PFC and PCIe links are not probed: their keys are left to check's "
-                  "defaults."]
+                  "# not written (check's defaults hold):",
+                  *(f"#   {why}" for why in [*cls.get("left_out", []), *NOT_DERIVED])]
         path = directory / f"{name}.yml"
         _write_atomic(path, "\n".join(safe_line(h) for h in header) + "\n" + _dump(cls["expect"]))
         written.append(path)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from rdmaprov import collection
+from rdmaprov.check import expect
 from rdmaprov.cli import main
 from rdmaprov.probe import expectations
 
@@ -104,8 +105,146 @@ def test_the_terminal_names_the_hosts_that_differ_and_those_left_out(tmp_path: P
     probe._write_expectations(args, docs, {"n4": "unreachable: timed out"}, sys.stdout)
     out = capsys.readouterr().out.splitlines()
     assert out[0] == (f"Expectations {tmp_path}/exp/infiniband-mt4129.yml: 3 host(s)"
-                      ", link_layer InfiniBand, ports 4, rate 400, mtu 4092")
+                      ", link_layer InfiniBand, ports 4, rate 400, mtu 4092, gpus 0")
     assert "  n3 differs: ports 3 (class infiniband-mt4129: 4 on 2 of 3 hosts)" in out
     assert "  n4: no expectations (unreachable: timed out)" in out
     assert any(line.startswith("  cpu1: no expectations (no RDMA port") for line in out)
     assert out[-1] == f"Index: {tmp_path}/exp/hosts.yml"
+
+
+# --- the MTU check compares, on a RoCE VLAN root; GPUs on whole roots ---------------------------
+
+ROCE_BOND = FIXTURES / "roce_bond"
+GID_V2_VLAN = "0000:0000:0000:0000:0000:ffff:0a64:0005"  # ::ffff:10.100.0.5 on bond0.100
+sys.path.insert(0, str(FIXTURES))
+try:
+    import make_trees
+finally:
+    sys.path.remove(str(FIXTURES))
+
+
+def vlan_root(tmp: Path, vlan_mtu: int) -> Path:
+    """The roce_bond tree as a node's root, with a VLAN bond0.100 (its own RoCE v2 GID) on the
+    LAG bond: the netdevs RoCE crosses are the bond, its VLAN and the bond's members."""
+    shutil.copytree(ROCE_BOND, tmp / "sys", symlinks=True)
+    (tmp / "proc").mkdir()
+    (tmp / "proc/modules").write_text("")
+    port = tmp / "sys/class/infiniband/mlx5_bond_0/ports/1"
+    (port / "gids/6").write_text(GID_V2_VLAN + "\n")
+    (port / "gid_attrs/types/6").write_text("RoCE v2\n")
+    (port / "gid_attrs/ndevs/6").write_text("bond0.100\n")
+    (tmp / "sys/class/net/bond0.100").mkdir()
+    (tmp / "sys/class/net/bond0.100/mtu").write_text(f"{vlan_mtu}\n")
+    return tmp
+
+
+def derived_file(tmp: Path, roots: dict[str, Path]) -> tuple[dict, list[Path]]:
+    derived = expectations.derive({h: collection.rdma_sysfs.collect(str(r / "sys"))
+                                   for h, r in roots.items()})
+    return derived, expectations.write(tmp / "exp", derived, "inv")
+
+
+def test_the_derived_mtu_is_the_one_check_compares_on_a_vlan_root(tmp_path: Path) -> None:
+    good = vlan_root(tmp_path / "good", 9000)
+    derived, written = derived_file(tmp_path, {"n1": good, "n2": good})
+    assert expect.load_file(written[0])["mtu"] == 9000
+    rc, lines = check_lines(good, written[0])
+    assert lines["mtu"].split()[1] == "PASS", lines["mtu"]
+    assert "bond0, bond0.100, ens1f0np0, ens1f1np1" in lines["mtu"]
+    # The VLAN left at 1500 on one node of three: that node is named, and its check fails on
+    # the VLAN (the port's own netdev is at 9000: read alone it would have passed).
+    small = vlan_root(tmp_path / "small", 1500)
+    derived, written = derived_file(tmp_path / "b", {"n1": good, "n2": good, "n3": small})
+    assert derived["differs"]["n3"] == [
+        "mtu not one MTU (bond0 9000, bond0.100 1500, ens1f0np0 9000, ens1f1np1 9000, ens3np0 "
+        "9000, ens4np0 9000) (class ethernet-mt4125-mt4129: 9000 on 2 of 3 hosts)"]
+    rc, lines = check_lines(small, written[0])
+    assert rc == 2 and "bond0.100 MTU 1500, want 9000" in lines["mtu"]
+
+
+def test_a_fleet_whose_vlans_differ_from_their_ports_gets_no_mtu_not_a_false_drain(
+        tmp_path: Path) -> None:
+    # Every node built alike with the VLAN below its port (1500 on 9000): healthy as built, but
+    # no single MTU can pass check's comparison. The port's MTU (what the fleet's netdevs said
+    # before) would drain every node:
+    root = vlan_root(tmp_path / "r", 1500)
+    p = subprocess.run([sys.executable, "-m", "rdmaprov", "check", "--sysroot", str(root),
+                        "--expect-memlock", "1", "--expect-mtu", "9000"],
+                       capture_output=True, text=True, timeout=60, check=False)
+    assert p.returncode == 2 and "bond0.100 MTU 1500, want 9000" in p.stdout
+    derived, written = derived_file(tmp_path, {"n1": root, "n2": root})
+    cls = derived["classes"]["ethernet-mt4125-mt4129"]
+    assert "mtu" not in expect.load_file(written[0]) and derived["differs"] == {}
+    assert cls["left_out"] == ["mtu: no single MTU on the netdevs check compares on 2 of 2 hosts "
+                               "(e.g. n1: bond0 9000, bond0.100 1500, ens1f0np0 9000, ens1f1np1 "
+                               "9000, ens3np0 9000, ens4np0 9000)"]
+    assert "#   mtu: no single MTU on the netdevs check compares" in written[0].read_text()
+    _rc, lines = check_lines(root, written[0])
+    assert lines["mtu"].split()[1] == "N/A", lines["mtu"]
+    assert lines["ports"].split()[1] == "PASS", lines["ports"]
+
+
+def test_gpus_derived_per_class_and_a_cpu_node_is_not_drained_for_its_neighbours(
+        tmp_path: Path) -> None:
+    gpu = make_trees.build_root("modular_loaded", tmp_path / "g")  # 1 NDR port, 1 H100
+    cpu = make_trees.build_root("modular_loaded", tmp_path / "c")
+    shutil.rmtree(cpu / "proc/driver/nvidia")
+    (cpu / "dev/nvidia0").unlink()
+    derived, written = derived_file(tmp_path, {"g1": gpu, "g2": gpu, "g3": gpu, "c1": cpu})
+    assert sorted(derived["classes"]) == ["infiniband-mt4129", "infiniband-mt4129-gpu"]
+    assert derived["differs"] == {}
+    files = {p.stem: p for p in written}
+    assert expect.load_file(files["infiniband-mt4129-gpu"])["gpus"] == 1
+    assert expect.load_file(files["infiniband-mt4129"])["gpus"] == 0
+    rc, lines = check_lines(gpu, files["infiniband-mt4129-gpu"])
+    assert rc == 0 and lines["gpus"].split()[1] == "PASS", lines
+    rc, lines = check_lines(cpu, files["infiniband-mt4129"])
+    assert rc == 0 and lines["gpus"].split()[1] == "N/A", lines  # healthy CPU node: healthy
+    # A GPU node whose GPU the driver no longer shows (still on PCI, so still in its class) is
+    # named when probed, and fails on gpus with its class's file.
+    lost = make_trees.build_root("modular_loaded", tmp_path / "l")
+    shutil.rmtree(lost / "proc/driver/nvidia/gpus")
+    (lost / "dev/nvidia0").unlink()
+    for root in (gpu, lost):
+        pci = root / "sys/bus/pci/devices/0000:18:00.0"
+        pci.mkdir(parents=True)
+        (pci / "vendor").write_text("0x10de\n")
+        (pci / "class").write_text("0x030200\n")
+    derived, written = derived_file(tmp_path / "b", {"g1": gpu, "g2": gpu, "l1": lost})
+    assert derived["hosts"]["l1"] == "infiniband-mt4129-gpu"
+    assert derived["differs"]["l1"] == ["gpus 0 (class infiniband-mt4129-gpu: 1 on 2 of 3 hosts)"]
+    rc, lines = check_lines(lost, written[0])
+    assert rc == 2 and lines["gpus"].split()[1] == "FAIL", lines
+    assert "no NVIDIA GPU visible" in lines["gpus"]
+
+
+def test_one_rule_the_facts_path_mtu_names_exactly_the_netdevs_check_compares(
+        tmp_path: Path) -> None:
+    from rdmaprov.check import judge, probes
+    from rdmaprov.check.expect import Expectations
+
+    for name, root in (("vlan", vlan_root(tmp_path / "v", 9000)),
+                       ("ib", node_root(tmp_path / "ib"))):
+        facts = collection.rdma_sysfs.collect(str(root / "sys"))
+        from_facts = {n for d in facts["devices"] for p in d["ports"] for n in p["path_mtu"]}
+        checked = judge._mtu_interfaces({"rdma": probes.rdma(str(root))}, Expectations())
+        assert from_facts == set(checked), name
+    assert "bond0.100" in from_facts or name == "ib"
+
+
+def test_an_unused_port_left_at_another_mtu_is_no_false_drain(tmp_path: Path) -> None:
+    # The roce tree: mlx5_1's port is administratively down. check compares its netdev's MTU
+    # too, so at 1500 (never configured) no single MTU passes: none is written.
+    root = tmp_path / "r"
+    shutil.copytree(FIXTURES / "roce", root / "sys")
+    (root / "proc").mkdir()
+    (root / "proc/modules").write_text("")
+    (root / "sys/class/net/ens1f1np1/mtu").write_text("1500\n")
+    p = subprocess.run([sys.executable, "-m", "rdmaprov", "check", "--sysroot", str(root),
+                        "--expect-memlock", "1", "--expect-mtu", "9000"],
+                       capture_output=True, text=True, timeout=60, check=False)
+    assert p.returncode == 2 and "ens1f1np1 MTU 1500, want 9000" in p.stdout
+    derived, written = derived_file(tmp_path, {"n1": root, "n2": root})
+    assert "mtu" not in expect.load_file(written[0]) and derived["differs"] == {}
+    _rc, lines = check_lines(root, written[0])
+    assert lines["mtu"].split()[1] == "N/A" and lines["ports"].split()[1] == "PASS", lines

@@ -102,3 +102,36 @@ def test_bad_directories_are_one_line_errors(tmp_path: Path):
         ro.mkdir(mode=0o500)
         with pytest.raises(UserError, match="not writable"):
             expectations.check_dir(ro)
+
+
+def with_gpus(data: dict, count: int, on_pci: int) -> dict:
+    data = copy.deepcopy(data)
+    data["gpus"] = {"count": count, "on_pci": on_pci, "models": ["NVIDIA H100"] * bool(count)}
+    return data
+
+
+def test_gpus_split_classes_and_a_count_nobody_showed_is_not_written():
+    derived = expectations.derive({"g1": with_gpus(ndr(), 8, 8), "g2": with_gpus(ndr(), 8, 8),
+                                   "g3": with_gpus(ndr(), 7, 8), "c1": with_gpus(ndr(), 0, 0)})
+    assert derived["hosts"] == {"g1": "infiniband-mt4129-gpu", "g2": "infiniband-mt4129-gpu",
+                                "g3": "infiniband-mt4129-gpu", "c1": "infiniband-mt4129"}
+    assert derived["classes"]["infiniband-mt4129-gpu"]["expect"]["gpus"] == 8
+    assert derived["classes"]["infiniband-mt4129"]["expect"]["gpus"] == 0
+    assert derived["differs"] == {
+        "g3": ["gpus 7 (class infiniband-mt4129-gpu: 8 on 2 of 3 hosts)"]}
+    # Probed before the driver was loaded: GPUs on PCI, none shown: no count to expect.
+    derived = expectations.derive({"g1": with_gpus(ndr(), 0, 8), "g2": with_gpus(ndr(), 0, 8)})
+    cls = derived["classes"]["infiniband-mt4129-gpu"]
+    assert "gpus" not in cls["expect"] and derived["differs"] == {}
+    assert cls["left_out"] == ["gpus: GPUs on PCI but the driver showed none on most hosts"]
+
+
+def test_ports_without_netdev_write_no_mtu_and_say_why():
+    data = ndr()
+    for dev in data["devices"]:
+        for port in dev["ports"]:
+            port.update(netdev=None, netdev_mtu=None, path_mtu={})
+    cls = expectations.derive({"a": data, "b": copy.deepcopy(data)})["classes"]["infiniband-mt4129"]
+    assert "mtu" not in cls["expect"]
+    assert cls["left_out"] == ["mtu: the RDMA ports have no netdev (no IPoIB): check has no MTU "
+                               "to compare"]

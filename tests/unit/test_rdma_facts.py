@@ -150,7 +150,10 @@ def test_contract_keys_present_on_every_port():
                      "lid", "netdev", "gids"}
     for tree in ("ib_hdr", "ib_ndr", "roce", "roce_bond"):
         data = facts(tree)
-        assert set(data) == {"kernel", "rdma_core_version", "ofed_version", "source", "devices"}
+        # the contract's keys, plus gpus (an extra: None for a bare sysfs tree like these)
+        assert set(data) == {"kernel", "rdma_core_version", "ofed_version", "source", "devices",
+                             "gpus"}
+        assert data["gpus"] is None
         for dev in data["devices"]:
             assert required_dev <= set(dev)
             for port in dev["ports"]:
