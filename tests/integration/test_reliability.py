@@ -70,6 +70,9 @@ def test_sshd_stopped_and_apt_repo_gone(lab, converged, retry_dir: Path) -> None
     rc, doc, err = bootstrap(lab.inventory, "--retry-failed")
     assert rc == 0, f"{doc.get('failures')} {doc.get('validation')}\n{err[-2000:]}"
     assert set(doc["hosts"]) == {dead, no_repo}
+    # The repaired host (its driver role installed perftest) is proven alone: a one-host run.
+    assert [h["host"] for h in doc["validation"]["hosts"]] == [no_repo], doc["validation"]
+    assert doc["validation"]["passed"] is True, doc["validation"]
     assert lab.ssh_logins(healthy) == logins, "the retry touched a healthy host"
     assert "perftest" in lab.exec(no_repo, ["dpkg-query", "-W", "perftest"]).stdout
 
