@@ -298,15 +298,17 @@ def progress(phase: str) -> None:
 # The launch's steps file (plugins/module_utils/validate_launch.py STEPS_FILE), beside the exit
 # codes: a failed run's reason then says which step each rank got to, and when.
 STEPS_FILE = "steps.log"
+_STEP_RANK: int | None = None  # --rank (the direct launcher); else torchrun's RANK
 
 
 def step(what: str) -> None:
-    """Append "<unix time> rank<RANK> <what>" to RDMAPROV_WORKER_RC_DIR/steps.log (one write of
+    """Append "<unix time> rank<N> <what>" to RDMAPROV_WORKER_RC_DIR/steps.log (one write of
     one short line, O_APPEND: the ranks of a host share the file); nothing without that dir."""
     where = os.environ.get("RDMAPROV_WORKER_RC_DIR")
     if not where:
         return
-    line = f"{time.time():.3f} rank{os.environ.get('RANK', '0')} {what}\n".encode()
+    rank = _STEP_RANK if _STEP_RANK is not None else os.environ.get("RANK", "0")
+    line = f"{time.time():.3f} rank{rank} {what}\n".encode()
     with contextlib.suppress(OSError):
         fd = os.open(os.path.join(where, STEPS_FILE), os.O_WRONLY | os.O_APPEND | os.O_CREAT,
                      0o644)
@@ -799,6 +801,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _build_parser().parse_args(argv)
         if not args.preflight:
+            global _STEP_RANK
+            _STEP_RANK = args.rank
             step("start")
     except SystemExit as exc:  # bad arguments: this host cannot start (argparse exits 2)
         _record_exit(exc.code if isinstance(exc.code, int) else RC_CANNOT_START)

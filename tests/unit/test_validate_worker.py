@@ -478,6 +478,9 @@ def test_steps_are_appended_with_the_rank_and_a_time(tmp_path, monkeypatch):
     assert [ln.split(" ", 1)[1] for ln in lines] == ["rank3 all_reduce of 65536 bytes",
                                                       "rank3 exit 1"]
     assert all(before - 1 < float(ln.split(" ", 1)[0]) < time.time() + 1 for ln in lines)
+    monkeypatch.setattr(w, "_STEP_RANK", 5)  # the direct launcher's --rank, not torchrun's RANK
+    w.progress("barrier")
+    assert (tmp_path / w.STEPS_FILE).read_text().splitlines()[-1].endswith(" rank5 barrier")
     monkeypatch.delenv("RDMAPROV_WORKER_RC_DIR")
-    w.progress("barrier")  # no directory: nothing written, nothing raised
-    assert len((tmp_path / w.STEPS_FILE).read_text().splitlines()) == 2
+    w.progress("teardown")  # no directory: nothing written, nothing raised
+    assert len((tmp_path / w.STEPS_FILE).read_text().splitlines()) == 3
