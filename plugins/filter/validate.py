@@ -65,4 +65,5 @@ class FilterModule:
             "nccl_validate_require_ib": _wrap(vl.require_ib),
             "nccl_validate_wait_over": _wrap(vl.watch),
             "nccl_validate_stop_reason": _wrap(vl.stop_reason),
+            "nccl_validate_steps": _wrap(vl.steps_summary),
         }

@@ -354,3 +354,68 @@ def stop_reason(exits_dir, host, members):
         if text.lstrip("-").isdigit() and int(text) in OWN_FAILURES:
             return f"stopped: {peer} could not run (its worker exited {text})"
     return ""
+
+
+# --- what each part did last: steps.log, for a failure's reason --------------------------------
+
+# One line per step, appended on the host in the run directory: "<unix time> <who> <what>", who
+# "launch" (the role's launch shell: start, exit RC) or "rank<N>" (the worker: each phase it
+# enters, as its watchdog sees them, then exit RC). Fetched with the results.
+STEPS_FILE = "steps.log"
+
+
+def _rank_key(who):
+    tail = who[4:]
+    return (0, int(tail)) if tail.isdecimal() else (1, who)
+
+
+def steps_summary(text):
+    """One clause from a host's steps.log saying where each part of its run got to, or '':
+    each rank's last step and its own exit code, then the launch's exit, timed from the launch
+    ("rank0: last step 'rendezvous at env://' at +3 s, exit 1 at +124 s; launch exit 1 at +125 s").
+    A launch that exited 125-127 (the container engine's own failure, or a command that could
+    not run) after every rank exited 0 is said first: the worker's result then stands whole."""
+    start = launch_exit = None
+    last, exits = {}, {}
+    for line in (text or "").splitlines():
+        parts = line.strip().split(" ", 2)
+        if len(parts) < 3:
+            continue
+        try:
+            at = float(parts[0])
+        except ValueError:
+            continue
+        who, what = parts[1], parts[2].strip()
+        code = what[5:].strip() if what.startswith("exit ") else None
+        if who == "launch":
+            if what == "start" and start is None:
+                start = at
+            elif code is not None:
+                launch_exit = (at, code)
+        elif who.startswith("rank"):
+            if code is not None:
+                exits[who] = (at, code)
+            else:
+                last[who] = (at, what)
+
+    def when(at):
+        return f" at +{at - start:.0f} s" if start is not None else ""
+
+    out = []
+    for who in sorted(set(last) | set(exits), key=_rank_key):
+        bits = []
+        if who in last:
+            bits.append(f"last step '{last[who][1]}'{when(last[who][0])}")
+        if who in exits:
+            bits.append(f"exit {exits[who][1]}{when(exits[who][0])}")
+        out.append(f"{who}: " + ", ".join(bits))
+    if launch_exit is not None:
+        out.append(f"launch exit {launch_exit[1]}{when(launch_exit[0])}")
+    elif start is not None:
+        out.append("the launch never exited (its host lost or the wait given up)")
+    lead = ""
+    if (launch_exit is not None and launch_exit[1] in ("125", "126", "127") and exits
+            and all(code == "0" for _, code in exits.values())):
+        lead = (f"the launch exited {launch_exit[1]} after every rank exited 0 (the container "
+                "engine's own failure, not the worker's); ")
+    return lead + "; ".join(out) if out else ""

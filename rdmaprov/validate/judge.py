@@ -9,6 +9,8 @@ A run of roles/nccl_validate leaves, on the control host::
     DIR/<label>/<host>/counters_before.json its RDMA ports (state, rate, link layer, netdev) and
                                             counters, read just before the run, where NCCL ran
     DIR/<label>/<host>/preflight.json       the worker's pre-flight in the image (when present)
+    DIR/<label>/<host>/steps.log            the launch's start and exit and each rank's steps,
+                                            timed (a failed host's reason says where it got to)
 
 with labels ``fabric`` (every host; its document also carries the pair rounds the workers ran
 in the same processes) and ``socket`` (the same with NCCL_IB_DISABLE=1, for
@@ -151,11 +153,23 @@ def _exception(lines: list[str]) -> str | None:
     return found
 
 
-def worker_outcome(rc: str | None, log: str | None, report: Any = None) -> str | None:
+def worker_outcome(rc: str | None, log: str | None, report: Any = None,
+                   steps: str | None = None) -> str | None:
     """Why a host's part of a run failed, in one line; None when it succeeded. It starts with
     the host's own first NCCL error from its log (the parser's list), then the worker's and the
     launch's one-line JSON errors (a ``watchdog:`` line: the worker hung and was killed; a
-    ``stopped:`` line: a peer could not run), then the exception that ended it."""
+    ``stopped:`` line: a peer could not run), then the exception that ended it, then, from its
+    steps.log, where each rank got to and when (validate_launch.steps_summary)."""
+    why = _outcome(rc, log, report)
+    if why is None or not steps:
+        return why
+    from rdmaprov import collection
+
+    where = collection.validate_launch.steps_summary(steps)
+    return f"{why} [{where}]" if where else why
+
+
+def _outcome(rc: str | None, log: str | None, report: Any = None) -> str | None:
     rc = (rc or "").strip()
     if rc == "0":
         return None
@@ -250,6 +264,7 @@ def _host_files(run_dir: Path, host: str) -> HostFiles:
     unreadable = []
     rc = _read_text(d / "rc")
     log = _read_text(d / "worker.log")
+    steps = _read_text(d / "steps.log")
     report = parsed = None
     used = None
     if log is not None:
@@ -277,7 +292,8 @@ def _host_files(run_dir: Path, host: str) -> HostFiles:
     intended, bad = _load_json(d / "nccl_intended.json")
     if bad:
         unreadable.append(bad)
-    return HostFiles(rc.strip() if rc is not None else None, worker_outcome(rc, log, parsed),
+    return HostFiles(rc.strip() if rc is not None else None,
+                     worker_outcome(rc, log, parsed, steps),
                      report, facts, result, unreadable,
                      ports_before=ports["counters_before.json"],
                      ports_after=ports["counters_after.json"],

@@ -295,10 +295,35 @@ _PROGRESS_FD: int | None = None  # write end of the pipe the watchdog reads; Non
 
 def progress(phase: str) -> None:
     """Tell the watchdog a phase began (and so that the previous one ended): it kills the worker
-    when one phase outlasts --timeout + grace."""
+    when one phase outlasts --timeout + grace. The phase is also a line of the run's steps file."""
+    phase = phase.replace("\n", " ")
+    step(phase)
     if _PROGRESS_FD is not None:
         with contextlib.suppress(OSError):
-            os.write(_PROGRESS_FD, (phase.replace("\n", " ") + "\n").encode())
+            os.write(_PROGRESS_FD, (phase + "\n").encode())
+
+
+# The launch's steps file (plugins/module_utils/validate_launch.py STEPS_FILE), beside the exit
+# codes: a failed run's reason then says which step each rank got to, and when.
+STEPS_FILE = "steps.log"
+_STEP_RANK: int | None = None  # --rank (the direct launcher); else torchrun's RANK
+
+
+def step(what: str) -> None:
+    """Append "<unix time> rank<N> <what>" to RDMAPROV_WORKER_RC_DIR/steps.log (one write of
+    one short line, O_APPEND: the ranks of a host share the file); nothing without that dir."""
+    where = os.environ.get("RDMAPROV_WORKER_RC_DIR")
+    if not where:
+        return
+    rank = _STEP_RANK if _STEP_RANK is not None else os.environ.get("RANK", "0")
+    line = f"{time.time():.3f} rank{rank} {what}\n".encode()
+    with contextlib.suppress(OSError):
+        fd = os.open(os.path.join(where, STEPS_FILE), os.O_WRONLY | os.O_APPEND | os.O_CREAT,
+                     0o644)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
 
 
 def _cpu_jiffies() -> tuple[int, int, int] | None:
@@ -1016,6 +1041,10 @@ def one_line(exc: BaseException) -> str:
 def main(argv: list[str] | None = None) -> int:
     try:
         args = _build_parser().parse_args(argv)
+        if not args.preflight:
+            global _STEP_RANK
+            _STEP_RANK = args.rank
+            step("start")
     except SystemExit as exc:  # bad arguments: this host cannot start (argparse exits 2)
         _record_exit(exc.code if isinstance(exc.code, int) else RC_CANNOT_START)
         raise
@@ -1035,6 +1064,7 @@ def _record_exit(code: int) -> None:
         with contextlib.suppress(OSError), open(
                 os.path.join(where, f"worker-rc.{os.environ.get('RANK', '0')}"), "w") as f:
             f.write(f"{code}\n")
+    step(f"exit {code}")
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -1172,6 +1202,7 @@ def _supervise(args: argparse.Namespace) -> int:
            "error": f"watchdog: no progress for {current:.0f} s in {phase}; killed the worker "
                     "(a peer gone, or a collective hung)", "phase": phase}
     print(json.dumps(err), file=sys.stderr, flush=True)
+    step(f"watchdog: killed after {current:.0f} s in {phase}")
     if printed:  # the document is out and whole: only the teardown hung
         return 0
     if rank == 0:

@@ -421,6 +421,35 @@ def test_the_watchdog_and_stop_lines_come_first(tmp_path: Path, capsys) -> None:
     assert why["n3"] == "worker failed (rc 143): SignalException: Process 77 got signal: 15"
 
 
+def test_a_failed_hosts_reason_says_where_each_part_got_to(tmp_path: Path, capsys) -> None:
+    """steps.log (the launch's start and exit, each rank's steps) ends a failed host's reason;
+    a host that passed says nothing of its steps; an engine that failed after a good worker is
+    named first."""
+    hosts = ["n1", "n2"]
+    err = {"ok": False, "error": "DistStoreError: wait timeout after 120000ms"}
+    make_run(tmp_path, "fabric", {h: (HDR, None) for h in hosts}, None,
+             rcs={"n1": "0", "n2": "1"}, logs={"n1": "", "n2": json.dumps(err) + "\n"})
+    run = tmp_path / "fabric"
+    (run / "n1" / "steps.log").write_text("1.0 launch start\n2.0 rank0 exit 0\n3.0 launch exit 0\n")
+    (run / "n2" / "steps.log").write_text(
+        "10.0 launch start\n14.2 rank1 rendezvous at env://\n136.0 rank1 exit 1\n"
+        "137.0 launch exit 1\n")
+    doc = json_report(tmp_path, capsys=capsys)
+    why = {h["host"]: h["reasons"] for h in doc["hosts"]}
+    assert why["n2"][0] == ("worker failed (rc 1): DistStoreError: wait timeout after 120000ms "
+                            "[rank1: last step 'rendezvous at env://' at +4 s, exit 1 at +126 "
+                            "s; launch exit 1 at +127 s]")
+    assert not any("launch" in r for r in why["n1"]), why["n1"]
+    (run / "n2" / "rc").write_text("125\n")
+    (run / "n2" / "worker.log").write_text("Error: cannot get exit code\n")
+    (run / "n2" / "steps.log").write_text("0 launch start\n5 rank1 exit 0\n6 launch exit 125\n")
+    doc = json_report(tmp_path, capsys=capsys)
+    n2 = next(h for h in doc["hosts"] if h["host"] == "n2")["reasons"][0]
+    assert n2 == ("worker failed (rc 125): Error: cannot get exit code [the launch exited 125 "
+                  "after every rank exited 0 (the container engine's own failure, not the "
+                  "worker's); rank1: exit 0 at +5 s; launch exit 125 at +6 s]")
+
+
 # ----- real logs judged as real runs fail (issue 26) and unreadable files (issue 23) ---------
 
 NDR_LOG = LOGS / "nccl_302_v2.5_modify_qp_einval.log"  # Using 5 HCAs, channels via NET/IB/3

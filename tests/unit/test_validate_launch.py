@@ -351,3 +351,34 @@ def test_the_rail_round_rides_in_the_fabric_run_when_asked():
                                               29500)["argv"]
     with pytest.raises(ValueError, match="nccl_validate_rails"):
         vl.launch(settings(rails="sometimes"), "fabric", ["a"], "a", "127.0.0.1", 29500)
+
+
+# --- steps.log: where each part of a failed run got to --------------------------------------------
+
+def test_steps_summary_names_each_ranks_last_step_and_the_exits():
+    text = ("100.0 launch start\n101.5 rank0 start\n102.0 rank0 import torch\n"
+            "105.2 rank0 rendezvous at env://\n225.9 rank0 exit 1\n226.4 launch exit 1\n")
+    assert vl.steps_summary(text) == ("rank0: last step 'rendezvous at env://' at +5 s, exit 1 "
+                                      "at +126 s; launch exit 1 at +126 s")
+
+
+def test_steps_summary_orders_ranks_by_number_and_says_a_launch_that_never_ended():
+    text = ("10 launch start\n11 rank10 import torch\n11 rank2 import torch\n"
+            "12 rank2 all_reduce of 65536 bytes\nnot a line\n13 rank10 exit 3\n")
+    assert vl.steps_summary(text) == (
+        "rank2: last step 'all_reduce of 65536 bytes' at +2 s; rank10: last step 'import torch' "
+        "at +1 s, exit 3 at +3 s; the launch never exited (its host lost or the wait given up)")
+
+
+@pytest.mark.parametrize(("launch", "says"), [("125", True), ("127", True), ("1", False)])
+def test_steps_summary_puts_an_engine_failure_after_a_good_worker_first(launch, says):
+    text = f"0 launch start\n1 rank0 document printed\n2 rank0 exit 0\n3 launch exit {launch}\n"
+    out = vl.steps_summary(text)
+    assert out.startswith(f"the launch exited {launch} after every rank exited 0") is says, out
+    assert out.endswith(f"launch exit {launch} at +3 s")
+
+
+def test_steps_summary_of_nothing_is_empty():
+    assert vl.steps_summary("") == "" and vl.steps_summary(None) == ""
+    # Without the launch's start (a worker run by hand) the steps carry no times.
+    assert vl.steps_summary("5 rank0 barrier\n") == "rank0: last step 'barrier'"

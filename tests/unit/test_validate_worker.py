@@ -208,6 +208,13 @@ def test_watchdog_kills_a_hung_worker_and_says_so(tmp_path):
     assert _gone(child)
     # Where the launch reads it back (torchrun would report 1 for any failure).
     assert (tmp_path / "worker-rc.0").read_text() == "3\n"
+    # And the steps the rank went through, for the failure's reason: frozen in its rendezvous.
+    steps = [ln.split(" ", 2)[1:] for ln in (tmp_path / w.STEPS_FILE).read_text().splitlines()]
+    assert steps[:2] == [["rank0", "start"], ["rank0", "import torch"]]
+    assert steps[-3:] == [["rank0", "rendezvous at tcp://127.0.0.1:29678"],
+                          ["rank0", f"watchdog: killed after {w.watchdog_limit(5):.0f} s in "
+                                    "rendezvous at tcp://127.0.0.1:29678"],
+                          ["rank0", "exit 3"]]
 
 
 def test_supervisor_takes_its_worker_along_when_stopped():
@@ -456,3 +463,24 @@ def test_a_rendezvous_without_a_route_to_the_fabric_is_this_hosts_own():
     assert w.own_network_failure("connect: No route to host") == ""
     assert w.own_network_failure("DistStoreError: wait timeout after 120000ms, keys: "
                                  "/default_pg/0//cpu//0/3") == ""
+
+
+def test_steps_are_appended_with_the_rank_and_a_time(tmp_path, monkeypatch):
+    from rdmaprov.collection import validate_launch as vl
+
+    assert w.STEPS_FILE == vl.STEPS_FILE  # the worker writes what the launch fetches
+    monkeypatch.setenv("RDMAPROV_WORKER_RC_DIR", str(tmp_path))
+    monkeypatch.setenv("RANK", "3")
+    before = time.time()
+    w.progress("all_reduce of\n65536 bytes")
+    w._record_exit(1)
+    lines = (tmp_path / w.STEPS_FILE).read_text().splitlines()
+    assert [ln.split(" ", 1)[1] for ln in lines] == ["rank3 all_reduce of 65536 bytes",
+                                                      "rank3 exit 1"]
+    assert all(before - 1 < float(ln.split(" ", 1)[0]) < time.time() + 1 for ln in lines)
+    monkeypatch.setattr(w, "_STEP_RANK", 5)  # the direct launcher's --rank, not torchrun's RANK
+    w.progress("barrier")
+    assert (tmp_path / w.STEPS_FILE).read_text().splitlines()[-1].endswith(" rank5 barrier")
+    monkeypatch.delenv("RDMAPROV_WORKER_RC_DIR")
+    w.progress("teardown")  # no directory: nothing written, nothing raised
+    assert len((tmp_path / w.STEPS_FILE).read_text().splitlines()) == 3
