@@ -62,6 +62,14 @@ class SilentHost:
         self.sock.close()
 
 
+def _default_sigint() -> None:
+    """Ctrl-C's default action in the child, as in a terminal's foreground job. A test run
+    started in the background of a non-interactive shell (`.ci/run &`) inherits SIGINT ignored,
+    and Python keeps an ignored SIGINT ignored: rdmaprov then rightly runs on (as a nohup'd run
+    must), and the test would judge the shell that started it, not rdmaprov."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture
 def silent_host():
     host = SilentHost()
@@ -83,7 +91,7 @@ def test_interrupt_stops_ansible_and_names_the_host(tmp_path: Path, silent_host:
     # terminal's Ctrl-C does (and reaches nothing that ansible-runner started).
     p = subprocess.Popen([sys.executable, "-m", "rdmaprov", "status", str(inv)], cwd=ROOT,
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
+                         start_new_session=True, preexec_fn=_default_sigint)
     try:
         assert silent_host.connected.wait(180), "ssh never reached the silent host"
         started = proctree.started_sessions(p.pid, "ansible-playbook")
