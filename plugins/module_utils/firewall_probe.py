@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import netcfg_firewall as nf
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import ssh_session
 
 SLURM_CONFS = ("/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf", "/usr/local/etc/slurm.conf")
@@ -50,6 +51,38 @@ def socket_owners():
                     name = (read(f"/proc/{pid}/comm") or "?").strip()
                 owners.setdefault(link[8:-1], name)
     return owners
+
+
+def port_holders(port, proc_net=None):
+    """The processes holding a TCP socket that listens on ``port`` (any address):
+    [{pid, name, cmdline}], what a new listener there would fail on with EADDRINUSE.
+    ``proc_net``: the /proc/net/tcp{,6} texts (read here when not given)."""
+    if proc_net is None:
+        proc_net = {k: read(f"/proc/net/{k}") or "" for k in ("tcp", "tcp6")}
+    inodes = {sock["inode"] for kind in ("tcp", "tcp6")
+              for sock in nf.parse_proc_net(kind, proc_net.get(kind, ""))
+              if sock["port"] == int(port)}
+    holders = []
+    if not inodes:
+        return holders
+    for pid in sorted(filter(str.isdigit, os.listdir("/proc")), key=int):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:[") and link[8:-1] in inodes:
+                cmdline = (read(f"/proc/{pid}/cmdline") or "").replace("\0", " ").strip()
+                holders.append({"pid": int(pid), "name": (read(f"/proc/{pid}/comm") or "?").strip(),
+                                "cmdline": cmdline})
+                break
+    if not holders:  # a socket of another user's process whose fds this user cannot read
+        holders.append({"pid": None, "name": "?", "cmdline": ""})
+    return holders
 
 
 def probe(table, policy):

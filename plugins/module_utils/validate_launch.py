@@ -101,6 +101,28 @@ def rendezvous_address(members, master_addr, master_vars):
                      f"{master_vars.get('own_addr_from')}; set nccl_validate_master_addr")
 
 
+def rendezvous_port_problem(port, holders, remote_dir):
+    """Why the rendezvous host cannot listen on ``port``, or '': another program listens there
+    (torchrun's store would fail with EADDRINUSE seconds into the launch, in torch's words).
+    ``holders``: module_utils/firewall_probe.port_holders. A launch of an earlier, interrupted
+    run of ours (its argv runs ``remote_dir``/bin/worker.py) is not one: the run removes it."""
+    ours = f"{remote_dir}/bin/worker.py"
+    others = [h for h in holders or [] if ours not in (h.get("cmdline") or "")]
+    if not others:
+        return ""
+    who = "; ".join(
+        f"{h.get('name') or '?'} (pid {h['pid']}: {_clip(h.get('cmdline') or '', 80)})"
+        if h.get("pid") else "a process this user cannot see" for h in others)
+    return (f"the rendezvous port {port} is already in use on this host by {who}: stop it, "
+            "or set nccl_validate_master_port to a free port (and open that one: "
+            "firewall_rendezvous_ports)")
+
+
+def _clip(text, width):
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
 # --- the host's rdma-core, mounted into an image that lacks it ---------------------------------
 
 def host_rdma_mounts(rdma):

@@ -42,6 +42,15 @@ options:
     description: The host's NCCL settings file (nccl_env's), read for the intended settings in RV(cdi).
     type: str
     default: /etc/nccl.conf
+  rendezvous_port:
+    description:
+      - On the rendezvous host, its port; RV(rendezvous_port) then says whether another program
+        listens there.
+    type: int
+  remote_dir:
+    description: The role's directory on the host (its own leftover launch is told apart by it).
+    type: str
+    default: /var/tmp/rdmaprov-validate
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -103,6 +112,13 @@ routes:
   description: Per target, {address, source, error}; error is null when there is a route.
   returned: always
   type: dict
+rendezvous_port:
+  description:
+    - "With O(rendezvous_port): {port, holders, problem}: the processes listening on it
+      ([{pid, name, cmdline}]) and, when one is not an earlier launch of ours, why the launch
+      cannot listen there ('' when it can)."
+  returned: when O(rendezvous_port) is given
+  type: dict
 """
 
 import fcntl
@@ -116,7 +132,9 @@ import sysconfig
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import cdi_spec
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import container_runtime_probe as crp
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import firewall_probe
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import ssh_session
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import validate_launch
 
 SIOCGIFADDR = 0x8915
 
@@ -213,7 +231,9 @@ def main():
                        "targets": {"type": "list", "elements": "str", "default": []},
                        "local_address": {"type": "str"},
                        "cdi_spec": {"type": "str"},
-                       "nccl_conf": {"type": "str", "default": "/etc/nccl.conf"}},
+                       "nccl_conf": {"type": "str", "default": "/etc/nccl.conf"},
+                       "rendezvous_port": {"type": "int"},
+                       "remote_dir": {"type": "str", "default": "/var/tmp/rdmaprov-validate"}},
         supports_check_mode=True)
     addrs = addresses()
     local = module.params["local_address"]
@@ -222,6 +242,13 @@ def main():
     extra = {}
     if module.params["cdi_spec"]:
         extra["cdi"] = cdi_of(module.params["cdi_spec"], engine, module.params["nccl_conf"])
+    port = module.params["rendezvous_port"]
+    if port is not None:
+        holders = firewall_probe.port_holders(port)
+        extra["rendezvous_port"] = {
+            "port": port, "holders": holders,
+            "problem": validate_launch.rendezvous_port_problem(port, holders,
+                                                              module.params["remote_dir"])}
     module.exit_json(
         changed=False,
         engine=engine,

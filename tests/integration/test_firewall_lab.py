@@ -60,11 +60,18 @@ def env(lab, tmp_path_factory):
     for node, pkg in (("node1", "isc-dhcp-client"), ("node2", "firewalld"), ("node3", "ufw")):
         lab.exec(node, ["sh", "-c", "apt-get -q update >/dev/null && DEBIAN_FRONTEND="
                         f"noninteractive apt-get -q -y --no-install-recommends install {pkg}"])
-    return {"lab": lab, "colls": colls, "tmp": tmp_path_factory.mktemp("vars"),
-            # The role's own rollback timing (45 s): a shorter one was seen to fire on this
-            # busy 2-core machine before Ansible's reconnect got through (and roll back, right).
-            "base": {"firewall_cluster_subnets": subnets},
-            "addr": lab.addresses, "host": state.subnet.rsplit(".", 1)[0] + ".1"}
+    yield {"lab": lab, "colls": colls, "tmp": tmp_path_factory.mktemp("vars"),
+           # The role's own rollback timing (45 s): a shorter one was seen to fire on this
+           # busy 2-core machine before Ansible's reconnect got through (and roll back, right).
+           "base": {"firewall_cluster_subnets": subnets},
+           "addr": lab.addresses, "host": state.subnet.rsplit(".", 1)[0] + ".1"}
+    # The lab is the session's: the next modules get nodes without this module's listeners (a
+    # python3 left on 29500 made a later one-host validation fail with EADDRINUSE) or firewalls.
+    for node in ("node1", "node2", "node3"):
+        lab.exec(node, ["sh", "-c", "systemctl stop 'fw-*'; systemctl reset-failed 'fw-*'; "
+                        "ip link del fwdhcp0 2>/dev/null; true"], check=False)
+    lab.exec("node2", ["systemctl", "disable", "--now", "firewalld"], check=False)
+    lab.exec("node3", ["sh", "-c", "ufw --force reset >/dev/null; ufw disable"], check=False)
 
 
 def play(env, node: str, extra: dict | None = None, *args: str) -> subprocess.CompletedProcess:

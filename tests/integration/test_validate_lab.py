@@ -114,6 +114,33 @@ def test_unreachable_rendezvous_is_one_line_per_host(lab, tmp_path: Path) -> Non
         assert nobody in h["reasons"][0] or "not launched" in h["reasons"][0]
 
 
+def test_rendezvous_port_held_by_another_program_is_named_before_launch(lab, tmp_path) -> None:
+    # A program that is not rdmaprov on the rendezvous host's port (a notebook, another user's
+    # torchrun): the preflight names it, instead of torch's EADDRINUSE a few seconds in.
+    master = lab.nodes[0]
+    squat = ("import socket,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, "
+             "socket.SO_REUSEADDR, 1); s.bind(('0.0.0.0', 29500)); s.listen(); time.sleep(900)")
+    lab.exec(master, ["systemd-run", "--unit=rdzv-squatter", "python3", "-c", squat])
+    try:
+        lab.exec(master, ["sh", "-c", "for i in $(seq 100); do ss -H -lnt 'sport = :29500' | "
+                          "grep -q . && exit 0; sleep 0.1; done; exit 1"])
+        pid = lab.exec(master, ["systemctl", "show", "-P", "MainPID", "rdzv-squatter"]).stdout
+        code, report = _validate(lab, tmp_path, HOST_RUNTIME)
+    finally:
+        lab.exec(master, ["systemctl", "stop", "rdzv-squatter"], check=False)
+    assert code == 2, report
+    reasons = {h["host"]: h["reasons"] for h in report["hosts"]}
+    assert reasons[master] == [
+        f"the rendezvous port 29500 is already in use on this host by python3 (pid "
+        f"{pid.strip()}: {('/usr/bin/python3 -c ' + squat)[:79]}\u2026): stop it, or set "
+        "nccl_validate_master_port "
+        "to a free port (and open that one: firewall_rendezvous_ports)"], reasons
+    for peer in lab.nodes[1:]:
+        assert reasons[peer] == [f"not launched: {master} failed the preflight"], reasons
+    assert not (tmp_path / "results/fabric").exists() or not list(
+        (tmp_path / "results/fabric").glob("*/result.json")), "launched anyway"
+
+
 def test_missing_engine_and_bad_image(lab, tmp_path: Path) -> None:
     no_engine = {**HOST_RUNTIME, "nccl_validate_runtime": "container",
                  "nccl_validate_engine": "docker"}

@@ -382,3 +382,31 @@ def test_steps_summary_of_nothing_is_empty():
     assert vl.steps_summary("") == "" and vl.steps_summary(None) == ""
     # Without the launch's start (a worker run by hand) the steps carry no times.
     assert vl.steps_summary("5 rank0 barrier\n") == "rank0: last step 'barrier'"
+
+
+# --- the rendezvous port: another program listening there fails the launch ---------------------
+
+def test_port_held_by_another_program_is_named_with_what_to_do() -> None:
+    holders = [{"pid": 812, "name": "python3", "cmdline": "python3 -c import socket; s.bind(...)"}]
+    msg = vl.rendezvous_port_problem(29500, holders, "/var/tmp/rdmaprov-validate")
+    assert msg.startswith("the rendezvous port 29500 is already in use on this host by python3 "
+                          "(pid 812: python3 -c import socket; s.bind(...)): ")
+    assert "nccl_validate_master_port" in msg and "firewall_rendezvous_ports" in msg
+
+
+def test_port_free_or_held_by_our_own_earlier_launch_is_no_problem() -> None:
+    ours = {"pid": 9, "name": "python3", "cmdline": "/usr/bin/python3 -m torch.distributed.run "
+            "--nnodes=1 /var/tmp/rdmaprov-validate/bin/worker.py --max-bytes 4M"}
+    assert vl.rendezvous_port_problem(29500, [], "/var/tmp/rdmaprov-validate") == ""
+    assert vl.rendezvous_port_problem(29500, [ours], "/var/tmp/rdmaprov-validate") == ""
+    # Another directory's worker is not ours (another checkout, another user's run).
+    assert "pid 9" in vl.rendezvous_port_problem(29500, [ours], "/srv/rdmaprov")
+
+
+def test_port_holder_hidden_and_long_command_lines() -> None:
+    hidden = vl.rendezvous_port_problem(29500, [{"pid": None, "name": "?", "cmdline": ""}], "/x")
+    assert "by a process this user cannot see:" in hidden
+    long = vl.rendezvous_port_problem(
+        29500, [{"pid": 1, "name": "java", "cmdline": "java " + "-Dx=y " * 40}], "/x")
+    cmd = long.split("(pid 1: ", 1)[1].split("):", 1)[0]
+    assert len(cmd) == 80 and cmd.endswith("\u2026")
