@@ -106,9 +106,11 @@ case "${1:-}" in
   setup) setup ;;
   demo)
     setup
-    "$VENV/bin/rdmaprov" lab up --nodes "${RDMAPROV_DEMO_NODES:-3}"
+    # lab up prints its inventory's path (the lab's name and state directory may come from
+    # RDMAPROV_LAB_NAME / RDMAPROV_LAB_DIR): bootstrap that one.
+    inv=$("$VENV/bin/rdmaprov" lab up --nodes "${RDMAPROV_DEMO_NODES:-3}")
     rc=0
-    "$VENV/bin/rdmaprov" bootstrap /var/lib/rdmaprov/lab/lab/inventory.ini || rc=$?
+    "$VENV/bin/rdmaprov" bootstrap "$inv" || rc=$?
     # rdmaprov lives in the venv, not on PATH: say how to reach it for the README's next steps.
     bin=$(cd "$VENV/bin" && pwd)
     cat >&2 <<EOT
@@ -116,7 +118,7 @@ case "${1:-}" in
 run.sh: rdmaprov is installed in $bin. To use it as the README shows:
   export PATH="$bin:\$PATH"
   rdmaprov lab status
-  rdmaprov status /var/lib/rdmaprov/lab/lab/inventory.ini
+  rdmaprov status $inv
   rdmaprov lab down
 EOT
     exit "$rc"
