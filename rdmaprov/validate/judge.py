@@ -595,9 +595,14 @@ def _used_devices(run_dir: Path, host: str) -> set[str] | None:
 
 
 # ----- per rail: ib_write_bw per HCA port (rdmaprov.parsers.perftest), judged once -----------
-# DIR/rails/<host>/<hca>.port<N>.log   ib_write_bw's output on <host>'s side of that rail
-# DIR/rails/<host>/skipped             why <host> has no rail round (one HCA, or none)
-_RAIL_FILE = re.compile(r"^(?P<hca>[A-Za-z0-9_]{1,64})\.port(?P<port>[0-9]{1,3})\.log$")
+# DIR/rails/<host>/<hca>.port<N>.round<R>.log  ib_write_bw's output of that rail's pair in round
+#                                             R, on both ends (rounds.rail_file; the fabric
+#                                             document's "rails" names each round's two ends)
+# DIR/rails/<host>/<hca>.port<N>.log           the layout before: one file per rail, judged alone
+# DIR/rails/<host>/skipped                     why <host> has no rail round (one HCA, or none)
+# Keep in sync with rounds.rail_file (what the worker writes).
+_RAIL_FILE = re.compile(r"^(?P<hca>[A-Za-z0-9_]{1,64})\.port(?P<port>[0-9]{1,3})"
+                        r"(?:\.round(?P<round>[0-9]{1,3}))?\.log$")
 
 
 def _port_rate(ports: list[dict[str, Any]] | None, hca: str, port: int) -> float | None:
@@ -625,18 +630,46 @@ def _rail_exit(lines: list[str]) -> str | None:
     return None
 
 
+def _rail_partners(fabric: Run) -> dict[tuple[str, int, str], tuple[str, str]]:
+    """(host, round, "hca:port") -> (the other end's host, its "hca:port"), from the fabric
+    document's rail summary (worker.rail_round: each round's client and server, by node rank;
+    by hostname in a document without them, where that name is no other host's)."""
+    out: dict[tuple[str, int, str], tuple[str, str]] = {}
+    rails = ((fabric.doc or {}).get("rails") or {}).get("rails") or []
+    known = fabric.hosts
+    for e in rails if isinstance(rails, list) else []:
+        if not isinstance(e, dict) or not isinstance(e.get("round"), int):
+            continue
+        nodes = e.get("nodes")
+        client: str | None
+        server: str | None
+        if (isinstance(nodes, list) and len(nodes) == 2
+                and all(isinstance(n, int) and 0 <= n < len(known) for n in nodes)):
+            client, server = (known[n] for n in nodes)
+        else:
+            client, server = (fabric.inventory_name(str(e.get(k))) for k in ("client", "server"))
+        cp, sp = e.get("client_port"), e.get("server_port")
+        if not (client and server and isinstance(cp, str) and isinstance(sp, str)):
+            continue
+        out[(client, e["round"], cp)] = (server, sp)
+        out[(server, e["round"], sp)] = (client, cp)
+    return out
+
+
 def judge_rails(rails_dir: Path, fabric: Run, rows: dict[str, HostResult],
                 policy: V.Policy) -> V.Check | None:
     """The rail round's check (None when the run had none): each rail's ib_write_bw figure
-    against its own port's rate (verdict.rail_check, the one rule); a bad rail fails its host
-    and is named by host, HCA and port, even when the fabric's mean passes."""
+    against its own port's rate (verdict.rail_check), each end weighed against all its partners
+    (verdict.rail_blame, the one rule): a bad rail fails its host and is named by host, HCA and
+    port, even when the fabric's mean passes; its healthy partner gets a note, not a failure."""
     if not rails_dir.is_dir():
         return None
     from rdmaprov.parsers.perftest import parse_perftest
 
-    bad: list[str] = []
-    judged = 0
+    missing: list[str] = []
+    figures: list[V.RailFigure] = []
     skipped: list[str] = []
+    partners = _rail_partners(fabric)
     for h in fabric.hosts:
         d = rails_dir / h
         why = _read_text(d / "skipped")
@@ -647,27 +680,43 @@ def judge_rails(rails_dir: Path, fabric: Run, rows: dict[str, HostResult],
         logs = [(f, m) for f in files if (m := _RAIL_FILE.match(f.name)) is not None]
         if not logs:
             rows[h].fail("rail round: no ib_write_bw output and no reason it was skipped")
-            bad.append(f"{h}: no rail output")
+            missing.append(f"{h}: no rail output")
             continue
         ports = fabric.files[h].ports_before
         for f, m in logs:
             hca, port = m["hca"], int(m["port"])
+            rnd = int(m["round"]) if m["round"] is not None else None
+            partner, partner_rail = (partners.get((h, rnd, f"{hca}:{port}"), (None, None))
+                                     if rnd is not None else (None, None))
             lines = (_read_text(f) or "").splitlines()
             rep = parse_perftest(lines)
-            c = V.rail_check(h, hca, port, rep.bw_avg_gbps, _port_rate(ports, hca, port),
-                             policy.rail_fraction, "Bidirectional" in (rep.test or ""),
-                             _rail_exit(lines))
-            judged += 1
-            if c.status == V.FAIL:
-                rows[h].fail(c.reason)
-                bad.append(c.reason)
-    if bad:
-        return V.Check("rails", V.FAIL, f"{len(bad)} of {judged} rails below "
-                       f"{policy.rail_fraction:g} x their port's rate: " + "; ".join(bad))
-    if judged:
+            figures.append(V.rail_figure(
+                h, hca, port, rep.bw_avg_gbps, _port_rate(ports, hca, port),
+                policy.rail_fraction, "Bidirectional" in (rep.test or ""), _rail_exit(lines),
+                partner, partner_rail, rnd))
+    blame = V.rail_blame(figures)
+    bad = list(missing)
+    for h, reasons in blame.failed.items():
+        for reason in reasons:
+            rows[h].fail(reason)
+            bad.append(reason)
+    for h, notes in blame.notes.items():
+        for note in notes:
+            if note not in rows[h].warnings:
+                rows[h].warnings.append(note)
+    if bad or blame.unexplained:
+        parts = []
+        if bad:
+            parts.append(f"{blame.bad + len(missing)} of {blame.rails} rails below "
+                         f"{policy.rail_fraction:g} x their port's rate: " + "; ".join(bad))
+        if blame.unexplained:
+            parts.append("low rail pairs no single end is failed for: "
+                         + "; ".join(blame.unexplained))
+        return V.Check("rails", V.FAIL, "; ".join(parts))
+    if blame.rails:
         extra = f" ({len(skipped)} hosts without a rail round)" if skipped else ""
-        return V.Check("rails", V.PASS, f"{judged} rails >= {policy.rail_fraction:g} x their "
-                       f"port's rate{extra}")
+        return V.Check("rails", V.PASS, f"{blame.rails} rails >= {policy.rail_fraction:g} x "
+                       f"their port's rate{extra}")
     return V.Check("rails", V.SKIP, "no rail round: " + "; ".join(skipped)
                    if skipped else "no rail output")
 

@@ -365,6 +365,13 @@ def rail_argv(hca: str, port: int, rail: int, server_addr: str | None = None,
     return argv
 
 
-def rail_file(hca: str, port: int) -> str:
-    """The client's output file under DIR/rails/<host>/ (the judge's _RAIL_FILE)."""
-    return f"{hca}.port{int(port)}.log"
+def rail_file(hca: str, port: int, round_: int | None = None) -> str:
+    """A rail's figure under DIR/rails/<host>/, one file per rail and round on BOTH ends of the
+    pair (the client's own ib_write_bw output; on the server, a header line and the client's
+    output): ``<hca>.port<N>.round<R>.log``. A figure belongs to both ends, and each host keeps
+    every figure it took part in, so the judge weighs each end against all its partners
+    (verdict.rail_blame). Without a round: the layout before (one file per rail, the judge
+    still reads it). Keep in sync with the judge's _RAIL_FILE (judge.py)."""
+    if round_ is None:
+        return f"{hca}.port{int(port)}.log"
+    return f"{hca}.port{int(port)}.round{int(round_)}.log"

@@ -469,3 +469,189 @@ def rail_check(host: str, hca: str, port: int, measured_gbps: float | None,
     return Check(f"rail {where}", PASS if ok else FAIL,
                  f"rail {where}: ib_write_bw {measured_gbps:g} Gb/s "
                  f"{'>=' if ok else '<'} {fraction:g} x {line:g} Gb/s port rate")
+
+
+# ----- rails: each end against all its partners (the rail round's blame rule) -----------------
+# A rail's ib_write_bw figure belongs to both ends of its pair (rounds.rail_plan: each host meets
+# up to two partners on a ring, rounds.rail_file: each end keeps every figure it took part in),
+# so a low figure alone does not say which end is bad. The rule, per rail (host, HCA, port):
+# - below the bar with every partner it had, and 2 partners or more: that rail FAILS, named by
+#   host, HCA and port; its partners are not failed for it (a note on each: its pair with this
+#   rail was low because of the other end). Unless every partner is in the same state: a ring of
+#   low pairs (every second host bad, or all) cannot tell which ends are bad, and naming them all
+#   would fail healthy hosts; it is left unexplained (the run fails, no host is named).
+# - a low figure whose other end fails by the rule above: blamed on that end only (a note here).
+# - fine with another partner: this rail is healthy; a low pair with an end that is not failed
+#   either (a one-partner end) is that end's, or the path between them when both are fine
+#   elsewhere: the run fails on it as an unexplained pair, no host is failed.
+# - one partner only (2 hosts with several HCA ports, the ends of an odd ring) and low with it:
+#   the two ends cannot be told apart. As the fabric's pair rounds do for a 2-host run and for a
+#   host slow with one good partner (rounds.blame, judge.blame_pairs: "never on one data point",
+#   the pair is "unexplained"), neither host is failed (nor drained), each gets a warning, and the
+#   run fails on the pair: "one of A mlx5_3:1 / B mlx5_3:1, not told apart with one partner".
+# - a figure that is no measurement (ib_write_bw did not run or exited non-zero, no bandwidth in
+#   its output, the port's rate unknown): rail_check's failure of the host whose file it is, as
+#   before, whatever its partners show; a figure without a known partner (the layout before the
+#   round was in the file's name) is judged alone, as before.
+RailKey = tuple[str, str, int]  # (host, hca, port)
+
+
+@dataclass(frozen=True)
+class RailFigure:
+    """One end's view of one rail figure: ``host``'s ``hca`` port ``port`` in round ``round``,
+    its rail_check, and the other end (``partner``'s ``partner_rail`` "hca:port"; None when not
+    known)."""
+
+    host: str
+    hca: str
+    port: int
+    check: Check
+    measured: bool  # a figure weighed against a known rate (False: rail_check failed it unread)
+    gbps: float | None = None
+    partner: str | None = None
+    partner_rail: str | None = None
+    round: int | None = None
+    bar: str = ""  # "0.9 x 100 Gb/s port rate": what the figure was weighed against
+
+    @property
+    def key(self) -> RailKey:
+        return (self.host, self.hca, int(self.port))
+
+    @property
+    def partner_key(self) -> RailKey | None:
+        if self.partner is None or not self.partner_rail or ":" not in self.partner_rail:
+            return None
+        hca, _, port = self.partner_rail.rpartition(":")
+        return (self.partner, hca, int(port)) if port.isdecimal() else None
+
+    @property
+    def low(self) -> bool:
+        return self.measured and self.check.status == FAIL
+
+
+def rail_figure(host: str, hca: str, port: int, measured_gbps: float | None,
+                rate_gbps: float | None, fraction: float = DEFAULT_RAIL_FRACTION,
+                bidirectional: bool = False, failed: str | None = None,
+                partner: str | None = None, partner_rail: str | None = None,
+                round_: int | None = None) -> RailFigure:
+    """rail_check's verdict on one end's figure, with the pair it came from."""
+    check = rail_check(host, hca, port, measured_gbps, rate_gbps, fraction, bidirectional,
+                       failed)
+    line = (2 * rate_gbps if bidirectional else rate_gbps) if rate_gbps else None
+    return RailFigure(host, hca, int(port), check,
+                      failed is None and measured_gbps is not None and bool(rate_gbps),
+                      measured_gbps, partner, partner_rail, round_,
+                      f"{fraction:g} x {line:g} Gb/s port rate" if line else "")
+
+
+@dataclass
+class RailBlame:
+    failed: dict[str, list[str]] = field(default_factory=dict)  # host -> its failing rails
+    notes: dict[str, list[str]] = field(default_factory=dict)  # host -> warnings, not failing
+    unexplained: list[str] = field(default_factory=list)  # low pairs no end is failed for
+    rails: int = 0  # rails judged: (host, hca, port)
+    bad: int = 0  # rails failed
+
+    def _add(self, book: dict[str, list[str]], host: str, line: str) -> None:
+        lines = book.setdefault(host, [])
+        if line not in lines:
+            lines.append(line)
+
+
+def _rail_name(k: RailKey) -> str:
+    return f"{k[0]} {k[1]}:{k[2]}"
+
+
+def _figure_text(f: RailFigure) -> str:
+    rnd = f" round {f.round}" if f.round is not None else ""
+    return f"{f.gbps:g} Gb/s with {f.partner} {f.partner_rail}{rnd}"
+
+
+def rail_blame(figures: Iterable[RailFigure]) -> RailBlame:
+    """The rule above over every rail figure of a run (each end's files)."""
+    by: dict[RailKey, list[RailFigure]] = {}
+    for f in figures:
+        by.setdefault(f.key, []).append(f)
+    out = RailBlame(rails=len(by))
+
+    def paired(k: RailKey) -> list[RailFigure]:
+        return [f for f in by.get(k, ()) if f.measured and f.partner_key is not None]
+
+    def partners(k: RailKey) -> set[RailKey]:
+        return {p for f in paired(k) if (p := f.partner_key) is not None}
+
+    def low_everywhere(k: RailKey) -> bool:  # below the bar with every partner, 2 or more
+        fs = paired(k)
+        return bool(fs) and all(f.low for f in fs) and len(partners(k)) >= 2
+
+    def fine(k: RailKey) -> bool:  # above the bar with some partner
+        return any(not f.low for f in paired(k))
+
+    candidates = {k for k in by if low_everywhere(k)}
+    failing = {k for k in candidates if not partners(k) <= candidates}
+    failed_rails: set[RailKey] = set()
+    seen: set[tuple[frozenset[RailKey], int | None]] = set()
+    for k, fs in by.items():
+        host = k[0]
+        for f in fs:
+            # No measurement, or a figure without its pair: judged alone, as before.
+            if f.check.status == FAIL and (not f.measured or f.partner_key is None):
+                out._add(out.failed, host, f.check.reason)
+                failed_rails.add(k)
+        if k in failing:
+            low = "; ".join(_figure_text(f) for f in paired(k))
+            out._add(out.failed, host, f"rail {host} {k[1]} port {k[2]}: below the bar with "
+                     f"every partner ({low}; < {paired(k)[0].bar})")
+            failed_rails.add(k)
+            continue
+        for f in paired(k):
+            q = f.partner_key
+            if not f.low or q is None:
+                continue
+            pair = (frozenset((k, q)), f.round)
+            if q in failing:
+                out._add(out.notes, host, f"rail {host} {k[1]} port {k[2]}: its pair with "
+                         f"{_rail_name(q)}{_round_text(f)} was low ({f.gbps:g} Gb/s) because "
+                         f"of the other end (below the bar with every partner)")
+            elif fine(k):
+                out._add(out.notes, host, f"rail {host} {k[1]} port {k[2]}: its pair with "
+                         f"{_rail_name(q)}{_round_text(f)} was low ({f.gbps:g} Gb/s); this end "
+                         "is fine with another partner")
+                if fine(q) and pair not in seen:
+                    seen.add(pair)
+                    out.unexplained.append(
+                        f"{_rail_name(k)} + {_rail_name(q)}{_round_text(f)} {f.gbps:g} Gb/s: "
+                        "low though both ends are fine with other partners (the path between "
+                        "them)")
+                elif q not in by and pair not in seen:
+                    seen.add(pair)
+                    out.unexplained.append(
+                        f"{_rail_name(k)} + {_rail_name(q)}{_round_text(f)} {f.gbps:g} Gb/s: "
+                        f"low, and {q[0]}'s side of it is not in the results")
+            elif k in candidates:
+                if pair not in seen:
+                    seen.add(pair)
+                    out.unexplained.append(
+                        f"{_rail_name(k)} + {_rail_name(q)}{_round_text(f)} {f.gbps:g} Gb/s: "
+                        "low, and so is every pair of both ends: which ends are bad is not "
+                        "told apart")
+                out._add(out.notes, host, f"rail {host} {k[1]} port {k[2]}: below the bar "
+                         "with every partner, whose rails are all low too: not told apart")
+            else:
+                # One partner only, low with it: the two ends are not told apart.
+                hint = (f"; {_rail_name(q)} is fine with another partner"
+                        if fine(q) else "")
+                if pair not in seen:
+                    seen.add(pair)
+                    out.unexplained.append(
+                        f"one of {_rail_name(k)} / {_rail_name(q)}, not told apart with one "
+                        f"partner ({f.gbps:g} Gb/s{_round_text(f)}{hint})")
+                out._add(out.notes, host, f"rail {host} {k[1]} port {k[2]}: low with its one "
+                         f"partner {_rail_name(q)}{_round_text(f)} ({f.gbps:g} Gb/s): one of "
+                         "the two ends, not told apart with one partner")
+    out.bad = len(failed_rails)
+    return out
+
+
+def _round_text(f: RailFigure) -> str:
+    return f" in round {f.round}" if f.round is not None else ""

@@ -724,6 +724,9 @@ def pair_rounds(ctx: _Ctx, args: argparse.Namespace, ranks: list[dict[str, Any]]
 # servers start and listen, a barrier, the clients run (all rails of a pair at once, each on its
 # own TCP port), and the clients' outputs are gathered so that the server side keeps the same
 # figure under its own HCA's name: a rail's ib_write_bw figure is the figure of both its ends.
+# Each end keeps every figure it took part in, one file per rail and round (rounds.rail_file:
+# <hca>.port<N>.round<R>.log); the summary names each round's two ends (hostnames and node
+# ranks), so the judge weighs each end against all its partners (verdict.rail_blame).
 
 _RAIL_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")  # what the judge reads back (judge._RAIL_FILE)
 RAIL_START_S = 15.0  # a server not listening by then: its client fails, and its output says so
@@ -830,8 +833,9 @@ def _tail(path: str) -> str:
 def rail_round(ctx: _Ctx, args: argparse.Namespace, ranks: list[dict[str, Any]],
                rails_dir: str) -> dict[str, Any]:
     """Run rounds.rail_plan's rounds (<= 2) and leave, in ``rails_dir`` on each host, one
-    ``<hca>.port<N>.log`` per rail of its (ib_write_bw's output, the judge's figure) or a
-    ``skipped`` file with the plan's reason. Returns the summary for the document."""
+    ``<hca>.port<N>.round<R>.log`` per rail and round it took part in (rounds.rail_file: the
+    client's ib_write_bw output on both ends, the judge's figure) or a ``skipped`` file with the
+    plan's reason. Returns the summary for the document."""
     R = _rounds()
     hosts, host_ranks, hostname = _hosts_of(ranks)
     first = {h: min(rs) for h, rs in host_ranks.items()}
@@ -888,7 +892,7 @@ def rail_round(ctx: _Ctx, args: argparse.Namespace, ranks: list[dict[str, Any]],
             for k, ((hca, port), (peer_hca, peer_port)) in enumerate(call.rails):
                 if not _RAIL_NAME.match(hca) or not _RAIL_NAME.match(peer_hca):
                     continue
-                out = os.path.join(rails_dir, R.rail_file(hca, port))
+                out = os.path.join(rails_dir, R.rail_file(hca, port, number))
                 t0 = time.monotonic()
                 server_addr = addr.get(call.server)
                 if not server_addr:  # never a default address: it could reach a local server
@@ -906,14 +910,17 @@ def rail_round(ctx: _Ctx, args: argparse.Namespace, ranks: list[dict[str, Any]],
                 rc = _finish(started, until)
                 done.append({"round": number, "rail": k, "client": hostname[me],
                              "server": hostname[call.server], "node": me,
-                             "server_node": call.server, "client_port": f"{hca}:{port}",
+                             "server_node": call.server,
+                             # node ranks (client, server): the judge's inventory names
+                             "nodes": [int(me[4:]), int(call.server[4:])],
+                             "client_port": f"{hca}:{port}",
                              "server_port": f"{peer_hca}:{peer_port}",
                              "rc": rc, "seconds": round(time.monotonic() - t0, 3),
                              "text": _tail(out)})
         progress(f"rail round {number}: servers end")
         # The server side: its own processes end with their client (or are killed), and it
-        # keeps the client's output under its own HCA's name unless it measured that port as a
-        # client itself (its own figure first).
+        # keeps the client's output under its own HCA's name and the round's (a host is in one
+        # pair a round, so this never meets a file of its own client's).
         until = time.monotonic() + R.RAIL_SECONDS + RAIL_GRACE_S
         for _, _, _, started in servers:
             _finish(started, until)
@@ -921,9 +928,7 @@ def rail_round(ctx: _Ctx, args: argparse.Namespace, ranks: list[dict[str, Any]],
         if serve is not None:
             for k, hca, port, _ in servers:
                 e = next((e for e in got if e["node"] == serve.client and e["rail"] == k), None)
-                path = os.path.join(rails_dir, R.rail_file(hca, port))
-                if os.path.exists(path):
-                    continue
+                path = os.path.join(rails_dir, R.rail_file(hca, port, number))
                 with open(path, "w") as f:
                     f.write(f"rdmaprov: server side of the rail {serve.rails[k][0][0]}:"
                             f"{serve.rails[k][0][1]} on {hostname[serve.client]} -> "

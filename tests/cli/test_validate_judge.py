@@ -881,3 +881,94 @@ def test_a_rail_whose_ib_write_bw_failed_is_never_a_pass_whatever_its_table(tmp_
         good + "\nrdmaprov: ib_write_bw exit status killed: no end within its time\n")
     rc, out = judge(tmp_path, capsys=capsys)
     assert rc == 2 and "ib_write_bw failed (killed: no end within its time)" in out
+
+
+def ring_rails(results: Path, hosts: list[str], bad: set[str], hca: str = "mlx5_0") -> dict:
+    """The rail round of rounds.rail_plan over ``hosts`` as worker.rail_round leaves it: per
+    rail and round, rounds.rail_file on both ends (the client's output; on the server the header
+    line and the client's output), and the document's summary naming each round's two ends. A
+    pair with an end in ``bad`` is SLOW_RAIL, else GOOD_RAIL. Returns the summary."""
+    from rdmaprov.validate import rounds as R
+
+    ports = {h: [{"device": hca, "port": 1, "state": "4: ACTIVE"},
+                 {"device": "mlx5_9", "port": 1, "state": "4: ACTIVE"}] for h in hosts}
+    entries = []
+    for number, pairs in enumerate(R.rail_plan(hosts, ports).rounds, 1):
+        for p in pairs:
+            src = SLOW_RAIL if bad & {p.client, p.server} else GOOD_RAIL
+            text = src.read_text() + f"\n{worker.RAIL_EXIT} 0\n"
+            for h in (p.client, p.server):
+                (results / "rails" / h).mkdir(parents=True, exist_ok=True)
+            (results / "rails" / p.client / R.rail_file(hca, 1, number)).write_text(text)
+            (results / "rails" / p.server / R.rail_file(hca, 1, number)).write_text(
+                f"rdmaprov: server side of the rail {hca}:1 on {p.client} -> {hca}:1 here; "
+                "the client's output follows\n" + text)
+            entries.append({"round": number, "rail": 0, "client": p.client, "server": p.server,
+                            "nodes": [hosts.index(p.client), hosts.index(p.server)],
+                            "client_port": f"{hca}:1", "server_port": f"{hca}:1", "rc": 0,
+                            "seconds": 5.1})
+    return {"ran": True, "rounds": 2, "rails": entries, "skipped": {}}
+
+
+def test_a_bad_rail_fails_its_host_only_not_the_healthy_partner(tmp_path: Path, capsys) -> None:
+    """Ring a-b-c-d (round 1 a-b, c-d; round 2 b-c, d-a), c's mlx5_0 bad: its pairs with b and d
+    are low. Only c is failed (host, HCA, port named); b and d, fine with a, get a note."""
+    roce = SYSFS / "roce"  # mlx5_0 ACTIVE 100 GbE
+    names = ["a", "b", "c", "d"]
+    doc = worker_doc(names, 11.5)
+    doc["rails"] = ring_rails(tmp_path, names, {"c"})
+    make_run(tmp_path, "fabric", {h: (roce, ROCE_LOG) for h in names}, doc)
+    rc, out = judge(tmp_path, capsys=capsys)
+    assert rc == 2, out
+    assert "rail c mlx5_0 port 1: below the bar with every partner" in out
+    report = json_report(tmp_path, capsys=capsys)
+    by = {h["host"]: h for h in report["hosts"]}
+    assert [h for h in names if not by[h]["passed"]] == ["c"]
+    assert by["c"]["reasons"] == [
+        "rail c mlx5_0 port 1: below the bar with every partner (0.17 Gb/s with d mlx5_0:1 "
+        "round 1; 0.17 Gb/s with b mlx5_0:1 round 2; < 0.9 x 100 Gb/s port rate)"]
+    for h in ("b", "d"):
+        assert any("its pair with c mlx5_0:1" in w and "because of the other end" in w
+                   for w in by[h]["warnings"]), by[h]
+    assert not any("rail" in w for w in by["a"].get("warnings") or [])
+    [chk] = [c for c in report["checks"] if c["name"] == "rails"]
+    assert chk["status"] == "fail" and chk["reason"].startswith("1 of 4 rails below 0.9")
+    # The same figures in the layout before (one file per rail: each host's own client output;
+    # b's was its pair with c in round 2): judged alone, as before, and b fails with c.
+    for f in (tmp_path / "rails").glob("*/*.log"):
+        f.unlink()
+    client_round = {"a": 1, "c": 1, "b": 2, "d": 2}
+    for e in doc["rails"]["rails"]:
+        if e["round"] == client_round[e["client"]]:
+            src = SLOW_RAIL if "c" in (e["client"], e["server"]) else GOOD_RAIL
+            (tmp_path / "rails" / e["client"] / "mlx5_0.port1.log").write_text(src.read_text())
+    report = json_report(tmp_path, capsys=capsys)
+    assert sorted(h["host"] for h in report["hosts"] if not h["passed"]) == ["b", "c"]
+
+
+def test_two_hosts_a_low_rail_pair_fails_the_run_but_names_no_host(tmp_path: Path,
+                                                                   capsys) -> None:
+    """One partner each: the ends cannot be told apart (the fabric pair rounds' 2-host rule):
+    the run fails on the pair, no host is failed, both are warned."""
+    roce = SYSFS / "roce"
+    names = ["a", "b"]
+    doc = worker_doc(names, 11.5)
+    doc["rails"] = ring_rails(tmp_path, names, {"b"})
+    make_run(tmp_path, "fabric", {h: (roce, ROCE_LOG) for h in names}, doc)
+    rc, out = judge(tmp_path, capsys=capsys)
+    assert rc == 2, out
+    assert "one of a mlx5_0:1 / b mlx5_0:1, not told apart with one partner" in out
+    report = json_report(tmp_path, capsys=capsys)
+    assert all(h["passed"] for h in report["hosts"])
+    assert all(any("not told apart" in w for w in h["warnings"]) for h in report["hosts"])
+    [chk] = [c for c in report["checks"] if c["name"] == "rails"]
+    assert chk["status"] == "fail"
+    # Healthy: every rail passes on both ends, nothing noted.
+    shutil.rmtree(tmp_path / "rails")
+    doc["rails"] = ring_rails(tmp_path, names, set())
+    (tmp_path / "fabric" / "a" / "result.json").write_text(json.dumps(doc))
+    report = json_report(tmp_path, capsys=capsys)
+    assert report["passed"], report
+    [chk] = [c for c in report["checks"] if c["name"] == "rails"]
+    assert chk == {"name": "rails", "status": "pass",
+                   "reason": "2 rails >= 0.9 x their port's rate"}

@@ -241,3 +241,9 @@ def test_rail_argv_client_and_server():
     from rdmaprov.validate import judge as J
 
     assert J._RAIL_FILE.match(R.rail_file("mlx5_3", 1))  # the judge reads what is written
+    # One file per rail and round (both ends keep every figure); the layout before still read.
+    assert R.rail_file("mlx5_3", 1, 2) == "mlx5_3.port1.round2.log"
+    m = J._RAIL_FILE.match(R.rail_file("mlx5_3", 1, 2))
+    assert m and (m["hca"], m["port"], m["round"]) == ("mlx5_3", "1", "2")
+    assert J._RAIL_FILE.match(R.rail_file("mlx5_3", 1))["round"] is None
+    assert not J._RAIL_FILE.match("mlx5_3.port1.round2.server")  # the server's own output

@@ -348,3 +348,108 @@ def test_rail_rule_against_its_own_ports_rate():
     assert v.rail_check("n1", "mlx5_3", 1, 92.4, None).status == v.FAIL
     with pytest.raises(ValueError, match="rail_fraction"):
         v.Policy(rail_fraction=0)
+
+
+# ----- the rail round's blame: each end against all its partners (verdict.rail_blame) ---------
+def _ring_figures(hosts, bad, hcas=("mlx5_0", "mlx5_3"), good=92.4, low=40.0, rate=100.0):
+    """Each end's figures of the real rail plan (rounds.rail_plan) over ``hosts``: a pair is
+    ``low`` when one of its ends' rail is in ``bad`` ((host, hca)), else ``good``."""
+    from rdmaprov.validate import rounds as R
+
+    ports = {h: [{"device": d, "port": 1, "state": "4: ACTIVE"} for d in hcas] for h in hosts}
+    out = []
+    for number, pairs in enumerate(R.rail_plan(hosts, ports).rounds, 1):
+        for p in pairs:
+            for (hca, port), (peer_hca, peer_port) in p.rails:
+                bw = low if (p.client, hca) in bad or (p.server, peer_hca) in bad else good
+                out.append(v.rail_figure(p.client, hca, port, bw, rate, partner=p.server,
+                                         partner_rail=f"{peer_hca}:{peer_port}", round_=number))
+                out.append(v.rail_figure(p.server, peer_hca, peer_port, bw, rate,
+                                         partner=p.client, partner_rail=f"{hca}:{port}",
+                                         round_=number))
+    return out
+
+
+def test_rail_blame_ring_of_four_fails_only_the_bad_rails_host():
+    # Ring a-b-c-d: round 1 a-b, c-d; round 2 b-c, d-a. c's mlx5_3 is bad: its pairs with b
+    # (round 2) and d (round 1) are low; b and d are fine with their other partner.
+    b = v.rail_blame(_ring_figures(list("abcd"), {("c", "mlx5_3")}))
+    assert b.rails == 8 and b.bad == 1
+    assert list(b.failed) == ["c"]
+    (why,) = b.failed["c"]
+    assert why.startswith("rail c mlx5_3 port 1: below the bar with every partner (")
+    assert "40 Gb/s with d mlx5_3:1 round 1" in why and "40 Gb/s with b mlx5_3:1 round 2" in why
+    assert why.endswith("< 0.9 x 100 Gb/s port rate)")
+    assert b.unexplained == []
+    # The healthy partners: a note each, never a failure.
+    assert sorted(b.notes) == ["b", "d"]
+    assert b.notes["b"] == ["rail b mlx5_3 port 1: its pair with c mlx5_3:1 in round 2 was low "
+                            "(40 Gb/s) because of the other end (below the bar with every "
+                            "partner)"]
+    # The same figures all good: nothing failed, nothing noted.
+    ok = v.rail_blame(_ring_figures(list("abcd"), set()))
+    assert (ok.failed, ok.notes, ok.unexplained, ok.bad) == ({}, {}, [], 0)
+
+
+def test_rail_blame_judged_on_one_end_alone_would_fail_the_healthy_partner():
+    """The false alarm this rule removes: each figure judged alone (rail_check, the layout of
+    one file per rail) fails b and d too."""
+    figures = _ring_figures(list("abcd"), {("c", "mlx5_3")})
+    alone = {f.host for f in figures if f.check.status == v.FAIL}
+    assert alone == {"b", "c", "d"}
+    assert set(v.rail_blame(figures).failed) == {"c"}
+
+
+def test_rail_blame_ring_of_three():
+    # Round 1 a-b, round 2 b-c: b has two partners, a and c one each.
+    mid = v.rail_blame(_ring_figures(list("abc"), {("b", "mlx5_3")}))
+    assert list(mid.failed) == ["b"] and mid.unexplained == []
+    assert "a" in mid.notes and "c" in mid.notes  # low because of b, not failed
+    # The bad rail at an end of the ring: one partner only, not told apart; its partner b is
+    # fine with c, so b is not failed; nobody is, and the run fails on the pair.
+    end = v.rail_blame(_ring_figures(list("abc"), {("a", "mlx5_3")}))
+    assert end.failed == {} and end.bad == 0
+    assert end.unexplained == [
+        "one of a mlx5_3:1 / b mlx5_3:1, not told apart with one partner (40 Gb/s in round 1; "
+        "b mlx5_3:1 is fine with another partner)"]
+    assert any("not told apart" in n for n in end.notes["a"])
+    assert any("this end is fine with another partner" in n for n in end.notes["b"])
+
+
+def test_rail_blame_two_hosts_cannot_tell_the_ends_apart():
+    b = v.rail_blame(_ring_figures(["a", "b"], {("b", "mlx5_3")}))
+    assert b.failed == {}
+    assert b.unexplained == ["one of a mlx5_3:1 / b mlx5_3:1, not told apart with one partner "
+                             "(40 Gb/s in round 1)"]
+    assert sorted(b.notes) == ["a", "b"]
+
+
+def test_rail_blame_both_ends_bad():
+    # a and b (partners in round 1) both bad on mlx5_3: each is low with its other partner too
+    # (d, c), which are fine elsewhere: both fail, c and d do not.
+    b = v.rail_blame(_ring_figures(list("abcd"), {("a", "mlx5_3"), ("b", "mlx5_3")}))
+    assert sorted(b.failed) == ["a", "b"] and b.bad == 2
+    assert sorted(b.notes) == ["c", "d"]
+    # a and c bad (never partners): every mlx5_3 pair is low, and the figures cannot tell
+    # {a, c} from {b, d} or all four: no host is named (b and d would be false alarms), the run
+    # fails on the pairs.
+    ring = v.rail_blame(_ring_figures(list("abcd"), {("a", "mlx5_3"), ("c", "mlx5_3")}))
+    assert ring.failed == {} and len(ring.unexplained) == 4
+    assert all("not told apart" in u for u in ring.unexplained)
+
+
+def test_rail_blame_a_failed_run_or_a_figure_without_its_pair_is_judged_alone():
+    # ib_write_bw exited non-zero on b's side: b's failure, whatever its partners show.
+    figures = _ring_figures(list("abcd"), set())
+    figures = [v.rail_figure(f.host, f.hca, f.port, f.gbps, 100.0, failed="exit status 1",
+                             partner=f.partner, partner_rail=f.partner_rail, round_=f.round)
+               if (f.host, f.hca, f.round) == ("b", "mlx5_0", 1) else f for f in figures]
+    b = v.rail_blame(figures)
+    assert b.failed == {"b": ["rail b mlx5_0 port 1: ib_write_bw failed (exit status 1) after "
+                              "92.4 Gb/s"]}
+    # The layout before (no round, no partner): each file judged alone, a low one fails its host.
+    old = v.rail_blame([v.rail_figure("a", "mlx5_0", 1, 92.4, 100.0),
+                        v.rail_figure("b", "mlx5_0", 1, 40.0, 100.0)])
+    assert old.failed == {"b": ["rail b mlx5_0 port 1: ib_write_bw 40 Gb/s < 0.9 x 100 Gb/s "
+                                "port rate"]}
+    assert old.rails == 2 and old.bad == 1

@@ -155,6 +155,7 @@ def test_the_rail_round_runs_each_rail_and_a_failed_rail_is_never_a_pass(tmp_pat
     assert set(by) == {"mlx5_0:1", "mlx5_1:1", "mlx5_2:1"}
     assert [by[p]["rc"] for p in ("mlx5_0:1", "mlx5_1:1", "mlx5_2:1")] == [0, 1, 3]
     assert all(r["client"] == "h0" and r["server"] == "h1" for r in by.values())
+    assert all(r["nodes"] == [0, 1] and r["round"] == 1 for r in by.values())  # the judge's ends
     # The argv is rounds.rail_argv's: rail k on port base + k, RoCE v2's IPv4 GID, the server's
     # address last on the client.
     calls = [json.loads(ln) for ln in shim_log.read_text().splitlines()]
@@ -162,24 +163,28 @@ def test_the_rail_round_runs_each_rail_and_a_failed_rail_is_never_a_pass(tmp_pat
     assert client0 == R.rail_argv("mlx5_0", 1, 0, server_addr="127.0.0.1", gid_index=3)[1:]
     server1 = next(c for c in calls if c[1] == "mlx5_1" and not c[-1].startswith("127."))
     assert server1 == R.rail_argv("mlx5_1", 1, 1, gid_index=3)[1:]
-    # Each host's side of each rail, judged by the one rule (verdict.rail_check at 100 Gb/s,
-    # with the exit status the judge reads): the good rail passes on both ends; the rail whose
-    # connection failed, and the one whose ib_write_bw exited 3 after a good table, fail on both.
+    # Each host's side of each rail, one file per rail and round (rounds.rail_file), judged by
+    # the one rule (verdict.rail_check at 100 Gb/s, with the exit status the judge reads): the
+    # good rail passes on both ends; the rail whose connection failed, and the one whose
+    # ib_write_bw exited 3 after a good table, fail on both.
     for host in ("h0", "h1"):
         for hca, ok in (("mlx5_0", True), ("mlx5_1", False), ("mlx5_2", False)):
-            lines = (rails / host / R.rail_file(hca, 1)).read_text().splitlines()
+            lines = (rails / host / R.rail_file(hca, 1, 1)).read_text().splitlines()
             rep = parse_perftest(lines)
             check = V.rail_check(host, hca, 1, rep.bw_avg_gbps, 100.0,
                                  failed=J._rail_exit(lines))
             assert (check.status == V.PASS) is ok, (host, hca, lines)
-        text = (rails / host / "mlx5_1.port1.log").read_text()
+        text = (rails / host / "mlx5_1.port1.round1.log").read_text()
         assert "Couldn't connect to 127.0.0.1:18516" in text
         assert text.rstrip().endswith("rdmaprov: ib_write_bw exit status 1")
-        assert parse_perftest((rails / host / "mlx5_2.port1.log").read_text().splitlines()
-                              ).bw_avg_gbps == pytest.approx(92.4)  # a figure, and still a fail
+        assert parse_perftest((rails / host / "mlx5_2.port1.round1.log").read_text(
+            ).splitlines()).bw_avg_gbps == pytest.approx(92.4)  # a figure, and still a fail
         assert not (rails / host / "skipped").exists()
-    assert parse_perftest((rails / "h1" / "mlx5_0.port1.log").read_text().splitlines()
-                          ).bw_avg_gbps == pytest.approx(92.4)
+        assert not list((rails / host).glob("*.port1.log"))  # no file of the layout before
+    server_copy = (rails / "h1" / "mlx5_0.port1.round1.log").read_text()
+    assert server_copy.startswith("rdmaprov: server side of the rail mlx5_0:1 on h0 -> "
+                                  "mlx5_0:1 here")
+    assert parse_perftest(server_copy.splitlines()).bw_avg_gbps == pytest.approx(92.4)
     # The server's own output is kept beside, under a name the judge does not read as a rail.
     assert (rails / "h1" / "mlx5_0.port1.round1.server").is_file()
     # No rail round on the host without an HCA: the plan's reason, never a figure.
@@ -187,10 +192,11 @@ def test_the_rail_round_runs_each_rail_and_a_failed_rail_is_never_a_pass(tmp_pat
     assert sorted(p.name for p in (rails / "h2").iterdir()) == ["skipped"]
 
 
-def test_two_rounds_on_a_ring_of_four_each_host_its_own_figure(tmp_path):
+def test_two_rounds_on_a_ring_of_four_each_host_keeps_both_its_figures(tmp_path):
     """4 hosts: round 1 h0->h1, h2->h3; round 2 h1->h2, h3->h0 (client->server). Every host is
-    a client once, so each host's files are its own client's output; the server side's copy
-    never overwrites it."""
+    a client once and a server once, and keeps both figures, one file per rail and round: its
+    own client's output, and the server side's copy of its client's (the judge weighs each end
+    against both its partners, verdict.rail_blame)."""
     # Two servers a round on one machine: each pretend host binds its own loopback address.
     proc, rails, _ = _run(tmp_path, 4, [0, 1, 2, 3], AS_HOST_LOOPBACK="1")
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -199,13 +205,24 @@ def test_two_rounds_on_a_ring_of_four_each_host_its_own_figure(tmp_path):
     got = sorted({(r["round"], r["client"], r["server"]) for r in summary["rails"]})
     assert got == [(1, "h0", "h1"), (1, "h2", "h3"), (2, "h1", "h2"), (2, "h3", "h0")]
     assert all(r["rc"] == 0 for r in summary["rails"]) and len(summary["rails"]) == 12
+    client_in = {"h0": 1, "h2": 1, "h1": 2, "h3": 2}
     for host in ("h0", "h1", "h2", "h3"):
         for hca in ("mlx5_0", "mlx5_1", "mlx5_2"):
-            lines = (rails / f"{host}/{hca}.port1.log").read_text().splitlines()
-            assert not lines[0].startswith("rdmaprov: server side"), (host, hca)
-            rep = parse_perftest(lines)
-            assert V.rail_check(host, hca, 1, rep.bw_avg_gbps, 100.0,
-                                failed=J._rail_exit(lines)).status == V.PASS
+            for number in (1, 2):
+                name = R.rail_file(hca, 1, number)
+                assert J._RAIL_FILE.match(name)["round"] == str(number)  # the judge reads it
+                lines = (rails / host / name).read_text().splitlines()
+                server = number != client_in[host]
+                assert lines[0].startswith("rdmaprov: server side") is server, (host, name)
+                rep = parse_perftest(lines)
+                assert V.rail_check(host, hca, 1, rep.bw_avg_gbps, 100.0,
+                                    failed=J._rail_exit(lines)).status == V.PASS
+        assert sorted(p.name for p in (rails / host).glob("*.log")) == sorted(
+            R.rail_file(h, 1, n) for h in ("mlx5_0", "mlx5_1", "mlx5_2") for n in (1, 2))
+    # The summary names each round's two ends by node rank: h3 met h2 (round 1) and h0.
+    ends = sorted((r["round"], r["nodes"][0], r["nodes"][1]) for r in summary["rails"]
+                  if r["client_port"] == "mlx5_0:1")
+    assert ends == [(1, 0, 1), (1, 2, 3), (2, 1, 2), (2, 3, 0)]
     servers = sorted(p.parent.name + "/" + p.name.split(".")[2]
                      for p in rails.glob("*/mlx5_0.port1.round*.server"))
     assert servers == ["h0/round2", "h1/round1", "h2/round2", "h3/round1"]
