@@ -13,7 +13,8 @@ host (a login node), rdmaprov
    rounds.py, the port-counters script, slurm_task.py and the plans to every node, slurm_task.py
    runs the node's plan and hands its result files back as base64 lines (``srun --label``);
 4. writes the results directory the role writes (``<results>/fabric/run.json``,
-   ``<results>/fabric/<node>/{rc, result.json, worker.log, counters_*.json, argv.txt}``), which
+   ``<results>/fabric/<node>/{rc, result.json, worker.log, counters_*.json, argv.txt}``, the
+   rail round's ``<results>/rails/<node>/``), which
    rdmaprov/validate/judge.py turns into the same report, and ``--judge DIR`` re-judges;
 5. with ``--drain``, once the job is over, drains the hosts the verdict blames (their own checks
    or the pair rounds; not those that never produced a result, since a peer may be the cause)
@@ -139,6 +140,8 @@ def settings(req: Request) -> tuple[dict[str, Any], dict[str, Any]]:
         "rendezvous_timeout": int(v["rendezvous_timeout"]),
         "env": {**(v["env"] or {}), **(v["env_override"] or {})},
         "nccl_debug": v["nccl_debug"], "nccl_debug_subsys": v["nccl_debug_subsys"],
+        # The rail round (ib_write_bw per HCA port pair), as the role runs it.
+        "rails": v["rails"], "rail_cuda": bool(v["rail_cuda"]),
         "auto_env": {}, "remote_dir": v["remote_dir"], "rdma_mounts": [], "torch_libuv": None,
     }
     return s, v
@@ -327,22 +330,31 @@ def unpack(stdout: str, run_dir: Path) -> list[str]:
 
 
 def _extract(raw: bytes, run_dir: Path) -> list[str]:
-    """Only ``<node>/<one of slurm_task.FILES>``, plain files (Python 3.11.2 has no
-    extraction filter)."""
-    from rdmaprov.validate.slurm_task import FILES
+    """Only ``<node>/<one of slurm_task.FILES>`` (into ``run_dir/<node>``) and the rail round's
+    ``<node>/rails/<name>`` (into ``<results>/rails/<node>``, where the role fetches them and
+    the judge reads them), plain files (Python 3.11.2 has no extraction filter)."""
+    from rdmaprov.validate.slurm_task import FILES, RAIL_NAME, RAILS
 
     hosts = set()
     with tarfile.open(fileobj=io.BytesIO(raw), mode="r:gz") as tar:
         for m in tar.getmembers():
             host, _, name = m.name.partition("/")
-            if not m.isfile() or name not in FILES or host in ("", ".", "..") or "/" in host:
+            if not m.isfile() or host in ("", ".", "..") or "/" in host:
+                continue
+            sub, _, rail = name.partition("/")
+            if name in FILES:
+                dest = run_dir / host
+            elif sub == RAILS and RAIL_NAME.match(rail):
+                dest, name = run_dir.parent / RAILS / host, rail
+            else:
                 continue
             src = tar.extractfile(m)
             if src is None:
                 continue
-            (run_dir / host).mkdir(exist_ok=True)
-            (run_dir / host / name).write_bytes(src.read())
-            hosts.add(host)
+            dest.mkdir(parents=True, exist_ok=True)
+            (dest / name).write_bytes(src.read())
+            if dest.parent == run_dir:
+                hosts.add(host)
     return sorted(hosts)
 
 
@@ -351,6 +363,7 @@ def record(spec: dict[str, Any], plan: dict[str, Any], members: list[str],
     """A fresh ``<results>/fabric`` with its run.json (the role's keys, and the Slurm job)."""
     run_dir = Path(spec["results"]) / LABEL
     shutil.rmtree(run_dir, ignore_errors=True)
+    shutil.rmtree(run_dir.parent / "rails", ignore_errors=True)  # an earlier run's rail round
     run_dir.mkdir(parents=True)
     (run_dir / "run.json").write_text(json.dumps({
         "label": LABEL, "hosts": members, "master": plan["master"],

@@ -9,7 +9,8 @@ srun's stdin brought to every node with this file and ``plans.json``. The plan o
 What it does is the role's "Start" and "Fetch" steps: a fresh run directory, ``argv.txt``, the
 launch under ``timeout -k 15 <timeout>`` with stdout to ``result.json`` and stderr appended to
 ``worker.log``, the exit status in ``rc``; then the files the judge reads, as a gzipped tar
-(``<node>/<file>``) in base64 lines on stdout, which srun --label hands back per task.
+(``<node>/<file>``, and the rail round's ``<node>/rails/<file>``) in base64 lines on stdout,
+which srun --label hands back per task.
 
     python3 slurm_task.py BIN_DIR
 """
@@ -20,6 +21,7 @@ import base64
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,6 +29,11 @@ import tarfile
 
 FILES = ("rc", "result.json", "worker.log", "counters_before.json", "counters_after.json",
          "argv.txt")
+# The rail round's outputs the worker writes under <run dir>/rails (<hca>.port<N>.round<R>.log,
+# ...server, skipped), handed back as <node>/rails/<name>: nothing else. The role's "Rail round
+# outputs on the host" step finds the same names (a test holds the two together).
+RAILS = "rails"
+RAIL_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.]{0,127}$")
 
 
 def run(bin_dir: str, host: str) -> bytes:
@@ -58,6 +65,11 @@ def run(bin_dir: str, host: str) -> bytes:
             path = os.path.join(run_dir, name)
             if os.path.isfile(path):
                 tar.add(path, arcname=f"{host}/{name}")
+        rails = os.path.join(run_dir, RAILS)
+        for name in sorted(os.listdir(rails)) if os.path.isdir(rails) else []:
+            path = os.path.join(rails, name)
+            if RAIL_NAME.match(name) and os.path.isfile(path) and not os.path.islink(path):
+                tar.add(path, arcname=f"{host}/{RAILS}/{name}")
     return buf.getvalue()
 
 

@@ -128,6 +128,11 @@ def test_validate_as_a_slurm_job_passes(cluster: dict[str, Any], tmp_path: Path)
         assert have == ["argv.txt", "counters_after.json", "counters_before.json", "rc",
                         "result.json", "worker.log"], have
         assert (results / "fabric" / n / "rc").read_text().strip() == "0"
+        # The rail round ran in the job step, as with the role: no HCA here, so each node says
+        # why it has none, and that came back with the files.
+        assert sorted(f.name for f in (results / "rails" / n).iterdir()) == ["skipped"], n
+        assert (results / "rails" / n / "skipped").read_text() == \
+            "not applicable: no RDMA device\n"
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         again = main(["validate", "--judge", str(results), "--json"])
@@ -136,6 +141,9 @@ def test_validate_as_a_slurm_job_passes(cluster: dict[str, Any], tmp_path: Path)
     assert [(h["host"], h["passed"]) for h in judged["hosts"]] == \
         [(h["host"], h["passed"]) for h in report["hosts"]]
     assert judged["busbw_GBps"] == report["busbw_GBps"]
+    [rails] = [c for c in judged["checks"] if c["name"] == "rails"]
+    assert (rails["status"], rails["reason"]) == ("skip", "no rail round: " + "; ".join(
+        f"{n}: not applicable: no RDMA device" for n in nodes))
     # The same reports as the Ansible path: JUnit with a case per host.
     junit = ET.parse(results / "junit.xml").getroot()
     assert junit.tag == "testsuites" and junit.get("failures") == "0"

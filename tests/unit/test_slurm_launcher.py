@@ -107,6 +107,11 @@ def test_node_side_to_results_dir_to_verdict(tmp_path: Path) -> None:
     files = sorted(f.name for f in (run_dir / "n1").iterdir())
     assert files == sorted(["argv.txt", "counters_after.json", "counters_before.json", "rc",
                             "result.json", "worker.log"])
+    # The rail round ran as the role runs it, and its output came back where the role puts it:
+    # one host, no HCA, so it says why it has none.
+    assert "--rails-dir" in plan["hosts"]["n1"]["argv"]
+    rails = tmp_path / "results" / "rails" / "n1"
+    assert sorted(f.name for f in rails.iterdir()) == ["skipped"]
     meta = json.loads((run_dir / "run.json").read_text())
     assert (meta["hosts"], meta["master"], meta["slurm_job"]) == (["n1"], "n1", "42")
     report = J.judge(tmp_path / "results", request.build(vars(build_parser("validate").parse_args(
@@ -115,6 +120,9 @@ def test_node_side_to_results_dir_to_verdict(tmp_path: Path) -> None:
     if importlib.util.find_spec("torch") is not None:
         assert rc == "0", (run_dir / "n1" / "worker.log").read_text()[-2000:]
         assert report.passed and report.world_size == 1 and report.backend == "gloo"
+        [rails_check] = [c for c in report.checks if c.name == "rails"]
+        assert (rails_check.status, rails_check.reason) == (
+            "skip", "no rail round: n1: " + (rails / "skipped").read_text().strip())
     else:  # the worker says so, and the verdict names the host
         assert rc == "2"
         assert not report.hosts[0].passed and "torch" in report.hosts[0].reasons[0]
@@ -179,3 +187,38 @@ def test_max_jitter_reaches_the_workers_on_live_runs(tmp_path: Path,
     with pytest.raises(UserError, match="--max-jitter/RDMAPROV_VALIDATE_MAX_JITTER"):
         request.build(vars(bad))
     assert V.DEFAULT_MAX_JITTER >= 1
+
+
+def test_only_the_role_s_files_and_rail_outputs_come_back(tmp_path: Path) -> None:
+    """What a node hands back is unpacked only to the role's places: its FILES under
+    fabric/<node>/, rail outputs of safe names under rails/<node>/; nothing else, nowhere else."""
+    import base64
+    import io
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name in ("n1/rc", "n1/rails/mlx5_0.port1.round1.log", "n1/rails/skipped",
+                     "n1/rails/../../escape", "n1/rails/.hidden", "n1/other.txt",
+                     "../n2/rc", "n1/rails/sub/x.log"):
+            data = name.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    run_dir = tmp_path / "results" / "fabric"
+    run_dir.mkdir(parents=True)
+    labelled = "".join(f"0: {line}\n" for line in
+                       base64.encodebytes(buf.getvalue()).decode().splitlines())
+    assert S.unpack(labelled, run_dir) == ["n1"]
+    got = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    assert got == ["results/fabric/n1/rc", "results/rails/n1/mlx5_0.port1.round1.log",
+                   "results/rails/n1/skipped"]
+
+
+def test_rail_names_are_the_roles() -> None:
+    """The names the role's find step fetches from <run dir>/rails are the names the Slurm
+    path hands back (slurm_task.RAIL_NAME): one rule for both launchers."""
+    from rdmaprov.resources import collection_root
+    from rdmaprov.validate import slurm_task
+
+    run_yml = (collection_root() / "roles/nccl_validate/tasks/run.yml").read_text()
+    assert f"patterns: ['{slurm_task.RAIL_NAME.pattern}']" in run_yml
