@@ -127,7 +127,8 @@ EOT
     setup
     with_worker
     shift
-    RDMAPROV_REQUIRE_LAB=1 "$VENV/bin/pytest" -ra "$@"
+    # --durations: the slowest tests, where the suite's time goes (issue 28: <= 30 min).
+    RDMAPROV_REQUIRE_LAB=1 "$VENV/bin/pytest" -ra --durations=30 "$@"
     ;;
   lint)
     venv_tools
