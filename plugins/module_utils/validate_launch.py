@@ -437,7 +437,7 @@ def steps_summary(text):
         out.append("the launch never exited (its host lost or the wait given up)")
     lead = ""
     if (launch_exit is not None and launch_exit[1] in ("125", "126", "127") and exits
-            and all(code == "0" for _, code in exits.values())):
+            and all(step[1] == "0" for step in exits.values())):
         lead = (f"the launch exited {launch_exit[1]} after every rank exited 0 (the container "
                 "engine's own failure, not the worker's); ")
     return lead + "; ".join(out) if out else ""

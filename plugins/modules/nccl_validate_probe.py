@@ -245,10 +245,9 @@ def main():
     port = module.params["rendezvous_port"]
     if port is not None:
         holders = firewall_probe.port_holders(port)
-        extra["rendezvous_port"] = {
-            "port": port, "holders": holders,
-            "problem": validate_launch.rendezvous_port_problem(port, holders,
-                                                              module.params["remote_dir"])}
+        problem = validate_launch.rendezvous_port_problem(port, holders,
+                                                          module.params["remote_dir"])
+        extra["rendezvous_port"] = {"port": port, "holders": holders, "problem": problem}
     module.exit_json(
         changed=False,
         engine=engine,
