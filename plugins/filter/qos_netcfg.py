@@ -29,12 +29,8 @@ def _wrap(func):
 class FilterModule:
     def filters(self):
         return {
-            "netcfg_mtu_backend": _wrap(mtu.pick_backend),
-            "netcfg_mtu_limit_error": _wrap(mtu.mtu_limit_error),
             "netcfg_df_payload": _wrap(mtu.df_payload),
-            "netcfg_ifupdown_set_mtu": _wrap(mtu.ifupdown_set_mtu),
             "netcfg_ping_pair": _wrap(mtu.ping_pair),
-            "netcfg_mtu_drift": _wrap(mtu.mtu_drift),
             "qos_tos": _wrap(qos.tos_from_dscp),
             "netcfg_fw_nft_summary": _wrap(fw.nft_table_summary),
             "netcfg_fw_admits": _wrap(fw.control_host_allowed),

@@ -2,8 +2,8 @@
 # Copyright: rdmaprov developers
 # Apache-2.0
 """Read-only probe of the net_mtu role (module net_mtu_probe): interfaces, the interface
-carrying the connection, and the network manager of each. The decisions are made on the control
-host by the netcfg_* filters."""
+carrying the connection, and the network manager of each. The decisions are netcfg_mtu.plan()'s,
+which the module runs on these facts."""
 from __future__ import annotations
 
 import glob

@@ -1,11 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: rdmaprov developers
 # Apache-2.0
-"""Pure logic of the net_mtu role: which interface carries the Ansible connection, which network
-manager persists an interface's MTU, the ifupdown stanza edit, and the DF-ping verdict.
+"""Pure logic of the net_mtu role: the merged interfaces, which network manager persists an
+interface's MTU, the MTU's range, the ifupdown stanza edit, what to refuse (plan()), and the
+DF-ping verdict.
 
-No I/O here: the role's probe module gathers the facts, these functions decide. Unit-tested in
-tests/unit/test_net_mtu.py.
+No I/O here: the role's probe module (net_mtu_probe) gathers the facts and runs plan(), which
+decides; the role acts on the plan. Unit-tested in tests/unit/test_net_mtu.py.
 """
 
 from __future__ import annotations
@@ -167,3 +168,131 @@ def ping_pair(result, src, src_addr, peer_addrs, mtu):
     dst = result.get("item")
     return ping_verdict(src, src_addr, dst, (peer_addrs or {}).get(dst), mtu, result.get("rc"),
                         result.get("stdout", ""), result.get("stderr", ""))
+
+
+# ----- plan (the role's decisions for one host) -----------------------------------------------
+
+def _int(value) -> int:
+    """An MTU as Ansible's int filter reads it: 9000, "9000" and "9000.0" are 9000."""
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return int(float(value))
+    return int(value)
+
+
+def merge_interfaces(layers: list, default) -> list[dict]:
+    """The wanted interfaces from net_mtu_interfaces, _group and _host (in that order): merged by
+    name, a later entry wins, in the order of each name's first appearance; an entry without an
+    MTU gets ``default``, one without a link_type ``auto``."""
+    merged: dict[str, dict] = {}
+    for layer in layers:
+        for entry in layer or []:
+            mtu = entry.get("mtu")
+            merged[entry["name"]] = {
+                "name": entry["name"], "mtu": _int(default if mtu is None else mtu),
+                "link_type": entry.get("link_type") or "auto"}
+    return list(merged.values())
+
+
+def connection_error(host: str, address: str, name: str, current, mtu: int,
+                     control_ip) -> str:
+    """Why raising the MTU of the interface carrying Ansible's own connection is refused."""
+    return (f"{host}: {name} carries Ansible's connection ({control_ip or 'control host'} -> "
+            f"{address}); raising its MTU from {current} to {mtu} can cut that path if any hop "
+            "is smaller. Set net_mtu_allow_connection_interface=true once the switch ports are "
+            "ready.")
+
+
+def plan(probe: dict, settings: dict) -> dict:
+    """One host's probe (module net_mtu_probe) + the role's settings -> what the role does.
+
+    settings: ``interfaces``, ``interfaces_group``, ``interfaces_host`` (the three layers),
+    ``default``, ``allow_connection_interface``, ``persist``, ``verify`` (the role's net_mtu_*
+    variables), ``host`` (the inventory name, for the messages) and ``address`` (the address
+    Ansible connects to).
+
+    Returns ``wanted`` ([{name, mtu, link_type}], merged), ``mtu`` (name -> MTU), ``runtime`` (the
+    runtime changes: [{name, current, mtu}]), ``drift`` (their names), ``backends`` (name ->
+    {backend, reason}), ``by_backend`` (backend -> [{name, mtu}]; an interface without one is
+    left out: it is refused), ``networkmanager`` (the connections whose MTU setting differs),
+    ``networkd`` and ``ifupdown`` (each interface's file and, for ifupdown, its new text),
+    ``ifcfg`` (the files), ``persist_drift`` (lines: what persistence differs or is not probed;
+    the boot unit's is the role's, which renders it), ``errors`` (what to refuse, one line each),
+    ``report`` (where each MTU persists) and ``host_drift`` (anything to do or refuse).
+    """
+    host = settings.get("host") or "?"
+    address = settings.get("address") or host
+    persist = settings.get("persist") or "auto"
+    wanted = merge_interfaces([settings.get("interfaces"), settings.get("interfaces_group"),
+                               settings.get("interfaces_host")], settings.get("default", 9000))
+    info = {p.get("name"): p for p in probe.get("interfaces") or []}
+    state = {name: p.get("mtu") for name, p in info.items()}
+
+    backends: dict[str, dict] = {}
+    by_backend: dict[str, list] = {}
+    for item in wanted:
+        if persist == "auto":
+            backend, reason = pick_backend(info.get(item["name"]) or {"name": item["name"]})
+        else:
+            backend, reason = persist, f"chosen: net_mtu_persist={persist}"
+        backends[item["name"]] = {"backend": backend, "reason": reason}
+        if backend is not None:
+            by_backend.setdefault(backend, []).append({"name": item["name"], "mtu": item["mtu"]})
+
+    errors = []
+    for item in wanted:
+        name, mtu = item["name"], item["mtu"]
+        entry = info.get(name) or {}
+        why = mtu_limit_error(mtu, entry.get("link_type"), entry.get("ipoib_mode"),
+                              item["link_type"])
+        if not entry.get("exists") or why is not None:
+            errors.append(f"{host}: {name}: " + ("no such interface" if not entry.get("exists")
+                                                 else why))
+        elif (not settings.get("allow_connection_interface")
+              and name == probe.get("connection_iface")
+              and (state.get(name) is None or mtu > state[name])):
+            errors.append(connection_error(host, address, name, state.get(name), mtu,
+                                           probe.get("control_ip")))
+        elif backends[name]["backend"] is None:
+            errors.append(f"{host}: {backends[name]['reason']}")
+
+    drift = mtu_drift(wanted, probe.get("interfaces"))
+    runtime = [{"name": i["name"], "current": state.get(i["name"]), "mtu": i["mtu"]}
+               for i in wanted if i["name"] in drift]
+
+    networkmanager, networkd, ifupdown, ifcfg, persist_drift = [], [], [], [], []
+    for backend, items in by_backend.items():
+        names = [i["name"] for i in items]
+        if backend == "networkmanager":
+            for i in items:
+                nm = (info.get(i["name"]) or {}).get("nm") or {}
+                if str(nm.get("mtu_setting", "")) != str(i["mtu"]):
+                    networkmanager.append({**i, "connection": nm.get("connection"),
+                                           "setting_key": nm.get("setting_key")})
+                    persist_drift.append(f"{i['name']}: NetworkManager setting differs")
+        elif backend not in ("none", "systemd_unit"):
+            persist_drift.append(f"{', '.join(names)}: {backend} files not probed")
+        for i in items:
+            entry = info.get(i["name"]) or {}
+            if backend == "networkd":
+                networkd.append({**i, "network_file": (entry.get("networkd") or {}).get(
+                    "network_file")})
+            elif backend == "ifupdown":
+                path = entry.get("ifupdown_file")
+                ifupdown.append({**i, "file": path, "content": ifupdown_set_mtu(
+                    entry.get("ifupdown_text") or "", i["name"], i["mtu"])})
+            elif backend == "ifcfg":
+                ifcfg.append({**i, "file": entry.get("ifcfg_file")})
+
+    report = [f"{i['name']}: {backends[i['name']]['backend'] or 'not persisted'}, MTU {i['mtu']} "
+              f"({backends[i['name']]['reason']})" for i in wanted]
+    needs_ping = bool(settings.get("verify", True)) and bool(wanted) and not probe.get("ping")
+    return {
+        "wanted": wanted, "mtu": {i["name"]: i["mtu"] for i in wanted}, "runtime": runtime,
+        "drift": drift, "backends": backends, "by_backend": by_backend,
+        "networkmanager": networkmanager, "networkd": networkd, "ifupdown": ifupdown,
+        "ifcfg": ifcfg, "persist_drift": persist_drift, "errors": errors, "report": report,
+        "host_drift": bool(drift or persist_drift or needs_ping or errors),
+    }

@@ -10,7 +10,9 @@ module: net_mtu_probe
 short_description: "Read interfaces, the connection's interface and each interface's network manager"
 description:
   - "Reads C(ip -j addr/link), sysfs, netplan/ifupdown files and C(nmcli)/C(networkctl) answers; changes nothing (check mode safe)."
-  - "The net_mtu role decides on the control host (the netcfg_* filters) and acts only on what differs."
+  - With O(settings), also plans (netcfg_mtu.plan) what the net_mtu role does on this host and
+    returns it as RV(plan) - the merged interfaces, each one's persistence, what differs, what to
+    refuse and why - so that the role acts only on what differs.
   - With O(files) and O(units), also reads the files and units the role keeps, so that one call
     tells the control host whether a converged host needs any further task.
 version_added: "0.2.0"
@@ -25,6 +27,47 @@ options:
     type: list
     elements: str
     default: []
+  settings:
+    description:
+      - The net_mtu role's settings. Given, the interfaces of its three layers are probed too
+        and the module returns RV(plan).
+    type: dict
+    suboptions:
+      interfaces:
+        description: net_mtu_interfaces, each C({name, mtu, link_type}).
+        type: list
+        elements: dict
+        default: []
+      interfaces_group:
+        description: net_mtu_interfaces_group (overrides net_mtu_interfaces per name).
+        type: list
+        elements: dict
+        default: []
+      interfaces_host:
+        description: net_mtu_interfaces_host (overrides the others per name).
+        type: list
+        elements: dict
+        default: []
+      default:
+        description: net_mtu_default, the MTU of an entry that gives none.
+        type: int
+        default: 9000
+      allow_connection_interface:
+        description: net_mtu_allow_connection_interface.
+        type: bool
+        default: false
+      persist:
+        description: net_mtu_persist.
+        type: str
+        default: auto
+      verify:
+        description: net_mtu_verify (the proof needs C(ping)).
+        type: bool
+        default: true
+      host:
+        description: The host's inventory name, which the refusals name.
+        type: str
+        default: ""
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - rdmaprov.cluster.state_probe
@@ -34,6 +77,14 @@ EXAMPLES = r"""
   rdmaprov.cluster.net_mtu_probe:
     address: "{{ ansible_host }}"
     interfaces: [eth1]
+  register: probe
+
+- name: Interfaces and what the net_mtu role would do
+  rdmaprov.cluster.net_mtu_probe:
+    address: "{{ ansible_host }}"
+    settings:
+      interfaces: [{name: eth1, mtu: 9000}]
+      host: "{{ inventory_hostname }}"
   register: probe
 """
 RETURN = r"""
@@ -68,23 +119,61 @@ unit_state:
   returned: always
   type: dict
   sample: {rdmaprov-mtu.service: enabled}
+plan:
+  description:
+    - What the net_mtu role does on this host (netcfg_mtu.plan) - C(wanted) (the merged
+      interfaces), C(mtu) (name to MTU), C(runtime) and C(drift) (the runtime MTUs that differ),
+      C(backends) and C(by_backend) (each interface's persistence and why), C(networkmanager),
+      C(networkd), C(ifupdown) and C(ifcfg) (the persistence edits), C(persist_drift),
+      C(errors) (what to refuse, one line each), C(report) and C(host_drift).
+  returned: when O(settings) is given
+  type: dict
+  sample: {wanted: [{name: eth1, mtu: 9000, link_type: auto}], drift: [eth1], errors: [], host_drift: true}
 """
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import net_mtu_probe as probe
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import netcfg_mtu
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import state_drift
+
+
+_LAYER = {"type": "list", "elements": "dict", "default": []}
+SETTINGS_SPEC = {
+    "interfaces": _LAYER, "interfaces_group": _LAYER, "interfaces_host": _LAYER,
+    "default": {"type": "int", "default": 9000},
+    "allow_connection_interface": {"type": "bool", "default": False},
+    "persist": {"type": "str", "default": "auto"},
+    "verify": {"type": "bool", "default": True},
+    "host": {"type": "str", "default": ""},
+}
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec={**{"address": {"type": "str", "default": ""}, "interfaces": {"type": "list", "elements": "str", "default": []}},
+                       "settings": {"type": "dict", "options": SETTINGS_SPEC},
                        "files": state_drift.PATHS_SPEC, "units": state_drift.PATHS_SPEC},
         supports_check_mode=True,
     )
     p = module.params
-    result = probe.probe(p["address"], p["interfaces"])
+    settings = p["settings"]
+    names = list(p["interfaces"])
+    if settings is not None:
+        try:
+            wanted = netcfg_mtu.merge_interfaces(
+                [settings["interfaces"], settings["interfaces_group"], settings["interfaces_host"]],
+                settings["default"])
+        except (ValueError, KeyError, TypeError) as exc:
+            module.fail_json(msg="net_mtu plan: %s" % exc)
+        names += [i["name"] for i in wanted if i["name"] not in names]
+    result = probe.probe(p["address"], names)
     if "error" in result:
         module.fail_json(msg=result["error"])
+    if settings is not None:
+        try:
+            result["plan"] = netcfg_mtu.plan(result, {**settings, "address": p["address"]})
+        except (ValueError, KeyError, TypeError) as exc:
+            module.fail_json(msg="net_mtu plan: %s" % exc)
     module.exit_json(changed=False, file_state=state_drift.read_files(p["files"]),
                      unit_state=state_drift.read_units(p["units"]), **result)
 

@@ -102,6 +102,221 @@ def test_drift():
     assert mtu.mtu_drift([{"name": "eth0", "mtu": 9000}], [{"name": "eth0", "mtu": 9000}]) == []
 
 
+# -- plan(): the role's decisions for one host, as the probe module returns them -------------
+
+def _iface(name: str, mtu: int | None = 1500, **kw) -> dict:
+    """One interface's probe entry (module_utils/net_mtu_probe.py's shape): an Ethernet link,
+    no manager unless given."""
+    return {"name": name, "exists": mtu is not None, "mtu": mtu,
+            "link_type": "ether" if mtu is not None else None, "ipoib_mode": None,
+            "ipv4": None, "netplan_present": False, "netplan_files": [],
+            "nm": {"active": False}, "networkd": {"active": False},
+            "ifupdown_file": None, "ifupdown_text": None, "ifcfg_file": None, **kw}
+
+
+def _probe(*interfaces: dict, conn: str | None = "eth0", ping: str | None = "/usr/bin/ping",
+           control_ip: str | None = "10.0.0.254") -> dict:
+    return {"connection_iface": conn, "control_ip": control_ip, "interfaces": list(interfaces),
+            "ping": ping, "apt": True}
+
+
+def _settings(**kw) -> dict:
+    return {"interfaces": [], "interfaces_group": [], "interfaces_host": [], "default": 9000,
+            "allow_connection_interface": False, "persist": "auto", "verify": True,
+            "host": "node1", "address": "10.0.0.1", **kw}
+
+
+IFUPDOWN = "auto ens1\niface ens1 inet static\n    address 10.0.0.2/24\n"
+
+
+def test_plan_merges_the_layers_by_name_later_wins():
+    settings = _settings(
+        interfaces=[{"name": "ens1", "mtu": 4000}, {"name": "ens2"}],
+        interfaces_group=[{"name": "ens1", "mtu": "9000"}, {"name": "ib0", "mtu": 2044,
+                                                           "link_type": "ipoib_datagram"}],
+        interfaces_host=[{"name": "ens2", "mtu": 1500.0}], default=8000)
+    plan = mtu.plan(_probe(), settings)
+    assert plan["wanted"] == [{"name": "ens1", "mtu": 9000, "link_type": "auto"},
+                              {"name": "ens2", "mtu": 1500, "link_type": "auto"},
+                              {"name": "ib0", "mtu": 2044, "link_type": "ipoib_datagram"}]
+    assert plan["mtu"] == {"ens1": 9000, "ens2": 1500, "ib0": 2044}
+    # The default MTU for an entry that gives none; a later layer's entry replaces the whole entry.
+    assert mtu.merge_interfaces([[{"name": "a"}], [], []], 9000) == [
+        {"name": "a", "mtu": 9000, "link_type": "auto"}]
+    assert mtu.merge_interfaces([[{"name": "a", "mtu": 4092, "link_type": "ipoib_datagram"}],
+                                 [{"name": "a", "mtu": 1500}], []], 9000) == [
+        {"name": "a", "mtu": 1500, "link_type": "auto"}]
+    assert mtu.merge_interfaces([[], [{"name": "a", "mtu": "9000.0"}]], 1) == [
+        {"name": "a", "mtu": 9000, "link_type": "auto"}]
+
+
+def test_plan_nothing_to_do_on_a_converged_host():
+    probe = _probe(_iface("eth0"), _iface("ens1", 9000, ifcfg_file="/x/ifcfg-ens1"))
+    plan = mtu.plan(probe, _settings(interfaces=[{"name": "ens1"}], persist="none"))
+    assert plan["drift"] == [] and plan["runtime"] == [] and plan["errors"] == []
+    assert plan["persist_drift"] == [] and plan["host_drift"] is False
+    assert plan["by_backend"] == {"none": [{"name": "ens1", "mtu": 9000}]}
+    assert plan["report"] == ["ens1: none, MTU 9000 (chosen: net_mtu_persist=none)"]
+    assert mtu.plan(_probe(), _settings())["host_drift"] is False
+
+
+def test_plan_drift_is_the_runtime_mtu_that_differs():
+    probe = _probe(_iface("ens1", 1500), _iface("ens2", 9000))
+    plan = mtu.plan(probe, _settings(interfaces=[{"name": "ens1"}, {"name": "ens2"}],
+                                     persist="none"))
+    assert plan["drift"] == ["ens1"]
+    assert plan["runtime"] == [{"name": "ens1", "current": 1500, "mtu": 9000}]
+    assert plan["host_drift"] is True
+
+
+def test_plan_missing_ping_is_something_to_do_only_when_verifying():
+    probe = _probe(_iface("ens1", 9000), ping=None)
+    settings = _settings(interfaces=[{"name": "ens1"}], persist="none")
+    assert mtu.plan(probe, settings)["host_drift"] is True
+    assert mtu.plan(probe, {**settings, "verify": False})["host_drift"] is False
+    assert mtu.plan(_probe(ping=None), _settings(persist="none"))["host_drift"] is False
+
+
+def test_plan_errors_word_for_word():
+    probe = _probe(
+        _iface("eth0", 1500), _iface("ens1", 1500), _iface("gone", None),
+        _iface("ib0", 2044, link_type="infiniband", ipoib_mode="datagram"),
+        _iface("ens3", 1500), _iface("ens4", 1500, nm={"active": False},
+                                      networkd={"active": True}))
+    settings = _settings(interfaces=[
+        {"name": "gone"}, {"name": "ens1", "mtu": 9300}, {"name": "ib0", "mtu": 4092,
+                                                           "link_type": "ipoib_connected"},
+        {"name": "eth0"}, {"name": "ens3", "mtu": 1500, "link_type": "ethernet"},
+        {"name": "ens4"}])
+    plan = mtu.plan(probe, settings)
+    ib = mtu.mtu_limit_error(4092, "infiniband", "datagram", "ipoib_connected")
+    assert ib.startswith("link_type is ipoib_connected but the host's interface is ipoib_datagram")
+    assert plan["errors"] == [
+        "node1: gone: no such interface",
+        "node1: ens1: " + mtu.mtu_limit_error(9300, "ether"),
+        "node1: ib0: " + ib,
+        "node1: eth0 carries Ansible's connection (10.0.0.254 -> 10.0.0.1); raising its MTU from"
+        " 1500 to 9000 can cut that path if any hop is smaller. Set"
+        " net_mtu_allow_connection_interface=true once the switch ports are ready.",
+        # ens3 is fine: at its MTU, with a backend (none of them here: it is refused next).
+        "node1: " + mtu.pick_backend(probe["interfaces"][4])[1],
+        "node1: " + mtu.pick_backend(probe["interfaces"][5])[1],
+    ]
+    assert "no network manager recognised" in plan["errors"][-1]
+    assert "active, but no .network file matches it" in plan["errors"][-1]
+    assert plan["host_drift"] is True
+    # An interface without a backend is refused, and has no persistence edits.
+    assert "ens3" not in str(plan["by_backend"])
+    assert plan["report"][-1].startswith("ens4: not persisted, MTU 9000 (ens4: no network")
+
+
+def test_plan_connection_interface():
+    def errors(current, want, allow=False, control_ip="10.0.0.254", conn="eth0"):
+        probe = _probe(_iface("eth0", current), conn=conn, control_ip=control_ip)
+        return mtu.plan(probe, _settings(interfaces=[{"name": "eth0", "mtu": want}],
+                                         persist="none", allow_connection_interface=allow,
+                                         address="node1.lab"))["errors"]
+    assert errors(1500, 9000) == [
+        "node1: eth0 carries Ansible's connection (10.0.0.254 -> node1.lab); raising its MTU"
+        " from 1500 to 9000 can cut that path if any hop is smaller. Set"
+        " net_mtu_allow_connection_interface=true once the switch ports are ready."]
+    assert "(control host -> node1.lab)" in errors(1500, 9000, control_ip=None)[0]
+    assert errors(1500, 9000, allow=True) == []
+    assert errors(9000, 1500) == []      # lowering never cuts the path
+    assert errors(9000, 9000) == []
+    assert errors(1500, 9000, conn="eth1") == []
+    # Without an address the inventory name stands in (ansible_host's default).
+    probe = _probe(_iface("eth0", 1500))
+    assert "(10.0.0.254 -> node1)" in mtu.plan(probe, _settings(
+        interfaces=[{"name": "eth0"}], persist="none", address=""))["errors"][0]
+
+
+def test_plan_backend_auto_and_chosen():
+    probe = _probe(
+        _iface("ens1", 9000, netplan_present=True, netplan_files=["/etc/netplan/50.yaml"]),
+        _iface("ens2", 9000, nm={"active": True, "connection": "fab", "setting_key":
+                                 "802-3-ethernet.mtu", "mtu_setting": "9000"}),
+        _iface("ens3", 9000, networkd={"active": True, "network_file": "/run/n/10-ens3.network"}),
+        _iface("ens4", 9000, ifupdown_file="/etc/network/interfaces", ifupdown_text=IFUPDOWN
+               .replace("ens1", "ens4")),
+        _iface("ens5", 9000, ifcfg_file="/etc/sysconfig/network-scripts/ifcfg-ens5"))
+    names = [{"name": f"ens{i}"} for i in range(1, 6)]
+    plan = mtu.plan(probe, _settings(interfaces=names))
+    assert {n: b["backend"] for n, b in plan["backends"].items()} == {
+        "ens1": "netplan", "ens2": "networkmanager", "ens3": "networkd", "ens4": "ifupdown",
+        "ens5": "ifcfg"}
+    assert plan["backends"]["ens1"]["reason"] == (
+        "ens1: netplan configuration in /etc/netplan/50.yaml")
+    assert plan["by_backend"]["networkd"] == [{"name": "ens3", "mtu": 9000}]
+    assert plan["networkd"] == [{"name": "ens3", "mtu": 9000,
+                                 "network_file": "/run/n/10-ens3.network"}]
+    assert plan["ifcfg"] == [{"name": "ens5", "mtu": 9000,
+                              "file": "/etc/sysconfig/network-scripts/ifcfg-ens5"}]
+    assert plan["errors"] == [] and plan["drift"] == []
+    # The files of netplan, networkd, ifupdown and ifcfg are not probed: always something to do.
+    assert plan["persist_drift"] == ["ens1: netplan files not probed",
+                                     "ens3: networkd files not probed",
+                                     "ens4: ifupdown files not probed",
+                                     "ens5: ifcfg files not probed"]
+    assert plan["host_drift"] is True
+    assert plan["report"][1] == (
+        "ens2: networkmanager, MTU 9000 (ens2: NetworkManager connection 'fab')")
+    chosen = mtu.plan(probe, _settings(interfaces=names[:2], persist="systemd_unit"))
+    assert chosen["backends"]["ens1"] == {"backend": "systemd_unit",
+                                          "reason": "chosen: net_mtu_persist=systemd_unit"}
+    assert chosen["by_backend"] == {"systemd_unit": [{"name": "ens1", "mtu": 9000},
+                                                     {"name": "ens2", "mtu": 9000}]}
+    # The boot unit's drift is the role's (it renders the unit): not in the plan's lines.
+    assert chosen["persist_drift"] == [] and chosen["host_drift"] is False
+
+
+def test_plan_networkmanager_only_where_the_setting_differs():
+    def nm(setting):
+        return {"active": True, "connection": "fab", "setting_key": "802-3-ethernet.mtu",
+                "mtu_setting": setting}
+    probe = _probe(_iface("ens1", 9000, nm=nm("9000")), _iface("ens2", 9000, nm=nm("")),
+                   _iface("ens3", 9000, nm=nm(None)))
+    plan = mtu.plan(probe, _settings(interfaces=[{"name": "ens1"}, {"name": "ens2"},
+                                                 {"name": "ens3"}]))
+    assert plan["networkmanager"] == [
+        {"name": "ens2", "mtu": 9000, "connection": "fab", "setting_key": "802-3-ethernet.mtu"},
+        {"name": "ens3", "mtu": 9000, "connection": "fab", "setting_key": "802-3-ethernet.mtu"}]
+    assert plan["persist_drift"] == ["ens2: NetworkManager setting differs",
+                                     "ens3: NetworkManager setting differs"]
+
+
+def test_plan_ifupdown_edit():
+    probe = _probe(_iface("ens1", 1500, ifupdown_file="/etc/network/interfaces.d/ens1",
+                          ifupdown_text=IFUPDOWN))
+    plan = mtu.plan(probe, _settings(interfaces=[{"name": "ens1", "mtu": 9000}]))
+    assert plan["ifupdown"] == [{
+        "name": "ens1", "mtu": 9000, "file": "/etc/network/interfaces.d/ens1",
+        "content": "auto ens1\niface ens1 inet static\n    address 10.0.0.2/24\n    mtu 9000\n"}]
+    assert plan["ifupdown"][0]["content"] == mtu.ifupdown_set_mtu(IFUPDOWN, "ens1", 9000)
+    assert plan["drift"] == ["ens1"]
+
+
+def test_the_probe_module_documents_its_settings():
+    """net_mtu_probe's settings: the spec's options and defaults are the documented ones, and
+    the role passes every one of them."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "net_mtu_probe_module", ROOT / "plugins/modules/net_mtu_probe.py")
+    text = (ROOT / "plugins/modules/net_mtu_probe.py").read_text()
+    doc = yaml.safe_load(text.split('DOCUMENTATION = r"""', 1)[1].split('"""', 1)[0])
+    documented = doc["options"]["settings"]["suboptions"]
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    assert set(module.SETTINGS_SPEC) == set(documented)
+    for name, opt in module.SETTINGS_SPEC.items():
+        assert opt["type"] == documented[name]["type"], name
+        assert opt.get("default") == documented[name].get("default"), name
+    preflight = yaml.safe_load((ROOT / "roles/net_mtu/tasks/preflight.yml").read_text())
+    passed = preflight[0]["rdmaprov.cluster.net_mtu_probe"]["settings"]
+    assert set(passed) == set(documented)
+
+
 @pytest.mark.parametrize("role", ["net_mtu", "roce_qos", "firewall"])
 def test_argument_specs_match_defaults(role):
     defaults = yaml.safe_load((ROOT / "roles" / role / "defaults/main.yml").read_text())
