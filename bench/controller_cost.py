@@ -55,7 +55,12 @@ COMMANDS: dict[str, list[str]] = {
     "status": ["status", "--json"],
     "bootstrap, linear": ["bootstrap", "--json", "--no-validate", "--strategy", "linear"],
     "bootstrap, default": ["bootstrap", "--json", "--no-validate"],
+    # forks below the host count: what memory and CPU do when N grows past the forks
+    "bootstrap, linear, -f 4": ["bootstrap", "--json", "--no-validate", "--strategy", "linear",
+                                "--forks", "4"],
+    "bootstrap, default, -f 4": ["bootstrap", "--json", "--no-validate", "--forks", "4"],
 }
+DEFAULT_COMMANDS = ["status", "bootstrap, linear", "bootstrap, default"]
 
 
 def fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
@@ -225,14 +230,16 @@ def report(runs: dict, sizes: list[int], loads: list[float], strategies: dict, a
     lines += ["", "Fit (least squares over the medians, N = hosts) and extrapolation; "
               f"**estimates**, far outside the measured {min(sizes)} to {max(sizes)} hosts:",
               "",
-              "| command | CPU-s = a + b·N | PSS MB = a + b·N | CPU-s at 1,000 | at 10,000 "
-              "| wall floor at 10,000 on 2 / 16 / 64 cores |",
-              "|---|---|---|---|---|---|"]
+              "| command | CPU-s = a + b·N | CPU-s at 1,000 | at 10,000 "
+              "| CPU floor of the wall at 10,000 on 2 / 16 / 64 cores "
+              "| peak PSS MB = a + b·N | at 50 forks (the default cap) |",
+              "|---|---|---|---|---|---|---|"]
     for label, a, b, pa, pb in fits:
         c1, c10 = a + b * 1000, a + b * 10000
         floors = " / ".join(_dur(c10 / k) for k in (2, 16, 64))
-        lines.append(f"| {label} | {a:.2f} + {b:.3f}·N | {pa:.0f} + {pb:.1f}·N | "
-                     f"{c1:.0f} s ({_dur(c1)}) | {c10:.0f} s ({_dur(c10)}) | {floors} |")
+        at50 = f"{pa + pb * 50:.0f} MB" if "-f " not in label else "-"
+        lines.append(f"| {label} | {a:.2f} + {b:.3f}·N | {c1:.0f} s ({_dur(c1)}) | "
+                     f"{c10:.0f} s ({_dur(c10)}) | {floors} | {pa:.0f} + {pb:.1f}·N | {at50} |")
     return "\n".join(lines)
 
 
@@ -272,7 +279,8 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, nargs="+", default=[2, 4, 8])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--commands", nargs="+", choices=list(COMMANDS), metavar="NAME",
-                        help="only these (default all: " + ", ".join(COMMANDS) + ")")
+                        help="run these (default: " + ", ".join(DEFAULT_COMMANDS) + "; all: "
+                        + ", ".join(COMMANDS) + ")")
     parser.add_argument("--raw", type=Path, help="also write every run's figures here (JSON)")
     parser.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
     args = parser.parse_args()
@@ -281,7 +289,8 @@ def main() -> int:
         print("prctl(PR_SET_CHILD_SUBREAPER) failed: orphans' CPU not counted", file=sys.stderr)
     hosts = lab_hosts(args.inventory)
     sizes = sorted(n for n in args.nodes if n <= len(hosts))
-    commands = {k: v for k, v in COMMANDS.items() if not args.commands or k in args.commands}
+    chosen = args.commands or DEFAULT_COMMANDS
+    commands = {k: v for k, v in COMMANDS.items() if k in chosen}
     started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%MZ")
     runs, loads, strategies = measure(args.inventory, hosts, sizes, args.rounds, commands)
     commit = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"],
