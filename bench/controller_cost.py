@@ -47,6 +47,22 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "RESULTS.md"
 PARENT = "## Fleet scale on one control host (issue 29)"
 SECTION = "### Controller cost per host (item 2)"
+METHOD = """\
+How: each command runs as a child of the bench (`python -m rdmaprov <command> INVENTORY --limit
+<first N lab hosts> --json`, bootstrap with `--no-validate` on a converged lab, changed=0
+checked on every run). CPU = user + system from `os.wait4` of that child, which the kernel sums
+over the child and every descendant reaped under it (ansible-playbook, its forked workers,
+mitogen's multiplexers, ssh), plus the ssh ControlMasters that ControlPersist leaves running: the
+bench is a child subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`), so they become its children and
+their CPU during the run is read from /proc before and after. "Peak RSS, one process" is that
+wait4's `ru_maxrss`: the largest resident set of any ONE process of the tree (the kernel keeps
+the maximum over reaped descendants, never a sum). "Peak PSS, whole tree" is what the control host
+needed: the sum of the proportional set size (/proc/PID/smaps_rollup; pages shared between forks
+split between them) of every live process of the tree, sampled every 0.2 s. Not counted: the
+lab nodes' own side (sshd and the modules run inside the nodes). The lab's nodes are network
+namespaces on the same 2 cores, so the controller competed with them and with other sessions'
+work: CPU-seconds are inflated by contention less than wall time, but not immune (same-run
+ratios compare best)."""
 PR_SET_CHILD_SUBREAPER = 36
 CLK = os.sysconf("SC_CLK_TCK")
 
@@ -303,6 +319,8 @@ def main() -> int:
         f"{args.rounds} interleaved rounds, medians.",
         "",
         report(runs, sizes, loads, strategies, args),
+        "",
+        METHOD,
         "",
         "Reproduce: `python bench/controller_cost.py " + str(args.inventory) + " --nodes "
         + " ".join(map(str, sizes)) + f" --rounds {args.rounds} --write`",
