@@ -272,7 +272,7 @@ def write_section(text: str) -> None:
     section = SECTION + "\n" + text.rstrip("\n") + "\n"
     pattern = re.compile(re.escape(SECTION) + r"\n.*?(?=\n### |\n## |\Z)", re.S)
     if pattern.search(current):
-        new = pattern.sub(lambda _: section.rstrip("\n"), current)
+        new = pattern.sub(lambda _: section, current)
     elif PARENT in current:
         new = current.replace(PARENT + "\n", PARENT + "\n\n" + section, 1)
     else:
@@ -323,7 +323,9 @@ def main() -> int:
         METHOD,
         "",
         "Reproduce: `python bench/controller_cost.py " + str(args.inventory) + " --nodes "
-        + " ".join(map(str, sizes)) + f" --rounds {args.rounds} --write`",
+        + " ".join(map(str, sizes)) + f" --rounds {args.rounds}"
+        + (" --commands " + " ".join(f"'{c}'" for c in args.commands) if args.commands else "")
+        + " --write`",
         "",
         "Raw CPU-seconds per run: " + json.dumps(
             {name: {n: [round(r["cpu_s"], 2) for r in per[n]] for n in sizes}

@@ -52,4 +52,4 @@ def test_write_section_goes_under_the_issue_heading_then_replaces(bench, tmp_pat
     bench.write_section("second\n")
     text = results.read_text()
     assert "first" not in text and "second" in text and text.count(bench.SECTION) == 1
-    assert "### older item\nold" in text and "## Explain" in text
+    assert "second\n\n### older item\nold" in text and "## Explain" in text
