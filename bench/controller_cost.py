@@ -15,14 +15,16 @@ accounted to the whole tree that ran it (issue 29, item 2):
 
 Commands: ``rdmaprov status``, a no-change ``rdmaprov bootstrap --no-validate`` re-run with
 ``--strategy linear`` and with the default (``auto``: mitogen where installed), on the first
-N hosts (``--limit``) of one lab, for each N. Variants and sizes run interleaved, ``--rounds``
-times, medians. Then CPU = a + b*N by least squares per command, extrapolated to 1,000 and
-10,000 hosts.
+N hosts (``--limit``) of one lab, for each N; ``--commands`` adds both bootstraps with
+``--forks 4`` (memory and CPU once the hosts outnumber the forks). Variants and sizes run
+interleaved, ``--rounds`` times, medians. Then CPU = a + b*N by least squares per command,
+extrapolated to 1,000 and 10,000 hosts (estimates).
 
-    .venv/bin/python -m rdmaprov lab up --name hscale --nodes 8
+    .venv/bin/python -m rdmaprov lab up --name hscale --nodes 16
     .venv/bin/python -m rdmaprov bootstrap /var/lib/rdmaprov/lab/hscale/inventory.ini --no-validate
     .venv/bin/python bench/controller_cost.py /var/lib/rdmaprov/lab/hscale/inventory.ini \\
-        --nodes 2 4 8 [--rounds 2] [--write]
+        --nodes 4 8 16 [--rounds 2] [--commands NAME ...] [--write]
+    .venv/bin/python -m rdmaprov lab down --name hscale
 
 `--write` replaces the "Controller cost per host" subsection of bench/RESULTS.md.
 """
