@@ -10,6 +10,7 @@ judge over the results directory it wrote.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import tempfile
@@ -66,7 +67,9 @@ def execute(req: Request, human: TextIO) -> Report:
                 if old.is_dir() and ((old / "run.json").is_file() or old.name == "rails"):
                     shutil.rmtree(old)
         extra = {"nccl_validate_results_dir": str(results), **req.role_vars("run")}
-        run = replace(req.run, extra_vars=(*req.run.extra_vars, json.dumps(extra)))
+        # First, so that a user's own -e nccl_validate_worker_src still wins.
+        run = replace(req.run, extra_vars=(json.dumps(worker_source()), *req.run.extra_vars,
+                                           json.dumps(extra)))
         inv = inventory_mod.load(req.inventory, limit=run.limit,
                                  extra_vars=list(run.extra_vars))
         report = _live(req, run, inv, pol, results, human)
@@ -75,6 +78,15 @@ def execute(req: Request, human: TextIO) -> Report:
             shutil.rmtree(results, ignore_errors=True)
     write_outputs(report, req)
     return report
+
+
+def worker_source() -> dict[str, str]:
+    """The worker this very rdmaprov runs, for the role to copy to the hosts. The role's own
+    fallback imports rdmaprov in a new interpreter, which the engine starts without the caller's
+    PYTHONPATH: a checkout run with ``PYTHONPATH=. python -m rdmaprov`` would not find it."""
+    spec = importlib.util.find_spec("rdmaprov.validate.worker")
+    assert spec is not None and spec.origin is not None
+    return {"nccl_validate_worker_src": spec.origin}
 
 
 def _play(run: run_options.RunOptions, inv: Any, extra: dict[str, Any], human: TextIO,
