@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from rdmaprov.console import table, table_console
 from rdmaprov.engine import RunnerSession
 from rdmaprov.resources import playbook as find_playbook
 from rdmaprov.textsafe import safe_line
+from rdmaprov.validate import record
 
 PROBE_TASK = "Read node state"
 MODULES_TASK = "Read kernel modules"
@@ -76,13 +76,11 @@ def qos_cell(qos: Mapping[str, Any]) -> str:
     return f"unit {qos['unit']}: " + "; ".join(parts)
 
 
-def cells(state: Mapping[str, Any]) -> dict[str, str]:
-    """One host's probe document (with the kernel_modules answer under "modules") → cells."""
+def cells(state: Mapping[str, Any], judged: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """One host's probe document (with the kernel_modules answer under "modules") and this
+    controller's record of the judge's verdict for it (rdmaprov/validate/record.py) → cells."""
     mtu = ", ".join(f"{k} {v}" for k, v in (state.get("mtu") or {}).items()) or "-"
-    val = state.get("validation")
-    val_text = "never" if not val else (
-        f"{val['verdict']} ({val['label']}, "
-        f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(val['mtime']))})")
+    _word, val_text = record.cell(state.get("validation"), dict(judged) if judged else None)
     return {"drivers": state.get("drivers") or "none",
             "modules": modules_cell(state.get("modules")), "mtu": mtu,
             "qos": qos_cell(state.get("qos") or {}),
@@ -115,9 +113,14 @@ def run(args: argparse.Namespace) -> int:
         if host in states:
             states[host]["modules"] = kernel
     rows: dict[str, dict[str, str]] = {}
+    judged = record.load(args.inventory)
     for host in inv.selected:
         if host in states:
-            rows[host] = cells(states[host])
+            rows[host] = cells(states[host], judged.get(host))
+            word, _text = record.cell(states[host].get("validation"), judged.get(host))
+            if states[host].get("validation") or word != "never":
+                states[host]["validation"] = {**(states[host].get("validation") or {}),
+                                              "verdict": word, "judged": judged.get(host)}
         else:
             h = result.hosts.get(host)
             why = (h.failure.message if h and h.failure else result.error or "no answer")

@@ -24,6 +24,7 @@ from rdmaprov.engine import RunnerSession, RunResult
 from rdmaprov.errors import UserError
 from rdmaprov.resources import playbook as find_playbook
 from rdmaprov.validate import judge as J
+from rdmaprov.validate import record
 from rdmaprov.validate import verdict as V
 from rdmaprov.validate.report import Report, write_html, write_junit
 from rdmaprov.validate.request import Request
@@ -73,6 +74,8 @@ def execute(req: Request, human: TextIO) -> Report:
         inv = inventory_mod.load(req.inventory, limit=run.limit,
                                  extra_vars=list(run.extra_vars))
         report = _live(req, run, inv, pol, results, human)
+        if not run.check:
+            record.save(report, req.inventory)
     finally:
         if not keep:
             shutil.rmtree(results, ignore_errors=True)

@@ -302,13 +302,21 @@ def gbps(value: float) -> str:
     return f"{value:.1f}" if value >= 1 else f"{value:.3g}"
 
 
-def check_bandwidth(busbw: float | None, bar: Bar, world_size: int, nhosts: int = 2) -> Check:
+def no_fabric_measured(world_size: int, nhosts: int) -> str | None:
+    """Why a run's all_reduce figures say nothing of the fabric (bandwidth and iteration
+    jitter alike), or None when they do."""
     if world_size < 2:
-        return Check("bandwidth", SKIP,
-                     "1 rank: all_reduce sends nothing over a link (busbw factor 2(n-1)/n = 0)")
+        return "1 rank: all_reduce sends nothing over a link (busbw factor 2(n-1)/n = 0)"
     if nhosts == 1:
-        return Check("bandwidth", SKIP, "1 host: the all_reduce stayed inside the host "
-                     "(NVLink/PCIe/shared memory); no fabric link was measured")
+        return ("1 host: the all_reduce stayed inside the host (NVLink/PCIe/shared memory); "
+                "no fabric link was measured")
+    return None
+
+
+def check_bandwidth(busbw: float | None, bar: Bar, world_size: int, nhosts: int = 2) -> Check:
+    why = no_fabric_measured(world_size, nhosts)
+    if why:
+        return Check("bandwidth", SKIP, why)
     if busbw is None:
         return Check("bandwidth", FAIL, "no busbw measured")
     if bar.GBps is None:

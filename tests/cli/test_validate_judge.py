@@ -697,6 +697,28 @@ def test_a_stable_fabric_passes_and_an_old_document_is_a_skip(tmp_path: Path, ca
     assert checks["stability"]["reason"].startswith("fewer than 10 iterations per size")
 
 
+@pytest.mark.parametrize("ranks_per_host, hosts, why", [
+    (1, ["h200"], "1 rank: all_reduce sends nothing over a link"),
+    (8, ["g1"], "1 host: the all_reduce stayed inside the host"),
+])
+def test_a_run_that_crossed_no_link_has_no_fabric_stability(tmp_path: Path, capsys,
+                                                             ranks_per_host: int,
+                                                             hosts: list[str], why: str) -> None:
+    """A real H100 host's 1-rank run had p99/p50 4.57 at 256 MB (0.025 ms a call: a no-op's
+    noise) and was judged "UNSTABLE: fabric": no link was timed, so it is a skip, as bandwidth."""
+    doc = worker_doc([hosts[0], "other"], 1.0)  # then made a one-host document
+    doc.update(hosts=hosts, preflight={hosts[0]: {"problems": []}}, world_size=ranks_per_host)
+    doc["ranks"] = [{"rank": i, "local_rank": i, "hostname": hosts[0]}
+                    for i in range(ranks_per_host)]
+    jittery(doc["results"], 4.57)
+    make_run(tmp_path, "fabric", {hosts[0]: (None, None)}, doc)
+    checks = {c["name"]: c for c in json_report(tmp_path, capsys=capsys)["checks"]}
+    assert checks["stability"]["status"] == "skip"
+    assert checks["stability"]["reason"].startswith(why)
+    assert checks["bandwidth"]["status"] == "skip"
+    assert "UNSTABLE" not in judge(tmp_path, capsys=capsys)[1]
+
+
 def test_pairs_name_the_unstable_host(tmp_path: Path, capsys) -> None:
     """n4 is unstable with both its partners, the other pairs are flat: n4 is named UNSTABLE
     by the pair rounds' blame rule, although every pair's mean is above the bar."""

@@ -247,6 +247,7 @@ def test_a_live_run_judges_only_its_own_rails_and_the_socket_run_has_none(tmp_pa
     monkeypatch.setattr(pipeline, "_live", live)
     monkeypatch.setattr(pipeline.inventory_mod, "load", lambda *a, **k: None)
     monkeypatch.setattr(pipeline, "write_outputs", lambda *a: None)
+    monkeypatch.setattr(pipeline.record, "save", lambda *a: None)
     req = request.build({"inventory": tmp_path / "inv.ini", "results": results})
     assert pipeline.execute(req, sys.stdout) == "report"
     assert seen["left"] == ["keep"]

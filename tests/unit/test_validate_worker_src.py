@@ -25,6 +25,7 @@ def _merged_extra_vars(tmp_path, monkeypatch, user_extra: list[str]) -> dict:
     monkeypatch.setattr(pipeline, "_live", live)
     monkeypatch.setattr(pipeline.inventory_mod, "load", lambda *a, **k: None)
     monkeypatch.setattr(pipeline, "write_outputs", lambda *a: None)
+    monkeypatch.setattr(pipeline.record, "save", lambda *a: None)
     req = request.build({"inventory": tmp_path / "inv.ini"},
                         RunOptions(extra_vars=tuple(user_extra)))
     assert pipeline.execute(req, sys.stdout) == "report"
