@@ -719,6 +719,24 @@ def test_a_run_that_crossed_no_link_has_no_fabric_stability(tmp_path: Path, caps
     assert "UNSTABLE" not in judge(tmp_path, capsys=capsys)[1]
 
 
+def test_a_real_gpu_hosts_one_rank_run_without_hca(tmp_path: Path, capsys) -> None:
+    """A real H100 host's results directory (no HCA, NCCL 2.28.9 fell back to Socket, worker exit
+    0): the host fails on its transport; bandwidth and stability are skips, not verdicts."""
+    src = Path(__file__).resolve().parents[1] / "fixtures/validate/h100-1rank-no-hca"
+    results = tmp_path / "r"
+    shutil.copytree(src, results)
+    doc = json_report(results, capsys=capsys)
+    assert doc["exit_code"] == 2 and doc["world_size"] == 1
+    checks = {c["name"]: (c["status"], c["reason"]) for c in doc["checks"]}
+    assert checks["worker"][0] == "pass"
+    assert checks["bandwidth"] == ("skip", "1 rank: all_reduce sends nothing over a link "
+                                           "(busbw factor 2(n-1)/n = 0)")
+    assert checks["stability"][0] == "skip" and checks["stability"][1].startswith("1 rank")
+    (host,) = doc["hosts"]
+    assert host["host"] == "h200" and host["passed"] is False
+    assert host["reasons"][0].startswith("NCCL fell back to Socket (NET/IB : No device found)")
+
+
 def test_pairs_name_the_unstable_host(tmp_path: Path, capsys) -> None:
     """n4 is unstable with both its partners, the other pairs are flat: n4 is named UNSTABLE
     by the pair rounds' blame rule, although every pair's mean is above the bar."""
