@@ -118,6 +118,21 @@ def rendezvous_port_problem(port, holders, remote_dir):
             "firewall_rendezvous_ports)")
 
 
+def rendezvous_addr_problem(route, host):
+    """Why the rendezvous host ``host`` cannot be reached at the rendezvous address, or '':
+    ``route`` is the probe's route on that very host (nccl_validate_probe: the address the name
+    resolved to and the source address the kernel picks towards it). The store listens on this
+    host and its peers connect to the address, so it must be one of the host's own: the kernel
+    sources a packet to a local address from that address. Else every peer would wait the whole
+    rendezvous timeout for an answer that cannot come."""
+    addr, source = route.get("address"), route.get("source")
+    if route.get("error") or not addr or not source or addr == source:
+        return ""
+    return (f"not an address of {host}, the rendezvous host, which listens on it (from here it "
+            f"is another host, reached from {source}): set nccl_validate_master_addr to an "
+            f"address {host} holds, or leave it unset")
+
+
 def _clip(text, width):
     text = " ".join(str(text).split())
     return text if len(text) <= width else text[:width - 1] + "…"

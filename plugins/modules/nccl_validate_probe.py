@@ -47,6 +47,11 @@ options:
       - On the rendezvous host, its port; RV(rendezvous_port) then says whether another program
         listens there.
     type: int
+  rendezvous_host:
+    description:
+      - On the rendezvous host, its inventory name; each of O(targets) must then be one of its
+        own addresses (the store listens here), else its RV(routes) entry carries the error.
+    type: str
   remote_dir:
     description: The role's directory on the host (its own leftover launch is told apart by it).
     type: str
@@ -233,6 +238,7 @@ def main():
                        "cdi_spec": {"type": "str"},
                        "nccl_conf": {"type": "str", "default": "/etc/nccl.conf"},
                        "rendezvous_port": {"type": "int"},
+                       "rendezvous_host": {"type": "str"},
                        "remote_dir": {"type": "str", "default": "/var/tmp/rdmaprov-validate"}},
         supports_check_mode=True)
     addrs = addresses()
@@ -248,6 +254,11 @@ def main():
         problem = validate_launch.rendezvous_port_problem(port, holders,
                                                           module.params["remote_dir"])
         extra["rendezvous_port"] = {"port": port, "holders": holders, "problem": problem}
+    routes = {t: route(t) for t in module.params["targets"]}
+    if module.params["rendezvous_host"]:
+        for r in routes.values():
+            r["error"] = r["error"] or validate_launch.rendezvous_addr_problem(
+                r, module.params["rendezvous_host"]) or None
     module.exit_json(
         changed=False,
         engine=engine,
@@ -259,7 +270,7 @@ def main():
         addresses=addrs,
         ssh_server_addr=ssh_server,
         local_ifname=next((n for n, a in addrs.items() if local and local in a), None),
-        routes={t: route(t) for t in module.params["targets"]},
+        routes=routes,
         **extra,
     )
 

@@ -111,7 +111,16 @@ def test_unreachable_rendezvous_is_one_line_per_host(lab, tmp_path: Path) -> Non
     for h in report["hosts"]:
         assert not h["passed"]
         assert len(h["reasons"]) == 1
-        assert nobody in h["reasons"][0] or "not launched" in h["reasons"][0]
+    # Named before launch on the rendezvous host, which does not hold it; nothing waits for it.
+    master = lab.nodes[0]
+    reasons = {h["host"]: h["reasons"][0] for h in report["hosts"]}
+    assert reasons[master] == (
+        f"rendezvous address {nobody}: not an address of {master}, the rendezvous host, which "
+        f"listens on it (from here it is another host, reached from {first}): set "
+        f"nccl_validate_master_addr to an address {master} holds, or leave it unset"), reasons
+    for peer in lab.nodes[1:]:
+        assert reasons[peer] == f"not launched: {master} failed the preflight", reasons
+    assert not list((tmp_path / "results").glob("fabric/*/rc")), "launched anyway"
 
 
 def test_rendezvous_port_held_by_another_program_is_named_before_launch(lab, tmp_path) -> None:

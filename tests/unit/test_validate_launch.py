@@ -410,3 +410,51 @@ def test_port_holder_hidden_and_long_command_lines() -> None:
         29500, [{"pid": 1, "name": "java", "cmdline": "java " + "-Dx=y " * 40}], "/x")
     cmd = long.split("(pid 1: ", 1)[1].split("):", 1)[0]
     assert len(cmd) == 80 and cmd.endswith("\u2026")
+
+
+# --- the rendezvous host must hold the rendezvous address --------------------------------------
+
+def _probe_route():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "plugins/modules/nccl_validate_probe.py"
+    spec = importlib.util.spec_from_file_location("nccl_validate_probe_module", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.route
+
+
+def test_an_address_the_rendezvous_host_holds_is_fine() -> None:
+    """On this machine's real routing: its own addresses (loopback and the one it reaches the
+    world from) are sourced from themselves."""
+    route = _probe_route()
+    own = route("192.0.2.123")["source"] or "127.0.0.1"  # whatever address this host holds
+    for addr in ("127.0.0.1", own):
+        r = route(addr)
+        assert r["error"] is None and r["source"] == addr, r
+        assert vl.rendezvous_addr_problem(r, "node1") == ""
+
+
+def test_an_address_nobody_on_the_host_holds_is_named() -> None:
+    """The lab's case: nccl_validate_master_addr set to an address of the subnet that no node
+    holds; every peer waited the rendezvous timeout (165 s in the suite) for nobody."""
+    route = _probe_route()
+    r = route("192.0.2.200")
+    if r["error"]:  # no route at all here: the routes assert names it already
+        assert vl.rendezvous_addr_problem(r, "node1") == ""
+        return
+    assert r["source"] != "192.0.2.200"
+    msg = vl.rendezvous_addr_problem(r, "node1")
+    assert msg == (f"not an address of node1, the rendezvous host, which listens on it (from "
+                   f"here it is another host, reached from {r['source']}): set "
+                   "nccl_validate_master_addr to an address node1 holds, or leave it unset")
+
+
+@pytest.mark.parametrize("r", [
+    {"address": None, "source": None, "error": "cannot resolve x: [Errno -2]"},
+    {"address": "10.0.0.9", "source": None, "error": "no route to 10.0.0.9: Network unreachable"},
+    {"address": "10.0.0.9", "source": "10.0.0.9", "error": None},
+])
+def test_no_second_error_where_the_route_probe_has_one_or_the_address_is_local(r) -> None:
+    assert vl.rendezvous_addr_problem(r, "node1") == ""
