@@ -44,9 +44,10 @@ def _validate(lab, tmp: Path, variables: dict, *extra: str) -> tuple[int, dict]:
     return code, json.loads(buf.getvalue())
 
 
-def test_host_runtime_green(lab, tmp_path: Path) -> None:
+def test_host_runtime_green(lab, tmp_path: Path, monkeypatch) -> None:
     # gloo pairs on 2 shared cores spread to ~0.2 of the best under load (a throttled node sits
     # near 0.01): the relative rule at 0.1 here, 0.4 by default.
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     code, report = _validate(lab, tmp_path, HOST_RUNTIME, "--pair-fraction", "0.1")
     assert code == 0, report
     assert report["passed"] and report["backend"] == "gloo"
@@ -70,6 +71,15 @@ def test_host_runtime_green(lab, tmp_path: Path) -> None:
         d = tmp_path / "results" / "rails" / node
         assert sorted(p.name for p in d.iterdir()) == ["skipped"], node
         assert (d / "skipped").read_text() == "not applicable: no RDMA device\n"
+    # status shows the judge's verdict this controller kept, for the run each node last ran.
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["status", str(lab.inventory), "--json"]) == 0
+    nodes = json.loads(buf.getvalue())["nodes"]
+    for node in lab.nodes:
+        val = nodes[node]["validation"]
+        assert val["rc"] == "0" and val["verdict"] == "pass", val
+        assert val["judged"]["label"] == "fabric", val
     [rails] = [c for c in report["checks"] if c["name"] == "rails"]
     assert rails["status"] == "skip"
     assert rails["reason"] == "no rail round: " + "; ".join(
