@@ -43,7 +43,10 @@ def host_verdicts(report: Report) -> dict[str, dict[str, Any]]:
     out = {}
     for h in report.hosts:
         if not h.passed:
-            out[h.host] = {"verdict": "fail", "reason": h.reasons[0] if h.reasons else "failed"}
+            # error: it gave no result (a preflight refusal, unreachable, hung), as JUnit's
+            # <error>; the report's own class, so a setting's refusal is not a fabric failure.
+            out[h.host] = {"verdict": "error" if h.error else "fail",
+                           "reason": h.reasons[0] if h.reasons else "failed"}
         elif fabric_why:
             out[h.host] = {"verdict": "fail", "reason": f"the run failed: {fabric_why}"}
         else:
@@ -86,8 +89,8 @@ def cell(host_run: dict[str, Any] | None, judged: dict[str, Any] | None) -> tupl
         else None
     if judged and isinstance(judged.get("time"), int) and (
             run_t is None or judged["time"] + CLOCK_SLACK_S >= run_t):
-        word = "pass" if judged.get("verdict") == "pass" else "fail"
-        why = f": {judged['reason']}" if word == "fail" and judged.get("reason") else ""
+        word = str(judged["verdict"]) if judged.get("verdict") in ("pass", "error") else "fail"
+        why = f": {judged['reason']}" if word != "pass" and judged.get("reason") else ""
         return word, f"{word} ({judged.get('label', 'fabric')}, {when(judged['time'])}){why}"
     if not host_run:
         return "never", "never"

@@ -125,3 +125,16 @@ def test_a_record_that_cannot_be_read_is_no_verdict(state_home, monkeypatch, cap
         f.write_text("{not json")
     rows, _ = status(monkeypatch, capsys, {"good": state(None, 0), "bad": state(None, 0)})
     assert rows["good"].rstrip().endswith("never")
+
+
+def test_a_host_that_gave_no_result_is_an_error_not_a_fail(monkeypatch, capsys) -> None:
+    """A preflight refusal (a setting, a busy port) is the report's error class, not a fabric
+    verdict: status says error, as the JUnit report does."""
+    row = Row("good")
+    row.fail("the rendezvous port 29500 is already in use on this host by python3", error=True)
+    record.save(Report("nccl", None, None, V.Bar(None, "x"), [], [row, Row("bad")],
+                       error="not launched"), HOSTS_INI)
+    rows, nodes = status(monkeypatch, capsys, {"good": state(None, 0), "bad": state(None, 0)})
+    assert " error (fabric, " in rows["good"] and "29500 is already in use" in rows["good"]
+    assert nodes["good"]["validation"]["verdict"] == "error"
+    assert " fail (fabric, " in rows["bad"] and "the run failed: not launched" in rows["bad"]

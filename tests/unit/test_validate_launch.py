@@ -451,6 +451,14 @@ def test_an_address_nobody_on_the_host_holds_is_named() -> None:
                    "nccl_validate_master_addr to an address node1 holds, or leave it unset")
 
 
+def test_the_rule_on_a_recorded_route() -> None:
+    """Whatever this machine's routes: the lab's route from node1 to an address nobody holds."""
+    r = {"address": "10.0.0.200", "source": "10.0.0.11", "error": None}
+    assert vl.rendezvous_addr_problem(r, "node1").startswith(
+        "not an address of node1, the rendezvous host, which listens on it (from here it is "
+        "another host, reached from 10.0.0.11)")
+
+
 @pytest.mark.parametrize("r", [
     {"address": None, "source": None, "error": "cannot resolve x: [Errno -2]"},
     {"address": "10.0.0.9", "source": None, "error": "no route to 10.0.0.9: Network unreachable"},
