@@ -229,7 +229,7 @@ def test_bad_image_is_one_line_per_host(podman_nodes, tmp_path: Path) -> None:
 
 # Inside a node: the worker processes deepest in the tree (not torchrun's agent, whose argv
 # names worker.py too, nor the watchdog that supervises the worker, nor the image preflight).
-_WORKERS = r"""
+_WORKERS_WHERE = r"""
 for d in /proc/[0-9]*; do
   cmd=$(tr '\0' ' ' <$d/cmdline 2>/dev/null)
   case "$cmd" in *torch.distributed.run*|*--preflight*) continue ;; *bin/worker.py*) ;;
@@ -238,9 +238,13 @@ for d in /proc/[0-9]*; do
   for k in $(cat $d/task/*/children 2>/dev/null); do
     grep -q bin/worker.py /proc/$k/cmdline 2>/dev/null && deep=0
   done
-  [ $deep = 1 ] && echo ${d#/proc/}
+  [ $deep = 1 ] @AND@ && echo ${d#/proc/}
 done
 """
+_WORKERS = _WORKERS_WHERE.replace("@AND@", "")
+# Those of them with 3 sockets or more: past the rendezvous, connected to their peers.
+_CONNECTED = _WORKERS_WHERE.replace(
+    "@AND@", "&& [ $(ls -l $d/fd 2>/dev/null | grep -c socket:) -ge 3 ]")
 
 
 def test_hung_peer_fails_fast_and_is_named(lab, tmp_path: Path) -> None:
@@ -251,12 +255,12 @@ def test_hung_peer_fails_fast_and_is_named(lab, tmp_path: Path) -> None:
     done = threading.Event()
 
     def freeze() -> None:
+        # Frozen mid-run: once the worker holds its peers' sockets (the rendezvous store's and
+        # gloo's: 3 or more), not while it imports torch, whose longer limit (start_limit) made
+        # this test wait 120 s instead of the phase limit.
         while not done.is_set():
-            pids = lab.exec(slow, ["sh", "-c", _WORKERS], check=False).stdout.split()
+            pids = lab.exec(slow, ["sh", "-c", _CONNECTED], check=False).stdout.split()
             if pids:
-                time.sleep(2)
-                # Again: a process just started may not have forked its worker yet.
-                pids = lab.exec(slow, ["sh", "-c", _WORKERS], check=False).stdout.split()
                 lab.exec(slow, ["kill", "-STOP", *pids], check=False)
                 frozen.extend(pids)
                 return
