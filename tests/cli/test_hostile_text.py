@@ -12,11 +12,12 @@ import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
+from fake_session import FakeSession  # beside this file (rootdir import)
 
 from rdmaprov.cli import main
 from rdmaprov.engine import Failure, HostResult, RunResult
@@ -82,22 +83,6 @@ def test_probe_prints_markup_as_text_and_drops_escapes(tmp_path: Path) -> None:
     doc = json.loads(j.stdout)
     no_escapes(j.stdout)
     assert doc["rdma"]["devices"][0]["board_id"] == f"{BOARD}{OSC}"
-
-
-class FakeSession:
-    """Stands in for RunnerSession: hands the command the events and result a run would."""
-
-    events: ClassVar[list[Mapping[str, Any]]] = []
-    result = RunResult(rc=2, status="failed", hosts={}, artifacts_dir=None)
-
-    def __init__(self, spec: Any, on_event: Callable[[Mapping[str, Any]], None] | None = None):
-        self.on_event = on_event
-
-    def run(self) -> RunResult:
-        for ev in self.events:
-            if self.on_event is not None:
-                self.on_event(ev)
-        return self.result
 
 
 def ok(host: str, task: str, res: Mapping[str, Any]) -> dict[str, Any]:

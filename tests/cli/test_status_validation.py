@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
+import fake_session  # beside this file (rootdir import)
 import pytest
 
 from rdmaprov.cli import main
@@ -25,18 +25,9 @@ HOSTS_INI = ROOT / "tests/fixtures/engine/hosts.ini"  # good, bad
 PROBE_TASK = "Read node state"
 
 
-class FakeSession:
-    events: ClassVar[list[Mapping[str, Any]]] = []
-
-    def __init__(self, spec: Any, on_event: Callable[[Mapping[str, Any]], None] | None = None):
-        self.on_event = on_event
-
-    def run(self) -> RunResult:
-        for ev in self.events:
-            if self.on_event is not None:
-                self.on_event(ev)
-        return RunResult(rc=0, status="successful", artifacts_dir=None,
-                         hosts={h: HostResult(h, ok=2) for h in ("good", "bad")})
+class FakeSession(fake_session.FakeSession):
+    result = RunResult(rc=0, status="successful", artifacts_dir=None,
+                       hosts={h: HostResult(h, ok=2) for h in ("good", "bad")})
 
 
 def state(rc: str | None, mtime: int) -> dict[str, Any]:
