@@ -36,7 +36,8 @@ def start_sshd(lab, node: str) -> None:
 
 @pytest.fixture(scope="module")
 def converged(lab):
-    rc, doc, err = rdmaprov("bootstrap", str(lab.inventory))
+    # Converged is all these tests need: the proof of the fabric is test_bootstrap_lab's.
+    rc, doc, err = rdmaprov("bootstrap", str(lab.inventory), "--no-validate")
     assert rc == 0, f"bootstrap failed: {doc.get('failures')} {err[-2000:]}"
     return doc
 

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.lab
 
 
 def test_compare_socket_wiring_and_cpu(lab, tmp_path: Path) -> None:
-    code, report = _validate(lab, tmp_path, HOST_RUNTIME, "--compare-socket")
+    code, report = _validate(lab, tmp_path, HOST_RUNTIME, "--compare-socket", "--pairwise", "never")
     assert code == 0, report
     rows = {r["label"]: r for r in report["compare"]}
     assert set(rows) == {"as configured", "NCCL_IB_DISABLE=1"}

@@ -97,8 +97,11 @@ def test_throttled_node_is_named(lab, tmp_path: Path) -> None:
     # The bucket must hold a whole frame: the fabric runs at MTU 9000 once bootstrapped.
     lab.exec(slow, ["tc", "qdisc", "add", "dev", "eth1", "root", "tbf", "rate", "50mbit",
                     "burst", "16kb", "latency", "400ms"])
+    # Sizes up to 1 MiB: at 50 Mbit/s each 4 MiB iteration took 0.7 s; 1 MiB is still 100x
+    # slower than a healthy pair, and the test 4x shorter at the throttled sizes.
     try:
-        code, report = _validate(lab, tmp_path, HOST_RUNTIME)
+        code, report = _validate(lab, tmp_path, {**HOST_RUNTIME, "nccl_validate_worker_args": [
+            "--max-bytes", "1M"]})
     finally:
         lab.exec(slow, ["tc", "qdisc", "del", "dev", "eth1", "root"], check=False)
     assert code == 2
