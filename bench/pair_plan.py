@@ -21,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 
 from rdmaprov.validate import rounds as R
 
@@ -37,15 +38,19 @@ def case(hosts: list[str], bad: set[str], reps: int) -> dict[str, object]:
     for _ in range(reps):
         spent = 0.0  # in measure(), not planning
 
-        def measure(step: R.Step) -> dict[R.Pair, bool]:
+        def measure(number: int, step_no: int, step: R.Step) -> dict[R.Pair, float | None]:
             nonlocal spent
             t = time.perf_counter()
-            out = {p: p[0] in bad or p[1] in bad for p in step}
+            out: dict[R.Pair, float | None] = {
+                p: 4.0 if p[0] in bad or p[1] in bad else 40.0 for p in step}
             spent += time.perf_counter() - t
             return out
 
+        def classify(figures: Mapping[R.Pair, float | None]) -> dict[R.Pair, bool]:
+            return R.slow_pairs(figures, 20.0, 0.4)[0]  # the worker's rule, in the plan's time
+
         t0 = time.perf_counter()
-        done, _, blame = R.run_rounds(hosts, measure)
+        done, _, blame = R.run_rounds(hosts, measure, classify)
         times.append(time.perf_counter() - t0 - spent)
     return {"rounds": len(done), "steps": sum(len(r) for r in done),
             "pairs": sum(len(s) for r in done for s in r),

@@ -26,7 +26,7 @@ one); each step is one pair all_reduce sweep, all pairs of a step at once. Plann
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -200,27 +200,33 @@ def plan(n: int) -> Plan:
     return Plan(n, ring_rounds([f"h{i}" for i in range(n)]))
 
 
-def run_rounds(hosts: Sequence[str], measure: object, max_rounds: int = 4,
-               ) -> tuple[list[Round], dict[Pair, bool], Blame]:
-    """Drive the plan: ``measure(step) -> {pair: slow}`` runs one step's pairs at once. Rounds 1
-    and 2, then confirm rounds while they settle something. Returns (rounds run, every pair's
-    slowness, the blame)."""
-    if not callable(measure):
-        raise TypeError("measure must be callable")
+def run_rounds(hosts: Sequence[str],
+               measure: Callable[[int, int, Step], Mapping[Pair, float | None]],
+               classify: Callable[[Mapping[Pair, float | None]], Mapping[Pair, bool]],
+               max_rounds: int = 4) -> tuple[list[Round], dict[Pair, bool], Blame]:
+    """Drive the plan (the worker's pair rounds run this): ``measure(round, step, pairs)`` runs
+    one step's pairs at once and gives each pair's figure (busbw, None when it failed);
+    ``classify(figures)`` says which pairs are slow over every figure so far (slow_pairs: the
+    relative rule moves with the best pair). Rounds 1 and 2, then confirm rounds while they
+    settle something. Returns (rounds run, every pair's slowness, the blame)."""
     done: list[Round] = []
-    slow: dict[Pair, bool] = {}
-    for rnd in ring_rounds(hosts):
-        for step in rnd:
-            slow.update(measure(step))
+    figures: dict[Pair, float | None] = {}
+
+    def run(rnd: Round) -> None:
+        for number, step in enumerate(rnd, 1):
+            figures.update(measure(len(done) + 1, number, step))
         done.append(rnd)
+
+    for rnd in ring_rounds(hosts):
+        run(rnd)
+    slow = dict(classify(figures))
     state = blame(hosts, slow)
     while len(done) < max_rounds and not state.settled:
         rnd = confirm_round(hosts, slow, state)
         if not rnd:
             break
-        for step in rnd:
-            slow.update(measure(step))
-        done.append(rnd)
+        run(rnd)
+        slow = dict(classify(figures))
         state = blame(hosts, slow)
     return done, slow, state
 

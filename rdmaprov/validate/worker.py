@@ -669,51 +669,49 @@ def _hosts_of(ranks: list[dict[str, Any]]
 def pair_rounds(ctx: _Ctx, args: argparse.Namespace, ranks: list[dict[str, Any]],
                 sizes: list[int], warmup: int, iters: int, bar: float | None,
                 ) -> list[dict[str, Any]]:
-    """Rounds 1-2 on the ring, then confirm rounds while they settle something (at most 4)."""
+    """Rounds 1-2 on the ring, then confirm rounds while they settle something (at most 4):
+    rounds.run_rounds drives them; each step's pairs run here at once."""
     R = _rounds()
     hosts, host_ranks, hostname = _hosts_of(ranks)
     me = f"node{_node_rank(ctx)}"
     out: list[dict[str, Any]] = []
-    figures: dict[tuple[str, str], float | None] = {}
-    plan = R.ring_rounds(hosts)
-    number = 0
-    while plan and number < 4:
-        number += 1
-        for step_no, step in enumerate(plan.pop(0), 1):
-            progress(f"pair round {number} step {step_no}: {len(step)} pairs")
-            groups = [host_ranks[a] + host_ranks[b] for a, b in step]
-            mine, _ = ctx.dist.new_subgroups_by_enumeration(
-                groups, timeout=_dt.timedelta(seconds=args.timeout))
-            entry: dict[str, Any] = {}
-            pair = next((p for p in step if me in p), None)
-            if mine is not None and pair is not None:
-                sub = ctx.sub(mine)
-                try:
-                    rows = sweep(sub, sizes, args.dtype, warmup, iters)
-                    ok = all(r["correct"] for r in rows)
-                    bw = max(r["busbw_GBps"] for r in rows) if ok else None
-                    err = None if ok else "all_reduce returned a wrong sum"
-                except Exception as exc:  # a pair that fails is a figure, not the end of the run
-                    rows, bw, err = [], None, one_line(exc)
-                if sub.rank == 0 or err:
-                    entry = {"round": number, "step": step_no,
-                             "hosts": [hostname[k] for k in pair],
-                             "nodes": [int(k[4:]) for k in pair],
-                             "busbw_GBps": bw, "error": err, "results": rows}
-                ctx.dist.destroy_process_group(mine)
-            for e in _gather_json(ctx, entry):
-                if not e:
-                    continue
-                a, b = (f"node{n}" for n in e["nodes"])
-                if (a, b) not in figures or e.get("error"):
-                    figures[(a, b)] = e["busbw_GBps"]
-                    out = [o for o in out if o["nodes"] != e["nodes"]] + [e]
-        if not plan:
-            slow, _, _ = R.slow_pairs(figures, bar, args.pair_fraction)
-            state = R.blame(hosts, slow)
-            if not state.settled:
-                rnd = R.confirm_round(hosts, slow, state)
-                plan = [rnd] if rnd else []
+
+    def measure(number: int, step_no: int, step: list[tuple[str, str]],
+                ) -> dict[tuple[str, str], float | None]:
+        progress(f"pair round {number} step {step_no}: {len(step)} pairs")
+        groups = [host_ranks[a] + host_ranks[b] for a, b in step]
+        mine, _ = ctx.dist.new_subgroups_by_enumeration(
+            groups, timeout=_dt.timedelta(seconds=args.timeout))
+        entry: dict[str, Any] = {}
+        pair = next((p for p in step if me in p), None)
+        if mine is not None and pair is not None:
+            sub = ctx.sub(mine)
+            try:
+                rows = sweep(sub, sizes, args.dtype, warmup, iters)
+                ok = all(r["correct"] for r in rows)
+                bw = max(r["busbw_GBps"] for r in rows) if ok else None
+                err = None if ok else "all_reduce returned a wrong sum"
+            except Exception as exc:  # a pair that fails is a figure, not the end of the run
+                rows, bw, err = [], None, one_line(exc)
+            if sub.rank == 0 or err:
+                entry = {"round": number, "step": step_no,
+                         "hosts": [hostname[k] for k in pair],
+                         "nodes": [int(k[4:]) for k in pair],
+                         "busbw_GBps": bw, "error": err, "results": rows}
+            ctx.dist.destroy_process_group(mine)
+        figures: dict[tuple[str, str], float | None] = {}
+        for e in _gather_json(ctx, entry):
+            if not e:
+                continue
+            a, b = (f"node{n}" for n in e["nodes"])
+            # Both ends report a pair that failed (either may hold the error): the error wins.
+            if (a, b) not in figures or e.get("error"):
+                figures[(a, b)] = e["busbw_GBps"]
+                out[:] = [o for o in out if o["nodes"] != e["nodes"]] + [e]
+        return figures
+
+    R.run_rounds(hosts, measure,
+                 lambda figures: R.slow_pairs(figures, bar, args.pair_fraction)[0])
     return sorted(out, key=lambda e: (e["round"], e["step"], e["nodes"]))
 
 

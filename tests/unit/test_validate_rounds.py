@@ -18,13 +18,28 @@ def hosts(n: int) -> list[str]:
     return [f"gpu{i:04d}" for i in range(n)]
 
 
+# A healthy pair's busbw and a slow one's, and the bar between them (GB/s).
+FAST, SLOW, BAR = 40.0, 4.0, 20.0
+
+
 def simulate(bad: set[str], bad_links: set[tuple[str, str]] = frozenset()):  # type: ignore[assignment]
-    """A pair is slow when one of its hosts is bad or its link is."""
+    """A pair is slow when one of its hosts is bad or its link is: measure(round, step, pairs)
+    gives each pair's busbw, as the worker's does."""
     links = {tuple(sorted(p)) for p in bad_links}
 
-    def measure(step):
-        return {p: (p[0] in bad or p[1] in bad or tuple(sorted(p)) in links) for p in step}
+    def measure(number, step_no, step):
+        return {p: SLOW if (p[0] in bad or p[1] in bad or tuple(sorted(p)) in links) else FAST
+                for p in step}
     return measure
+
+
+def classify(figures):
+    """The worker's rule: slow_pairs against the bar, and against the best pair."""
+    return R.slow_pairs(figures, BAR, 0.4)[0]
+
+
+def run_rounds(hs, measure):
+    return R.run_rounds(hs, measure, classify)
 
 
 @pytest.mark.parametrize("n", SIZES)
@@ -51,7 +66,7 @@ def test_one_bad_host_is_found_in_two_rounds(n: int) -> None:
     rng = random.Random(n)
     hs = hosts(n)
     for bad in {hs[0], hs[-1], hs[n // 2], rng.choice(hs)}:
-        done, _, b = R.run_rounds(hs, simulate({bad}))
+        done, _, b = run_rounds(hs, simulate({bad}))
         assert list(b.blamed) == [bad], (n, bad)
         assert len(done) == 2 and b.settled and not b.bad_links
 
@@ -64,7 +79,7 @@ def test_two_bad_hosts_are_found_in_three_rounds(n: int, gap: int | None) -> Non
     i = rng.randrange(n)
     j = (i + gap) % n if gap else rng.choice([k for k in range(n) if k != i])
     bad = {hs[i], hs[j]}
-    done, _, b = R.run_rounds(hs, simulate(bad))
+    done, _, b = run_rounds(hs, simulate(bad))
     assert set(b.blamed) == bad, (n, sorted(bad), b.inconclusive)
     assert len(done) <= 3
 
@@ -74,13 +89,13 @@ def test_a_bad_link_between_good_hosts_is_a_link_not_a_host(n: int) -> None:
     hs = hosts(n)
     rounds = R.ring_rounds(hs)
     link = rounds[0][0][0]
-    done, _, b = R.run_rounds(hs, simulate(set(), {link}))
+    done, _, b = run_rounds(hs, simulate(set(), {link}))
     assert b.blamed == {} and b.bad_links == [tuple(sorted(link))]
     assert len(done) == 2
 
 
 def test_two_hosts_cannot_be_told_apart() -> None:
-    done, _, b = R.run_rounds(["a", "b"], simulate({"b"}))
+    done, _, b = run_rounds(["a", "b"], simulate({"b"}))
     assert b.blamed == {} and set(b.inconclusive) == {"a", "b"} and len(done) == 1
 
 
@@ -99,7 +114,7 @@ def test_no_healthy_host_is_ever_blamed(n: int, data: st.DataObject) -> None:
         link = (hs[i], hs[(i + 1) % n])
         if n >= 3 and not any(set(link) & set(other) for other in links):
             links.add(link)
-    _, _, b = R.run_rounds(hs, simulate(bad, links))
+    _, _, b = run_rounds(hs, simulate(bad, links))
     assert set(b.blamed) <= bad
     assert all(set(p) & set(hs) for p in b.bad_links)
 
@@ -160,7 +175,7 @@ FLEET = hosts(10_000)
 ], ids=["first", "middle", "last", "pair", "pair-wraps", "one-apart", "rack-40", "random-25",
         "rack-and-alternate"])
 def test_slow_hosts_are_named_in_at_most_three_rounds_at_10000_hosts(bad: set[str]) -> None:
-    done, _, b = R.run_rounds(FLEET, simulate(bad))
+    done, _, b = run_rounds(FLEET, simulate(bad))
     assert set(b.blamed) == bad and b.settled and not b.bad_links
     # A bad host with no other within two places on the ring is named in rounds 1-2.
     where = {h: i for i, h in enumerate(FLEET)}
@@ -176,10 +191,11 @@ def test_slow_hosts_are_named_in_at_most_three_rounds_at_10000_hosts(bad: set[st
 def test_the_confirm_round_gives_each_doubtful_host_the_good_partners_it_lacks() -> None:
     hs = hosts(12)
     bad = set(hs[3:7])  # hosts 4 and 5 meet only bad hosts in rounds 1-2; 3 and 6 one good one
-    slow: dict = {}
-    for rnd in R.ring_rounds(hs):
-        for step in rnd:
-            slow.update(simulate(bad)(step))
+    figures: dict = {}
+    for number, rnd in enumerate(R.ring_rounds(hs), 1):
+        for step_no, step in enumerate(rnd, 1):
+            figures.update(simulate(bad)(number, step_no, step))
+    slow = classify(figures)
     state = R.blame(hs, slow)
     assert set(state.inconclusive) == bad
     rnd = R.confirm_round(hs, slow)
@@ -247,3 +263,35 @@ def test_rail_argv_client_and_server():
     assert m and (m["hca"], m["port"], m["round"]) == ("mlx5_3", "1", "2")
     assert J._RAIL_FILE.match(R.rail_file("mlx5_3", 1))["round"] is None
     assert not J._RAIL_FILE.match("mlx5_3.port1.round2.server")  # the server's own output
+
+
+def test_rounds_are_numbered_and_slowness_is_judged_over_every_figure_so_far() -> None:
+    """The worker's progress lines and entries carry (round, step); the relative rule moves with
+    the best pair, so a pair fast in round 1 may be slow once a faster pair is seen."""
+    hs = hosts(5)
+    calls: list[tuple[int, int]] = []
+    seen: list[int] = []
+
+    def measure(number, step_no, step):
+        calls.append((number, step_no))
+        return {p: FAST for p in step}
+
+    def classify_all(figures):
+        seen.append(len(figures))
+        return R.slow_pairs(figures, None, 0.4)[0]
+
+    done, slow, b = R.run_rounds(hs, measure, classify_all)
+    assert calls == [(r, s) for r, rnd in enumerate(done, 1) for s in range(1, len(rnd) + 1)]
+    assert calls[:3] == [(1, 1), (1, 2), (2, 1)]  # 5 on a ring: round 1 has one extra step
+    assert seen == [5] and not any(slow.values()) and b.settled  # every edge of the ring
+
+
+def test_a_pair_fast_alone_is_slow_once_the_best_pair_is_seen() -> None:
+    hs = hosts(4)
+    speed = {h: 10.0 for h in hs} | {hs[0]: 1.0}  # hs[0]'s pairs run at a tenth
+
+    def measure(number, step_no, step):
+        return {p: min(speed[p[0]], speed[p[1]]) for p in step}
+
+    _, slow, b = R.run_rounds(hs, measure, lambda f: R.slow_pairs(f, None, 0.4)[0])
+    assert list(b.blamed) == [hs[0]] and sum(slow.values()) == 2
