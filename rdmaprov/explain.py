@@ -30,6 +30,7 @@ from rdmaprov.parsers import (
 )
 from rdmaprov.parsers._common import Finding, clean, split_pasted
 from rdmaprov.textsafe import safe_text
+from rdmaprov.validate.verdict import DEFAULT_BW_FRACTION
 
 KNOWN_FORMATS = {
     "nccl_log": "NCCL_DEBUG=INFO/WARN log (NCCL 2.3 and later)",
@@ -98,7 +99,7 @@ class Options:
     expect_busbw: float | None = None
     line_rate_gbps: float | None = None
     nics: int = 1
-    min_fraction: float = 0.8
+    min_fraction: float = DEFAULT_BW_FRACTION  # validate's bw_fraction: the same rule
     ib_tc: int | None = None
     lossless_prio: int = ethtool_stats.LOSSLESS_PRIO
 

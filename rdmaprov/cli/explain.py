@@ -11,6 +11,7 @@ from typing import Any
 
 from rdmaprov.errors import UserError
 from rdmaprov.explain import KNOWN_FORMATS, Options, explain_stream, parse_line_rate, render_text
+from rdmaprov.validate.verdict import DEFAULT_BW_FRACTION
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,21 +35,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nics", type=int, default=int(os.environ.get("RDMAPROV_NICS", "1")),
                    help="NICs per host for --line-rate (env RDMAPROV_NICS; default 1)")
     p.add_argument("--min-fraction", type=float,
-                   default=float(os.environ.get("RDMAPROV_MIN_FRACTION", "0.8")),
+                   default=_env_float("RDMAPROV_MIN_FRACTION", DEFAULT_BW_FRACTION),
                    help="fraction of line rate to expect (env RDMAPROV_MIN_FRACTION; default "
-                   "0.8, published NCCL health checks use 0.72-0.8)")
+                   f"{DEFAULT_BW_FRACTION:g}, validate's --bw-fraction; published NCCL health "
+                   "checks use 0.72-0.8)")
     p.add_argument("--ib-tc", type=int, metavar="TC", default=_env_int("NCCL_IB_TC"),
                    help="mlnx_qos: NCCL_IB_TC to check for lossless delivery "
                    "(env NCCL_IB_TC; default: NCCL's default 0)")
     p.set_defaults(func=run)
 
 
-def _env_float(name: str) -> float | None:
+def _env_float(name: str, default: float | None = None) -> float | None:
     v = os.environ.get(name)
     try:
-        return float(v) if v else None
+        return float(v) if v else default
     except ValueError:
-        return None
+        return default
 
 
 def _env_int(name: str) -> int | None:

@@ -331,7 +331,7 @@ def _human(n: int) -> str:
 
 
 def verdict(report: NcclTestsReport, expect_busbw: float | None,
-            line_rate_gbps: float | None, nics: int = 1, fraction: float = 0.8
+            line_rate_gbps: float | None, nics: int, fraction: float
             ) -> dict[str, Any] | None:
     """Pass when peak busbw reaches the expectation: given GB/s, or fraction x NICs x rate/8."""
     if expect_busbw is None and line_rate_gbps is None:

@@ -132,7 +132,9 @@ class PerftestParser:
         self.r.rows.append(row)
 
     def finish(self, line_rate_gbps: float | None = None,
-               min_fraction: float = 0.8) -> PerftestReport:
+               min_fraction: float | None = None) -> PerftestReport:
+        """``min_fraction``: of ``line_rate_gbps`` a run must reach (explain's --min-fraction);
+        without both, no bandwidth verdict."""
         r = self.r
         found = self.diag.result()
         r.diagnoses = [d.to_dict() for d in found]
@@ -153,7 +155,7 @@ class PerftestParser:
                 f.append(Finding("info", f"average bandwidth {r.bw_avg_gbps:g} Gb/s "
                                  f"({max(avgs):g} {r.unit}) at {at} bytes"
                                  + (" from GPU memory" if r.use_cuda else ""), None))
-                if line_rate_gbps:
+                if line_rate_gbps and min_fraction:
                     # A bidirectional test reports both directions together.
                     if "Bidirectional" in (r.test or ""):
                         line_rate_gbps = 2 * line_rate_gbps

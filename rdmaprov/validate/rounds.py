@@ -53,6 +53,17 @@ def _steps(pairs: Sequence[Pair]) -> Round:
     return [step for _, step in steps]
 
 
+def line_rate_bar(rates: Mapping[str, float | None], fraction: float,
+                  ) -> tuple[str, float] | None:
+    """The busbw bar from line rates: ``fraction`` x the slowest host's rate (GB/s), so every
+    ring can pass it; (that host, the bar), or None when no rate or any host's is unknown. The
+    one rule: the worker plans its pair rounds with it, the judge (verdict.fabric_bar) names it."""
+    if not rates or any(not r for r in rates.values()):
+        return None
+    host = min(rates, key=lambda h: (rates[h] or 0.0, h))
+    return host, fraction * (rates[host] or 0.0)
+
+
 def slow_pairs(figures: Mapping[Pair, float | None], bar: float | None, fraction: float,
                ) -> tuple[dict[Pair, bool], float, str]:
     """Which pairs are slow: no figure, below ``bar`` (GB/s: the fabric's, from the line rate or

@@ -30,7 +30,7 @@ from typing import Any
 
 from rdmaprov import collection
 from rdmaprov.validate.nics import physical_port
-from rdmaprov.validate.rounds import DEFAULT_MAX_JITTER
+from rdmaprov.validate.rounds import DEFAULT_MAX_JITTER, line_rate_bar
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 
@@ -343,15 +343,15 @@ def fabric_bar(policy: Policy, rates: Mapping[str, float | None], on_tcp: bool,
                    "(--min-busbw)")
     if on_tcp:
         return Bar(None, "the run went over TCP, so the RDMA ports' line rate does not apply")
-    unknown = sorted(h for h, r in rates.items() if r is None)
-    if not rates or unknown:
+    slowest = line_rate_bar(rates, policy.bw_fraction)
+    if slowest is None:
+        unknown = sorted(h for h, r in rates.items() if not r)
         return Bar(None, "no line rate known for " + (", ".join(unknown) or "any host")
                    + " (no ACTIVE RDMA port seen) and no --min-busbw")
-    host = min(rates, key=lambda h: (rates[h] or 0.0, h))
+    host, bar = slowest
     rate = rates[host] or 0.0
     where = f" of {host}" + (f" ({ports[host]})" if ports and ports.get(host) else "")
-    return Bar(policy.bw_fraction * rate,
-               f"{policy.bw_fraction:g} x {gbps(rate)} GB/s line rate{where}")
+    return Bar(bar, f"{policy.bw_fraction:g} x {gbps(rate)} GB/s line rate{where}")
 
 
 def check_line_rates(rates: Mapping[str, float | None],

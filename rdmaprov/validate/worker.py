@@ -123,10 +123,13 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pairs", choices=("never", "auto", "slow", "always"), default="never",
                    help="pair rounds after the fabric sweep: auto when the fabric is below the "
                    "bar or no bar is known, slow only when below it (3+ hosts)")
-    p.add_argument("--pair-fraction", type=float, default=0.4,
-                   help="a pair is slow below this fraction of the best pair")
-    p.add_argument("--bw-fraction", type=float, default=0.8,
-                   help="the bar: this fraction of the slowest host's line rate (nccl)")
+    # No defaults of its own: the launch passes the settings' (ranges.SETTINGS, one place).
+    p.add_argument("--pair-fraction", type=float, default=None,
+                   help="a pair is slow below this fraction of the best pair (needed with "
+                   "--pairs)")
+    p.add_argument("--bw-fraction", type=float, default=None,
+                   help="the bar: this fraction of the slowest host's line rate (nccl; without "
+                   "it, and without --min-busbw, the pair rounds have the relative rule only)")
     p.add_argument("--min-busbw", type=float, default=None, help="an explicit bar in GB/s")
     p.add_argument("--max-jitter", type=float, default=None,
                    help="unstable above this p99/p50 of the iteration times at the large sizes "
@@ -618,7 +621,7 @@ def _rounds() -> Any:
     return rounds
 
 
-def line_rate_bar(ranks: list[dict[str, Any]], backend: str, bw_fraction: float,
+def line_rate_bar(ranks: list[dict[str, Any]], backend: str, bw_fraction: float | None,
                   min_busbw: float | None) -> float | None:
     """The bar the workers plan with: --min-busbw, or bw_fraction x the slowest host's ACTIVE
     ports (nccl only; the control host's judge narrows to the HCAs NCCL named)."""
@@ -626,12 +629,15 @@ def line_rate_bar(ranks: list[dict[str, Any]], backend: str, bw_fraction: float,
         return min_busbw
     if backend != "nccl":
         return None
-    rates: dict[str, float] = {}
+    if bw_fraction is None:
+        return None
+    rates: dict[str, float | None] = {}
     for r in ranks:
         ports = (r.get("preflight") or {}).get("ports") or []
         rates[str(r.get("node", r["hostname"]))] = sum(
             float(p.get("rate_gbps") or 0) for p in ports if p.get("state") == "ACTIVE") / 8
-    return bw_fraction * min(rates.values()) if rates and all(rates.values()) else None
+    slowest = _rounds().line_rate_bar(rates, bw_fraction)
+    return slowest[1] if slowest else None
 
 
 def want_pairs(mode: str, nhosts: int, peak: float | None, bar: float | None,
@@ -1043,7 +1049,10 @@ def one_line(exc: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        args = _build_parser().parse_args(argv)
+        parser = _build_parser()
+        args = parser.parse_args(argv)
+        if args.pairs != "never" and args.pair_fraction is None:
+            parser.error("--pairs needs --pair-fraction (the launch passes the setting's)")
         if not args.preflight:
             global _STEP_RANK
             _STEP_RANK = args.rank

@@ -59,8 +59,8 @@ def test_devices_disagreeing_on_gid_index() -> None:
 def test_line_rate_verdict() -> None:
     t = _feed(NcclTestsParser(), _lines("nccl_tests_252_ring_new.txt"))
     # 4 x 200G NICs: 0.8 x 100 GB/s = 80 GB/s, measured peak 97.54.
-    assert verdict(t, None, 200, nics=4)["pass"] is True
+    assert verdict(t, None, 200, nics=4, fraction=0.8)["pass"] is True
     t = _feed(NcclTestsParser(), _lines("nccl_tests_252_ring_new.txt"))
-    v = verdict(t, None, 400, nics=4)
+    v = verdict(t, None, 400, nics=4, fraction=0.8)
     assert v["pass"] is False and v["expected_busbw"] == 160.0
     assert t.findings[-1].severity == "error"

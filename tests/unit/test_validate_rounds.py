@@ -295,3 +295,15 @@ def test_a_pair_fast_alone_is_slow_once_the_best_pair_is_seen() -> None:
 
     _, slow, b = R.run_rounds(hs, measure, lambda f: R.slow_pairs(f, None, 0.4)[0])
     assert list(b.blamed) == [hs[0]] and sum(slow.values()) == 2
+
+
+def test_the_line_rate_bar_is_the_slowest_hosts_and_none_when_one_is_unknown() -> None:
+    """One rule for the worker's plan and the judge's bar (verdict.fabric_bar)."""
+    from rdmaprov.validate import verdict as V
+
+    rates = {"b": 50.0, "a": 25.0, "c": 25.0}  # GB/s; a tie goes to the first name
+    assert R.line_rate_bar(rates, 0.8) == ("a", 20.0)
+    assert V.fabric_bar(V.Policy(bw_fraction=0.8), rates, on_tcp=False).GBps == 20.0
+    for unknown in ({"a": 25.0, "b": None}, {"a": 25.0, "b": 0.0}, {}):
+        assert R.line_rate_bar(unknown, 0.8) is None
+        assert V.fabric_bar(V.Policy(), unknown, on_tcp=False).GBps is None

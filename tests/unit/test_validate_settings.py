@@ -21,13 +21,17 @@ ROLE = ROOT / "roles" / "nccl_validate"
 WITH_ROLE_VAR = [s for s in TABLE.VALIDATE if s.role_var]
 
 
-def _worker_parser():
+def _worker():
     spec = importlib.util.spec_from_file_location("worker_for_test",
                                                   ROOT / "rdmaprov/validate/worker.py")
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod._build_parser()
+    return mod
+
+
+def _worker_parser():
+    return _worker()._build_parser()
 
 
 @pytest.mark.parametrize("s", WITH_ROLE_VAR, ids=lambda s: s.name)
@@ -50,8 +54,10 @@ def test_role_variables_are_judged_by_the_tables_forms() -> None:
 
 
 def test_worker_flags_and_defaults_are_the_tables() -> None:
-    """The worker runs alone on a node (no table there): its defaults are held to it here."""
+    """The worker runs alone on a node (no table there): it has no default of its own for a
+    setting the launch passes (worker_flags gives every one with pairs on), so none can drift."""
     parser = _worker_parser()
+    passed = TABLE.worker_flags({"pairs": "auto", "pair_fraction": 0.4, "bw_fraction": 0.8})
     for s in TABLE.VALIDATE:
         if not s.worker_flag:
             continue
@@ -61,7 +67,10 @@ def test_worker_flags_and_defaults_are_the_tables() -> None:
         elif s.name == "pairwise":
             assert action.default == s.role_default and set(action.choices) >= set(s.choices)
         elif s.default is not None:
-            assert action.default == s.default, s.name
+            assert action.default is None and s.worker_flag in passed, s.name
+    with pytest.raises(SystemExit) as exc:  # pairs without the fraction the launch gives
+        _worker().main(["--pairs", "auto", "--preflight"])
+    assert exc.value.code == 2
     argv = TABLE.worker_flags({"pairs": "auto", "pair_fraction": 0.5, "bw_fraction": 0.7,
                                "min_busbw": 20.0, "max_jitter": 3.0})
     args = parser.parse_args(argv)
