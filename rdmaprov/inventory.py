@@ -76,17 +76,12 @@ class Specs:
 
 def load_specs(collection: Path) -> Specs:
     """Read every ``roles/*/meta/argument_specs.yml`` (all entry points) of a collection."""
-    options: dict[str, dict[str, Any]] = {}
+    specs = _checker().role_specs(str(collection / "roles"))
     role_of: dict[str, str] = {}
-    for spec_file in sorted((collection / "roles").glob("*/meta/argument_specs.y*ml")):
-        role = spec_file.parent.parent.name
-        data = yaml.safe_load(spec_file.read_text()) or {}
-        for entry_name, entry in (data.get("argument_specs") or {}).items():
-            for name, opt in ((entry or {}).get("options") or {}).items():
-                options.setdefault(name, opt or {})
-                if entry_name == "main":
-                    role_of.setdefault(name, role)
-    return Specs(options=options, role_of=role_of)
+    for role, entries in specs.items():
+        for name in ((entries.get("main") or {}).get("options") or {}):
+            role_of.setdefault(name, role)
+    return Specs(options=_checker().declared_options(specs), role_of=role_of)
 
 
 # -- values ---------------------------------------------------------------------------------

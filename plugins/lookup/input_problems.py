@@ -49,8 +49,6 @@ _raw:
 
 import os
 
-import yaml
-
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
@@ -61,27 +59,10 @@ ROLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
 
 def declared_options(roles=None):
     """Every option of every entry point of the collection's roles (or of ``roles``), by name."""
-    options = {}
-    names = sorted(os.listdir(ROLES_DIR))
-    unknown = sorted(set(roles or []) - set(names))
-    if unknown:
-        raise AnsibleLookupError(f"input_problems: no role {', '.join(unknown)} in this "
-                                 f"collection")
-    for name in names:
-        if roles and name not in roles:
-            continue
-        path = os.path.join(ROLES_DIR, name, "meta", "argument_specs.yml")
-        if not os.path.isfile(path):
-            continue
-        try:
-            with open(path, encoding="utf-8") as handle:
-                data = yaml.safe_load(handle) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise AnsibleLookupError(f"input_problems: {path}: {exc}") from exc
-        for entry in (data.get("argument_specs") or {}).values():
-            for opt_name, opt in ((entry or {}).get("options") or {}).items():
-                options.setdefault(opt_name, opt or {})
-    return options
+    try:
+        return input_check.declared_options(input_check.role_specs(ROLES_DIR, roles))
+    except ValueError as exc:
+        raise AnsibleLookupError(f"input_problems: {exc}") from exc
 
 
 class LookupModule(LookupBase):

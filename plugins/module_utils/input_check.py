@@ -45,6 +45,50 @@ TYPE_WORDS = {
 _PLAIN = (str, int, float, bool, list, dict, type(None))
 
 
+def role_specs(roles_dir, roles=None):
+    """{role: its argument_specs (every entry point)} read from ``roles_dir``/*/meta/
+    argument_specs.yml (or .yaml), for every role or those in ``roles``: the one reader of the
+    specs (the input check, the input_problems lookup, the role READMEs' tables). Raises
+    ValueError naming a role in ``roles`` that is not there, or a spec file that cannot be
+    read."""
+    import os
+
+    import yaml
+
+    names = sorted(n for n in os.listdir(roles_dir) if os.path.isdir(os.path.join(roles_dir, n)))
+    unknown = sorted(set(roles or []) - set(names))
+    if unknown:
+        raise ValueError("no role %s in this collection" % ", ".join(unknown))
+    out = {}
+    for name in names:
+        if roles and name not in roles:
+            continue
+        for ext in ("yml", "yaml"):
+            path = os.path.join(roles_dir, name, "meta", "argument_specs." + ext)
+            if os.path.isfile(path):
+                break
+        else:
+            continue
+        try:
+            with open(path, encoding="utf-8") as handle:
+                data = yaml.safe_load(handle) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ValueError("%s: %s" % (path, exc)) from exc
+        out[name] = data.get("argument_specs") or {}
+    return out
+
+
+def declared_options(specs):
+    """Every option of every entry point of ``specs`` (role_specs' result), by name: the first
+    declaration of a name wins (roles in name order, entry points in file order)."""
+    options = {}
+    for entries in specs.values():
+        for entry in entries.values():
+            for name, opt in ((entry or {}).get("options") or {}).items():
+                options.setdefault(name, opt or {})
+    return options
+
+
 def unknown_now(value):
     """True for a value only the run knows: Jinja (templated on the hosts) or vault-encrypted."""
     if not isinstance(value, _PLAIN):
