@@ -29,7 +29,6 @@ def _wrap(func):
 class FilterModule:
     def filters(self):
         return {
-            "netcfg_df_payload": _wrap(mtu.df_payload),
             "netcfg_ping_pair": _wrap(mtu.ping_pair),
             "qos_tos": _wrap(qos.tos_from_dscp),
             "netcfg_fw_nft_summary": _wrap(fw.nft_table_summary),

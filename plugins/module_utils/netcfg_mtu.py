@@ -290,7 +290,9 @@ def plan(probe: dict, settings: dict) -> dict:
               f"({backends[i['name']]['reason']})" for i in wanted]
     needs_ping = bool(settings.get("verify", True)) and bool(wanted) and not probe.get("ping")
     return {
-        "wanted": wanted, "mtu": {i["name"]: i["mtu"] for i in wanted}, "runtime": runtime,
+        "wanted": wanted, "mtu": {i["name"]: i["mtu"] for i in wanted},
+        # The DF ping's payload that fills each MTU (ping -M do -s), for the path proof.
+        "payload": {i["name"]: df_payload(i["mtu"]) for i in wanted}, "runtime": runtime,
         "drift": drift, "backends": backends, "by_backend": by_backend,
         "networkmanager": networkmanager, "networkd": networkd, "ifupdown": ifupdown,
         "ifcfg": ifcfg, "persist_drift": persist_drift, "errors": errors, "report": report,

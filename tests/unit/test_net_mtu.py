@@ -140,6 +140,7 @@ def test_plan_merges_the_layers_by_name_later_wins():
                               {"name": "ens2", "mtu": 1500, "link_type": "auto"},
                               {"name": "ib0", "mtu": 2044, "link_type": "ipoib_datagram"}]
     assert plan["mtu"] == {"ens1": 9000, "ens2": 1500, "ib0": 2044}
+    assert plan["payload"] == {"ens1": 8972, "ens2": 1472, "ib0": 2016}  # the DF ping's -s
     # The default MTU for an entry that gives none; a later layer's entry replaces the whole entry.
     assert mtu.merge_interfaces([[{"name": "a"}], [], []], 9000) == [
         {"name": "a", "mtu": 9000, "link_type": "auto"}]

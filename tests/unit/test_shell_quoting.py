@@ -212,6 +212,7 @@ def _fixtures(bad: str, workdir: Path) -> dict[str, Any]:
         "_container_runtime_packages": [bad],
         "_slurm_health_wheel": bad,
         "_net_mtu_verify_mtu": bad,
+        "_net_mtu_verify_payload": bad,
         "_net_mtu_fabric_addr": bad,
         # Task vars of an import (import_tasks: vars:), which the walk does not follow.
         "_rdma_ofed_bundle_file": bad,
