@@ -54,8 +54,24 @@ PASSTHROUGH_ENV = frozenset({
 ROTATE_KEPT_ARTIFACTS = 10
 # After an interrupt: how long Ansible gets to stop on its own (its workers end their tasks'
 # connections, it prints "User interrupted execution") before what is left is killed.
-INTERRUPT_GRACE_S = float(os.environ.get("RDMAPROV_INTERRUPT_GRACE", "10"))
+INTERRUPT_GRACE_S = 10.0  # RDMAPROV_INTERRUPT_GRACE, read by interrupt_grace()
 KILL_WAIT_S = 10.0
+
+
+def interrupt_grace() -> float:
+    """RDMAPROV_INTERRUPT_GRACE in seconds (default INTERRUPT_GRACE_S), read when a run starts:
+    a bad value is one line before any host is touched, not a traceback when rdmaprov loads."""
+    raw = os.environ.get("RDMAPROV_INTERRUPT_GRACE", "").strip()
+    if not raw:
+        return INTERRUPT_GRACE_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 3600:
+        raise UserError(f"RDMAPROV_INTERRUPT_GRACE: {raw!r} is not a number of seconds "
+                        "from 0 to 3600")
+    return value
 
 
 class Interrupted(KeyboardInterrupt):
@@ -177,6 +193,7 @@ class RunnerSession:
         self._last_line = ""
         self._in_flight: dict[str, str] = {}
         self._before: frozenset[int] = frozenset()  # sessions of ours not ansible-runner's
+        self._grace = interrupt_grace()
 
     # -- private data dir -------------------------------------------------------------------
 
@@ -364,7 +381,7 @@ class RunnerSession:
               events: queue.Queue[Mapping[str, Any]]) -> list[proctree.Proc]:
         """Stop ansible-playbook and its workers, and wait (bounded) until they are gone: SIGINT
         to each of their process groups (they run in sessions of their own, so the terminal's
-        Ctrl-C reached none of them), INTERRUPT_GRACE_S for Ansible to end its connections,
+        Ctrl-C reached none of them), RDMAPROV_INTERRUPT_GRACE for Ansible to end its connections,
         then SIGKILL. Another Ctrl-C or SIGTERM meanwhile goes straight to SIGKILL. Returns
         the processes still alive at the end (none, unless they cannot be killed)."""
         seen: dict[tuple[int, int], proctree.Proc] = {}
@@ -375,7 +392,7 @@ class RunnerSession:
                 seen.setdefault((p.pid, p.start), p)
             return [p for p in seen.values() if proctree.alive(p)]
 
-        deadline = time.monotonic() + INTERRUPT_GRACE_S
+        deadline = time.monotonic() + self._grace
         killed = signalled = False
         while True:
             try:

@@ -26,16 +26,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="one JSON document per input, a list when several "
                    "(env RDMAPROV_EXPLAIN_JSON=1)")
     p.add_argument("--expect-busbw", type=float, metavar="GBPS",
-                   default=_env_float("RDMAPROV_EXPECT_BUSBW"),
+                   default=os.environ.get("RDMAPROV_EXPECT_BUSBW") or None,
                    help="nccl-tests verdict: pass when peak busbw >= GBPS GB/s "
                    "(env RDMAPROV_EXPECT_BUSBW)")
     p.add_argument("--line-rate", metavar="RATE", default=os.environ.get("RDMAPROV_LINE_RATE"),
                    help="nccl-tests verdict from a NIC rate such as 400G: pass when peak busbw "
                    ">= fraction x NICs x rate/8 (env RDMAPROV_LINE_RATE)")
-    p.add_argument("--nics", type=int, default=int(os.environ.get("RDMAPROV_NICS", "1")),
+    # String defaults from the environment go through `type` like a flag's value: a bad one is
+    # argparse's one line (exit 1), never a traceback.
+    p.add_argument("--nics", type=int, default=os.environ.get("RDMAPROV_NICS") or "1",
                    help="NICs per host for --line-rate (env RDMAPROV_NICS; default 1)")
     p.add_argument("--min-fraction", type=float,
-                   default=_env_float("RDMAPROV_MIN_FRACTION", DEFAULT_BW_FRACTION),
+                   default=os.environ.get("RDMAPROV_MIN_FRACTION") or str(DEFAULT_BW_FRACTION),
                    help="fraction of line rate to expect (env RDMAPROV_MIN_FRACTION; default "
                    f"{DEFAULT_BW_FRACTION:g}, validate's --bw-fraction; published NCCL health "
                    "checks use 0.72-0.8)")
@@ -43,14 +45,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="mlnx_qos: NCCL_IB_TC to check for lossless delivery "
                    "(env NCCL_IB_TC; default: NCCL's default 0)")
     p.set_defaults(func=run)
-
-
-def _env_float(name: str, default: float | None = None) -> float | None:
-    v = os.environ.get(name)
-    try:
-        return float(v) if v else default
-    except ValueError:
-        return default
 
 
 def _env_int(name: str) -> int | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -131,3 +132,26 @@ def test_escape_sequences_in_a_paste_never_reach_the_terminal(
     assert any("NCCL WARN Net" in e["line"] for e in doc["errors"])
     assert not any("\x1b" in e["line"] for e in doc["errors"])
     assert "\x1b" not in out
+
+
+def test_verdict_settings_from_the_environment_and_a_bad_one_is_one_line() -> None:
+    """RDMAPROV_NICS, RDMAPROV_MIN_FRACTION and RDMAPROV_EXPECT_BUSBW go through the flags'
+    own conversion: a good value counts, a bad one is one line and exit 1 (a bad NICS was a
+    traceback)."""
+    f = str(FIX / "nccl_tests_252_ring_new.txt")
+    cmd = [sys.executable, "-m", "rdmaprov", "explain", "--json", "--line-rate", "400G", f]
+
+    def explain(**env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT,
+                              env={**os.environ, **env}, check=False)
+
+    p = explain(RDMAPROV_NICS="4", RDMAPROV_MIN_FRACTION="0.5")
+    verdict = json.loads(p.stdout)["verdict"]  # 0.5 x 4 x 400/8 = 100 GB/s; measured 97.54
+    assert (p.returncode, verdict["expected_busbw"], verdict["pass"]) == (2, 100.0, False)
+    assert verdict["basis"].startswith("50% of 4 x 400 Gb/s"), verdict
+    for name, value in (("RDMAPROV_NICS", "four"), ("RDMAPROV_MIN_FRACTION", "most"),
+                        ("RDMAPROV_EXPECT_BUSBW", "fast")):
+        p = explain(**{name: value})
+        assert p.returncode == 1 and p.stdout == "", (name, p.stderr)
+        assert p.stderr.count("\n") == 1 and f"'{value}'" in p.stderr, p.stderr
+        assert "Traceback" not in p.stderr

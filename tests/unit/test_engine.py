@@ -190,3 +190,19 @@ def test_a_failed_command_item_says_what_the_command_said() -> None:
         "backing file system is unsupported for this graph driver")
     assert task_label({"task": "Gather", "role": "rdmaprov.cluster.preflight"}) == \
         "preflight : Gather"
+
+
+def test_interrupt_grace_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read when a run starts: a bad value is one line (UserError), not a traceback when
+    rdmaprov loads, as it was."""
+    from rdmaprov import engine
+    from rdmaprov.errors import UserError
+
+    monkeypatch.delenv("RDMAPROV_INTERRUPT_GRACE", raising=False)
+    assert engine.interrupt_grace() == engine.INTERRUPT_GRACE_S
+    monkeypatch.setenv("RDMAPROV_INTERRUPT_GRACE", "2.5")
+    assert engine.interrupt_grace() == 2.5
+    for bad in ("x", "-1", "1e9"):
+        monkeypatch.setenv("RDMAPROV_INTERRUPT_GRACE", bad)
+        with pytest.raises(UserError, match="RDMAPROV_INTERRUPT_GRACE"):
+            engine.interrupt_grace()
