@@ -4,7 +4,6 @@ firewall, container runtime, GPUs, last validation), one row per host."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
@@ -22,7 +21,9 @@ from rdmaprov.textsafe import safe_line
 from rdmaprov.validate import record
 
 PROBE_TASK = "Read node state"
-MODULES_TASK = "Read kernel modules"
+# The node_state module's answer (plugins/module_utils/node_state.py) that a row shows.
+STATE_KEYS = ("drivers", "mtu", "qos", "firewall", "runtime", "gpus", "rdma_devices",
+              "validation", "modules")
 COLUMNS = ("drivers", "modules", "mtu", "qos", "firewall", "runtime", "gpus", "validation")
 
 
@@ -77,7 +78,7 @@ def qos_cell(qos: Mapping[str, Any]) -> str:
 
 
 def cells(state: Mapping[str, Any], judged: Mapping[str, Any] | None = None) -> dict[str, str]:
-    """One host's probe document (with the kernel_modules answer under "modules") and this
+    """One host's node_state answer (the kernel modules under "modules") and this
     controller's record of the judge's verdict for it (rdmaprov/validate/record.py) → cells."""
     mtu = ", ".join(f"{k} {v}" for k, v in (state.get("mtu") or {}).items()) or "-"
     _word, val_text = record.cell(state.get("validation"), dict(judged) if judged else None)
@@ -95,23 +96,14 @@ def run(args: argparse.Namespace) -> int:
     inv = inventory_mod.load(args.inventory, limit=args.limit)
     spec = options.run_spec(args, find_playbook("status.yml"), inv)
     states: dict[str, dict[str, Any]] = {}
-    kernels: dict[str, dict[str, Any]] = {}
 
     def on_event(ev: Mapping[str, Any]) -> None:
         data = ev.get("event_data") or {}
-        if ev.get("event") != "runner_on_ok":
-            return
-        res = data.get("res") or {}
-        if data.get("task") == PROBE_TASK:
-            with contextlib.suppress(ValueError, KeyError):
-                states[str(data["host"])] = json.loads(res.get("stdout", ""))
-        elif data.get("task") == MODULES_TASK:
-            kernels[str(data["host"])] = {k: res.get(k) for k in ("can_load", "reason", "modules")}
+        if ev.get("event") == "runner_on_ok" and data.get("task") == PROBE_TASK:
+            res = data.get("res") or {}
+            states[str(data["host"])] = {k: res.get(k) for k in STATE_KEYS}
 
     result = RunnerSession(spec, on_event=on_event).run()
-    for host, kernel in kernels.items():
-        if host in states:
-            states[host]["modules"] = kernel
     rows: dict[str, dict[str, str]] = {}
     judged = record.load(args.inventory)
     for host in inv.selected:
