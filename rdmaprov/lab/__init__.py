@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import ipaddress
 import json
 import os
@@ -28,19 +27,18 @@ from dataclasses import asdict, dataclass, field
 from importlib.resources import as_file, files
 from pathlib import Path
 
-import yaml
-
 from rdmaprov.errors import UserError
 from rdmaprov.lab import base as lab_base
+from rdmaprov.lab import host as lab_host
+from rdmaprov.lab import inventory as lab_inventory
 from rdmaprov.lab import netstack as lab_netstack
+from rdmaprov.lab.host import ip as _ip
 
 STATE_ROOT = Path(os.environ.get("RDMAPROV_LAB_DIR", "/var/lib/rdmaprov/lab"))
 CGROUP_ROOT = (Path("/sys/fs/cgroup/unified")
                if Path("/sys/fs/cgroup/unified/cgroup.procs").exists() else Path("/sys/fs/cgroup"))
-LAB_WORKER_IMAGE = "localhost/rdmaprov-lab-worker:latest"
+LAB_WORKER_IMAGE = lab_inventory.LAB_WORKER_IMAGE
 NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,7}$")
-# Host-wide settings a misbehaving node could change; checked after every `up`.
-HOST_SENTINELS = ("/proc/sys/vm/swappiness", "/proc/sys/fs/protected_regular")
 
 
 @dataclass
@@ -78,70 +76,6 @@ class LabState:
     layer: str = ""
 
 
-def root_tag() -> str:
-    """Three hex digits naming this filesystem root and state directory: two labs of one name
-    started from different roots (a fresh chroot and the host) share the kernel's bridges and
-    cgroups, so the names the kernel sees carry this tag."""
-    root = os.stat("/")
-    ident = f"{root.st_dev}:{root.st_ino}:{STATE_ROOT.resolve()}"
-    return hashlib.sha256(ident.encode()).hexdigest()[:3]
-
-
-def _require_root() -> None:
-    if os.geteuid() != 0:
-        raise UserError("the lab needs root (network namespaces, mounts): run it with sudo")
-
-
-def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
-    if check and proc.returncode != 0:
-        raise RuntimeError(f"ip {' '.join(args)}: {proc.stderr.strip()}")
-    return proc
-
-
-# inotify instances a booted node's processes hold (systemd, journald, logind, dbus, sshd:
-# 7 counted on a Debian 12 node), and the sysctl that caps them per user on the host.
-INOTIFY_PER_NODE = 8
-INOTIFY_LIMIT = Path("/proc/sys/fs/inotify/max_user_instances")
-
-
-def inotify_in_use(uid: int | None = None) -> int:
-    """inotify instances held now by the processes of ``uid`` (default: this user)."""
-    uid = os.getuid() if uid is None else uid
-    count = 0
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            if proc.stat().st_uid != uid:
-                continue
-            for fd in (proc / "fd").iterdir():
-                if os.readlink(fd) == "anon_inode:inotify":
-                    count += 1
-        except OSError:
-            continue  # gone, or not ours to read
-    return count
-
-
-def _check_inotify(new_nodes: int) -> None:
-    """Refuse, in one line, to boot nodes the host's inotify cap would kill: a node's systemd
-    that cannot get an inotify instance exits at once, with nothing on its console."""
-    if new_nodes <= 0:
-        return
-    try:
-        limit = int(INOTIFY_LIMIT.read_text())
-    except (OSError, ValueError):
-        return
-    in_use = inotify_in_use()
-    need = new_nodes * INOTIFY_PER_NODE
-    if in_use + need > limit:
-        raise UserError(
-            f"{new_nodes} more lab nodes need about {need} inotify instances, and this host "
-            f"allows {limit} per user with {in_use} in use (fs.inotify.max_user_instances): "
-            f"raise it, e.g. sysctl -w fs.inotify.max_user_instances="
-            f"{max(1024, in_use + need)}, or start fewer nodes")
-
-
 class Lab:
     def __init__(self, name: str = "lab") -> None:
         if not NAME_RE.match(name):
@@ -150,9 +84,7 @@ class Lab:
         self.name = name
         self.dir = STATE_ROOT / name
         self.state_file = self.dir / "state.json"
-        self.inventory = self.dir / "inventory.ini"
-        self.key = self.dir / "id_ed25519"
-        self.known_hosts = self.dir / "known_hosts"
+        self.key, self.inventory, self.known_hosts = (self.dir / f for f in lab_inventory.KEY_FILES)
 
     # ----- state ---------------------------------------------------------------------------
     def _load(self) -> LabState | None:
@@ -185,45 +117,12 @@ class Lab:
     def _cgroup(self, node: str, tag: str) -> Path:
         return self._cgroup_parent(tag) / f"{self.name}-{node}"
 
-    @staticmethod
-    def _used_subnets() -> set[str]:
-        used: set[str] = set()
-        if STATE_ROOT.is_dir():
-            for path in STATE_ROOT.glob("*/state.json"):
-                try:
-                    data = json.loads(path.read_text())
-                except (OSError, ValueError):
-                    continue
-                used.update(data.get(k) for k in ("subnet", "fabric_subnet") if data.get(k))
-        return used
-
-    @staticmethod
-    def _host_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
-        """Networks this host already has an address in (other labs, real LANs)."""
-        out = _ip("-o", "-4", "addr", "show", check=False).stdout
-        nets = []
-        for line in out.splitlines():
-            fields = line.split()
-            if "inet" in fields:
-                nets.append(ipaddress.ip_interface(fields[fields.index("inet") + 1]).network)
-        return nets
-
-    def _pick_subnet(self, second: int) -> str:
-        used = self._used_subnets()
-        taken = self._host_networks()
-        for third in range(250, 150, -1):
-            cand = f"10.{second}.{third}.0/24"
-            net = ipaddress.ip_network(cand)
-            if cand not in used and not any(net.overlaps(t) for t in taken):
-                return cand
-        raise UserError(f"no free lab subnet left under 10.{second}.0.0/16: remove old labs")
-
     # ----- up ------------------------------------------------------------------------------
     def up(self, nodes: int = 3, subnet: str | None = None, mirror: str | None = None,
            suite: str | None = None, mtu: int = 1500, fabric_subnet: str | None = None,
            fabric_mtu: int = 9000, netstack: str | None = None,
            log: Callable[[str], object] = print) -> LabState:
-        _require_root()
+        lab_host.require_root()
         if not 1 <= nodes <= 64:
             raise UserError(f"--nodes {nodes}: a lab has 1 to 64 nodes")
         if netstack is not None and netstack not in lab_netstack.NETSTACKS:
@@ -261,11 +160,11 @@ class Lab:
         layer = lab_base.ensure_netstack_layer(distro, base, repo, state.netstack,
                                                self.dir / "build.log")
         state.base, state.repo, state.layer = str(base), str(repo), str(layer or "")
-        sentinels = self._host_sentinels()
+        sentinels = lab_host.host_sentinels()
         if not self.key.exists():
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "",
                             "-C", f"rdmaprov-lab-{self.name}", "-f", str(self.key)], check=True)
-        self._bridge_up(state)
+        lab_host.bridges_up(state)
         net = ipaddress.ip_network(state.subnet)
         hosts = list(net.hosts())
         fabric_hosts = (list(ipaddress.ip_network(state.fabric_subnet).hosts())
@@ -280,7 +179,7 @@ class Lab:
                 fabric_mac=f"02:72:66:{mac_tail}",
             )))
         state.nodes = [by_name[k] for k in sorted(by_name, key=lambda n: int(n[4:]))]
-        _check_inotify(sum(1 for entry in state.nodes if not self._running(entry)))
+        lab_host.check_inotify(sum(1 for entry in state.nodes if not self._running(entry)))
         for entry in state.nodes:
             if not self._running(entry):
                 self._start_node(state, entry)
@@ -288,8 +187,8 @@ class Lab:
         lab_base.ensure_torch(self.dir / "build.log", base=base, log_msg=log)
         self._wait_ssh(state)
         self._wait_stack(state, [n["name"] for n in state.nodes])
-        self._write_inventory(state)
-        changed = {k: v for k, v in sentinels.items() if self._host_sentinels()[k] != v}
+        lab_inventory.write_inventory(state, self.dir, self._nodes_dir(state))
+        changed = {k: v for k, v in sentinels.items() if lab_host.host_sentinels()[k] != v}
         if changed:
             raise RuntimeError(f"a lab node changed host settings: {changed}")
         log(f"lab {self.name!r}: {len(state.nodes)} nodes up in {time.monotonic() - started:.1f}s; "
@@ -307,7 +206,8 @@ class Lab:
             for flag, given, second in (("--subnet", subnet, 199),
                                         ("--fabric-subnet", fabric_subnet, 198)):
                 try:
-                    net = ipaddress.ip_network(given or self._pick_subnet(second), strict=True)
+                    net = ipaddress.ip_network(
+                        given or lab_host.pick_subnet(second, STATE_ROOT), strict=True)
                 except ValueError as exc:
                     raise UserError(f"{flag} {given}: {exc}") from exc
                 if net.version != 4 or net.num_addresses < nodes + 12:
@@ -316,33 +216,13 @@ class Lab:
                 nets.append(net)
             if nets[0].overlaps(nets[1]):
                 raise UserError(f"--subnet {nets[0]} and --fabric-subnet {nets[1]} overlap")
-            tag = root_tag()
+            tag = lab_host.root_tag(STATE_ROOT)
             state = LabState(name=self.name, subnet=str(nets[0]), bridge=f"rl{tag}{self.name}m",
                              mtu=mtu, fabric_subnet=str(nets[1]),
                              fabric_bridge=f"rl{tag}{self.name}f", fabric_mtu=fabric_mtu,
                              tag=tag, netstack=netstack)
             self._save(state)
         return state
-
-    @staticmethod
-    def _host_sentinels() -> dict[str, str]:
-        out = {p: Path(p).read_text().strip() for p in HOST_SENTINELS if Path(p).exists()}
-        out["/dev/null"] = oct(os.stat("/dev/null").st_mode)
-        return out
-
-    def _bridge_up(self, state: LabState) -> None:
-        for bridge, subnet, mtu in ((state.bridge, state.subnet, state.mtu),
-                                    (state.fabric_bridge, state.fabric_subnet, state.fabric_mtu)):
-            if not bridge:
-                continue  # a lab made before the fabric network existed
-            net = ipaddress.ip_network(subnet)
-            gw = next(net.hosts())
-            if _ip("link", "show", bridge, check=False).returncode != 0:
-                _ip("link", "add", bridge, "type", "bridge")
-            _ip("link", "set", bridge, "mtu", str(mtu), "up")
-            have = _ip("-o", "-4", "addr", "show", "dev", bridge).stdout
-            if f"{gw}/" not in have:
-                _ip("addr", "add", f"{gw}/{net.prefixlen}", "dev", bridge)
 
     def _running(self, entry: dict) -> bool:
         pid = entry.get("pid") or 0
@@ -503,76 +383,14 @@ class Lab:
                                        f"eth1 up within {timeout:.0f}s: {shown.strip()[-200:]}")
                 time.sleep(0.5)
 
-    def _write_inventory(self, state: LabState) -> None:
-        known = []
-        for n in state.nodes:
-            pub = self._nodes_dir(state) / n["name"] / "upper/etc/ssh/ssh_host_ed25519_key.pub"
-            keytype, key = pub.read_text().split()[:2]
-            known.append(f"{n['address']} {keytype} {key}")
-        self.known_hosts.write_text("\n".join(known) + "\n")
-        lines = ["# Written by 'rdmaprov lab up'; host keys are recorded in known_hosts.", "[lab]"]
-        lines += [f"{n['name']} ansible_host={n['address']}" for n in state.nodes]
-        lines += [
-            "", "[lab:vars]", "ansible_user=root",
-            f"ansible_ssh_private_key_file={self.key}",
-            f"ansible_ssh_common_args='-o UserKnownHostsFile={self.known_hosts} "
-            "-o StrictHostKeyChecking=yes'",
-            "ansible_python_interpreter=/usr/bin/python3",
-        ]
-        self.inventory.write_text("\n".join(lines) + "\n")
-        self._write_group_vars(state)
-
-    def _write_group_vars(self, state: LabState) -> None:
-        """What a user would write for this cluster: the data-path roles act on the fabric
-        network (eth1), never on eth0, which carries SSH."""
-        gv = self.dir / "group_vars"
-        gv.mkdir(exist_ok=True)
-        path = gv / "lab.yml"
-        if not state.fabric_bridge:
-            path.unlink(missing_ok=True)
-            return
-        doc = {
-            "net_mtu_interfaces": [{"name": "eth1", "mtu": state.fabric_mtu}],
-            "net_mtu_verify_interface": "eth1",
-            "firewall_cluster_subnets": [state.fabric_subnet, state.subnet],
-            "roce_qos_interfaces": ["eth1"],
-            # This machine lacks CAP_SYS_RESOURCE, so nodes cannot raise the memlock hard limit:
-            # accept the host's limit here (a real cluster keeps the default, unlimited).
-            "container_runtime_memlock": "host",
-            # No registry is reachable from the lab: its worker image is a root filesystem
-            # tarball that `lab up` makes from the nodes' own base (python3, no torch; torch is
-            # mounted in from /opt/rdmaprov-torch).
-            "container_runtime_images": [{"name": LAB_WORKER_IMAGE,
-                                          "archive": lab_base.WORKER_IMAGE_TAR,
-                                          "format": "rootfs"}],
-            "container_runtime_verify_image": LAB_WORKER_IMAGE,
-            # Validation: gloo on the CPUs (no GPUs here) over the fabric, in the lab's image
-            # with torch mounted in from the host's cache.
-            "nccl_validate_backend": "gloo",
-            "nccl_validate_image": LAB_WORKER_IMAGE,
-            "nccl_validate_pythonpath": [lab_base.TORCH_NODE_DIR],
-            "nccl_validate_memlock": "host",
-            "nccl_validate_env": {"GLOO_SOCKET_IFNAME": "eth1", "NCCL_SOCKET_IFNAME": "eth1"},
-            "nccl_validate_worker_args": ["--max-bytes", "16M"],
-        }
-        if state.netstack == "none":
-            # These nodes have no network manager: their addresses are set from outside, as in
-            # a container, so the MTU persists through rdmaprov's boot-time unit. With a
-            # --netstack the role finds the stack that owns eth1 itself (net_mtu_persist: auto).
-            doc["net_mtu_persist"] = "systemd_unit"
-        header = ("# Written by 'rdmaprov lab up': the lab's settings, as a user would write them\n"
-                  f"# for a cluster with management network {state.subnet} (eth0) and fabric\n"
-                  f"# {state.fabric_subnet} (eth1).\n")
-        path.write_text(header + "---\n" + yaml.safe_dump(doc, sort_keys=False))
-
     def ensure_torch(self, log: Callable[[str], object] = print) -> Path:
         """torch for the lab's validation runs, visible in every node (see base.ensure_torch)."""
-        _require_root()
+        lab_host.require_root()
         return lab_base.ensure_torch(self.dir / "build.log", log_msg=log)
 
     # ----- down / status / exec ------------------------------------------------------------
     def down(self, log: Callable[[str], object] = print) -> None:
-        _require_root()
+        lab_host.require_root()
         state = self._load()
         if state is None:
             log(f"lab {self.name!r}: nothing to do")
@@ -654,7 +472,7 @@ class Lab:
         """Reboot one node: its systemd shuts down cleanly (SIGRTMIN+4 asks PID 1 for a
         poweroff), then it boots again on its own overlay layer with fresh NICs, as after a
         power cycle: eth1 back at 1500 and unconfigured, so only what persists comes back."""
-        _require_root()
+        lab_host.require_root()
         state = self._load()
         entry = next((n for n in (state.nodes if state else []) if n["name"] == node), None)
         if state is None or entry is None:
@@ -668,7 +486,7 @@ class Lab:
         self._start_node(state, entry)
         self._save(state)
         self._wait_ssh(state)
-        self._write_inventory(state)
+        lab_inventory.write_inventory(state, self.dir, self._nodes_dir(state))
         # Up means booted: the network stack has run its start-up jobs, as after a real reboot.
         booted = self.exec(node, ["systemctl", "is-system-running", "--wait"], check=False,
                            timeout=timeout * 3).stdout.strip()

@@ -28,7 +28,7 @@ def test_a_node_process_is_alive_until_it_is_a_zombie_or_gone() -> None:
 def test_nodes_the_inotify_cap_would_kill_are_refused_in_one_line(tmp_path, monkeypatch) -> None:
     import pytest
 
-    from rdmaprov import lab as lab_mod
+    from rdmaprov.lab import host as lab_mod
     from rdmaprov.errors import UserError
 
     cap = tmp_path / "max_user_instances"
@@ -36,8 +36,8 @@ def test_nodes_the_inotify_cap_would_kill_are_refused_in_one_line(tmp_path, monk
     in_use = 40
     monkeypatch.setattr(lab_mod, "inotify_in_use", lambda: in_use)
     cap.write_text(f"{in_use + 2 * lab_mod.INOTIFY_PER_NODE}\n")
-    lab_mod._check_inotify(2)  # fits
+    lab_mod.check_inotify(2)  # fits
     with pytest.raises(UserError, match=r"3 more lab nodes need about 24 inotify instances.*"
                                         r"fs.inotify.max_user_instances"):
-        lab_mod._check_inotify(3)
-    lab_mod._check_inotify(0)
+        lab_mod.check_inotify(3)
+    lab_mod.check_inotify(0)
