@@ -39,7 +39,7 @@ from rdmaprov.validate import worker
 ROOT = Path(__file__).resolve().parents[1]
 SYSFS = ROOT / "tests" / "fixtures" / "sysfs"
 LOGS = ROOT / "tests" / "fixtures" / "explain"
-COUNTERS = ROOT / "roles" / "nccl_validate" / "files" / "nccl_validate_counters.py"
+COUNTERS = ROOT / "plugins" / "module_utils" / "rdma_ports.py"
 IB_LOG = LOGS / "nccl_nvpeer56_v2.4.7_ib.log"
 SOCKET_LOG = LOGS / "nccl_226_aws_nodevice.log"
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 
-from ansible_collections.rdmaprov.cluster.plugins.module_utils import kernel_caps
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import kernel_caps, rdma_ports
 from ansible_collections.rdmaprov.cluster.plugins.module_utils.driver_versions import (
     parse_ofed_info,
 )
@@ -37,46 +37,21 @@ ROCE_HW_COUNTERS = ("np_cnp_sent", "np_ecn_marked_roce_packets", "rp_cnp_handled
                     "local_ack_timeout_err", "implied_nak_seq_err", "duplicate_request",
                     "rnr_nak_retry_err", "req_cqe_error", "resp_cqe_error")
 
-_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec")
-_NUMBERED = re.compile(r"^\s*(\d+)\s*:\s*(.*?)\s*$")
+# The port reader every command, module and the validation worker share (module_utils/rdma_ports.py).
+read = rdma_ports.read
+_listdir = rdma_ports.listdir
+parse_rate = rdma_ports.parse_rate
+parse_state = rdma_ports.parse_state
+_counters = rdma_ports.counters
 
 
-def read(path: str) -> str | None:
-    """A sysfs attribute's text without the trailing newline; None if absent or unreadable
-    (an unpopulated GID's gid_attrs entry answers EINVAL, which lands here too)."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read().strip()
-    except OSError:
-        return None
-
-
-def _listdir(path: str) -> list[str]:
-    try:
-        return os.listdir(path)
-    except OSError:
-        return []
+def port_netdev(sysfs_root: str, device: str, port: int) -> str | None:
+    """The netdev of a port (rdma_ports.port_netdev under this sysfs root)."""
+    return rdma_ports.port_netdev(os.path.join(sysfs_root, rdma_ports.IB_CLASS), device, port)
 
 
 def _sorted_numeric(names: list[str]) -> list[str]:
     return sorted((n for n in names if n.isdigit()), key=int)
-
-
-def parse_rate(text: str | None) -> int | float | None:
-    """'400 Gb/sec (4X NDR)' -> 400; '2.5 Gb/sec (1X SDR)' -> 2.5; garbage -> None."""
-    m = _RATE.match(text or "")
-    if not m:
-        return None
-    value = float(m.group(1))
-    return int(value) if value.is_integer() else value
-
-
-def parse_state(text: str | None) -> str | None:
-    """'4: ACTIVE' -> 'ACTIVE' (the name after the number, as sysfs prints it)."""
-    m = _NUMBERED.match(text or "")
-    if not m:
-        return (text or "").strip() or None
-    return m.group(2) or None
 
 
 def parse_lid(text: str | None) -> int | None:
@@ -180,33 +155,6 @@ def bond_of(sysfs_root: str, netdev: str | None) -> str | None:
         if upper and os.path.isdir(os.path.join(net, upper, "bonding")):
             return upper
     return None
-
-
-def port_netdev(sysfs_root: str, device: str, port: int) -> str | None:
-    """The netdev of a port: the default GID's ndev (which names the bond for RoCE LAG), else
-    the PCI function's netdev whose dev_port is port-1 (how rdma-core's ibdev2netdev maps them)."""
-    base = os.path.join(sysfs_root, "class/infiniband", device)
-    ndev = read(os.path.join(base, "ports", str(port), "gid_attrs/ndevs/0"))
-    if ndev:
-        return ndev
-    candidates = sorted(_listdir(os.path.join(base, "device/net")))
-    for name in candidates:
-        dev_port = read(os.path.join(base, "device/net", name, "dev_port"))
-        if dev_port is not None and dev_port.isdigit() and int(dev_port) == port - 1:
-            return name
-    return candidates[0] if len(candidates) == 1 else None
-
-
-def _counters(path: str, names: tuple[str, ...] | None = None) -> dict:
-    """Integer counters of one directory; 'N/A (no PMA)' and other non-numbers are left out."""
-    found = {}
-    for name in sorted(_listdir(path)):
-        if names is not None and name not in names:
-            continue
-        text = read(os.path.join(path, name))
-        if text is not None and text.isdigit():
-            found[name] = int(text)
-    return found
 
 
 def read_gids(port_dir: str, link_layer: str | None) -> list[dict]:

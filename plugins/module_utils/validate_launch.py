@@ -292,10 +292,10 @@ def launch(s, label, members, host, master, port):
     # Inside the container (or on the host): port counters, the worker, the counters again.
     # torchrun exits 1 whatever its worker's code: a worker's own 2 or 3 (worker-rc.RANK) wins.
     inner = ["sh", "-c", 'cd "$0" && b=$1 && shift; py=' + py
-             + '; "$py" "$b/nccl_validate_counters.py" >counters_before.json 2>/dev/null; "$@";'
+             + '; "$py" "$b/rdma_ports.py" >counters_before.json 2>/dev/null; "$@";'
              + ' rc=$?; for f in worker-rc.*; do [ -f "$f" ] || continue; c=$(cat "$f");'
              + ' case $c in 2|3) [ $rc = 0 ] || rc=$c ;; esac; done;'
-             + ' "$py" "$b/nccl_validate_counters.py" >counters_after.json 2>/dev/null;'
+             + ' "$py" "$b/rdma_ports.py" >counters_after.json 2>/dev/null;'
              + ' exit $rc', run_dir, bin_dir, *worker_argv(s, members, host, master, port),
              *rail_args(s, run_dir)]
     prefix = container_prefix(s, label, env)

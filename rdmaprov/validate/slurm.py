@@ -282,13 +282,17 @@ def plans(spec: dict[str, Any], members: list[str], addrs: dict[str, str]) -> di
             "timeout": spec["timeout"]}
 
 
+def worker_files() -> dict[str, Path]:
+    """What runs beside the worker wherever it runs (the nccl_validate role copies the same):
+    the pair planner and the port reader, both standard library only."""
+    return {"worker.py": HERE / "worker.py", "rounds.py": HERE / "rounds.py",
+            "rdma_ports.py": collection_root() / "plugins/module_utils/rdma_ports.py"}
+
+
 def bundle(plan: dict[str, Any]) -> bytes:
     """What srun's stdin brings to every node: the worker and its neighbours, and the plans."""
     buf = io.BytesIO()
-    files = {"worker.py": HERE / "worker.py", "rounds.py": HERE / "rounds.py",
-             "slurm_task.py": HERE / "slurm_task.py",
-             "nccl_validate_counters.py":
-                 collection_root() / "roles/nccl_validate/files/nccl_validate_counters.py"}
+    files = {**worker_files(), "slurm_task.py": HERE / "slurm_task.py"}
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for name, path in files.items():
             tar.add(str(path), arcname=name)

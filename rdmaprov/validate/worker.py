@@ -197,19 +197,31 @@ def _read(path: str) -> str | None:
         return None
 
 
+def _ports() -> Any:
+    """rdma_ports.py, the one port reader (plugins/module_utils, standard library only): the
+    copy the launch puts next to worker.py on a host or in a container; run from the package
+    (tests), the collection's own, in a wheel or a checkout."""
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    utils = os.path.join("plugins", "module_utils", "rdma_ports.py")
+    for path in (os.path.join(here, "rdma_ports.py"),
+                 os.path.join(here, "..", "_collection", utils),
+                 os.path.join(here, "..", "..", utils)):
+        if os.path.isfile(path):
+            break
+    name = "_rdmaprov_worker_rdma_ports"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
+
+
 def _ib_ports(root: str = _SYS_IB) -> list[dict[str, Any]]:
-    ports = []
-    for dev in sorted(os.listdir(root)) if os.path.isdir(root) else []:
-        pdir = os.path.join(root, dev, "ports")
-        for port in sorted(os.listdir(pdir)) if os.path.isdir(pdir) else []:
-            base = os.path.join(pdir, port)
-            state = _read(os.path.join(base, "state")) or ""  # "4: ACTIVE"
-            rate = _read(os.path.join(base, "rate")) or ""  # "400 Gb/sec (4X NDR)"
-            ports.append({"device": dev, "port": int(port) if port.isdecimal() else port,
-                          "state": state.split(":")[-1].strip(),
-                          "rate_gbps": float(rate.split()[0]) if rate[:1].isdecimal() else None,
-                          "link_layer": _read(os.path.join(base, "link_layer"))})
-    return ports
+    return list(_ports().ports(root, with_counters=False))
 
 
 def hca_filter_matches(spec: str, devices: list[tuple[str, int]]) -> list[tuple[str, int]]:

@@ -29,7 +29,7 @@ from rdmaprov.validate import worker
 ROOT = Path(__file__).resolve().parents[2]
 SYSFS = ROOT / "tests" / "fixtures" / "sysfs"
 LOGS = ROOT / "tests" / "fixtures" / "explain"
-COUNTERS = ROOT / "roles" / "nccl_validate" / "files" / "nccl_validate_counters.py"
+COUNTERS = ROOT / "plugins" / "module_utils" / "rdma_ports.py"
 
 IB_LOG = LOGS / "nccl_nvpeer56_v2.4.7_ib.log"  # NET/IB : Using [0]mlx5_0:1/IB
 ROCE_LOG = LOGS / "nccl_1537_gdr_disabled_roce.log"  # mlx5_0:1/RoCE, mlx5_1:1/RoCE
@@ -616,15 +616,9 @@ def test_counters_that_rose_during_the_run_fail_or_warn_by_class(tmp_path: Path,
 
 
 def test_the_counters_script_reads_every_counter_the_rule_judges() -> None:
-    import importlib.util
-
     from rdmaprov import collection
 
-    spec = importlib.util.spec_from_file_location("counters", COUNTERS)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    read = {n for _, names in mod.COUNTERS for n in names}
+    read = {n for _, names in collection.rdma_ports.RUN_COUNTERS for n in names}
     assert set(collection.link_counters.COUNTER_CLASS) <= read
 
 

@@ -28,8 +28,8 @@ def test_a_node_process_is_alive_until_it_is_a_zombie_or_gone() -> None:
 def test_nodes_the_inotify_cap_would_kill_are_refused_in_one_line(tmp_path, monkeypatch) -> None:
     import pytest
 
-    from rdmaprov.lab import host as lab_mod
     from rdmaprov.errors import UserError
+    from rdmaprov.lab import host as lab_mod
 
     cap = tmp_path / "max_user_instances"
     monkeypatch.setattr(lab_mod, "INOTIFY_LIMIT", cap)

@@ -274,7 +274,7 @@ def test_wrapper_keeps_the_workers_own_exit_code(tmp_path, worker_rc, rank_file,
     import sys
 
     (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "nccl_validate_counters.py").write_text("print('{\"ports\": []}')\n")
+    (tmp_path / "bin" / "rdma_ports.py").write_text("print('{\"ports\": []}')\n")
     run = tmp_path / "fabric"
     run.mkdir()
     argv = vl.launch(settings(python=sys.executable, remote_dir=str(tmp_path)), "fabric", ["a"],
@@ -287,27 +287,21 @@ def test_wrapper_keeps_the_workers_own_exit_code(tmp_path, worker_rc, rank_file,
     assert (run / "counters_after.json").is_file()
 
 
-# --- the port counters file (roles/nccl_validate/files/nccl_validate_counters.py) ---------------
+# --- the port reader the launch runs before and after (plugins/module_utils/rdma_ports.py) ----
 
 def _counters():
-    import importlib.util
-    from pathlib import Path
+    from rdmaprov.collection import rdma_ports
 
-    path = (Path(__file__).resolve().parents[2] / "roles/nccl_validate/files"
-            / "nccl_validate_counters.py")
-    spec = importlib.util.spec_from_file_location("nccl_validate_counters", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return rdma_ports
 
 
-@pytest.mark.parametrize(("text", "gbps"), [("400 Gb/sec (4X NDR)", 400.0),
-                                            ("200 Gb/sec (4X HDR)", 200.0),
-                                            ("25 Gb/sec (1X EDR)", 25.0),
-                                            ("10 Gb/sec (4X SDR)", 10.0), ("", None), (None, None),
+@pytest.mark.parametrize(("text", "gbps"), [("400 Gb/sec (4X NDR)", 400),
+                                            ("200 Gb/sec (4X HDR)", 200),
+                                            ("25 Gb/sec (1X EDR)", 25),
+                                            ("2.5 Gb/sec (1X SDR)", 2.5), ("", None), (None, None),
                                             ("unknown", None)])
 def test_counters_rate_gbps(text, gbps):
-    assert _counters().rate_gbps(text) == gbps
+    assert _counters().parse_rate(text) == gbps
 
 
 def test_counters_netdev(tmp_path):
@@ -316,14 +310,24 @@ def test_counters_netdev(tmp_path):
     roce = tmp_path / "mlx5_0" / "ports" / "1"
     (roce / "gid_attrs" / "ndevs").mkdir(parents=True)
     (roce / "gid_attrs" / "ndevs" / "0").write_text("ens1f0np0\n")
-    assert c.netdev("mlx5_0", str(roce), str(tmp_path)) == "ens1f0np0"
+    assert c.port_netdev(str(tmp_path), "mlx5_0", 1) == "ens1f0np0"
     ib = tmp_path / "mlx5_1" / "ports" / "1"
     ib.mkdir(parents=True)
     (tmp_path / "mlx5_1" / "device" / "net" / "ibp65s0").mkdir(parents=True)
-    assert c.netdev("mlx5_1", str(ib), str(tmp_path)) == "ibp65s0"
+    assert c.port_netdev(str(tmp_path), "mlx5_1", 1) == "ibp65s0"
     bare = tmp_path / "mlx5_2" / "ports" / "1"
     bare.mkdir(parents=True)
-    assert c.netdev("mlx5_2", str(bare), str(tmp_path)) is None
+    assert c.port_netdev(str(tmp_path), "mlx5_2", 1) is None
+    # A dual-port function with two netdevs: each port gets the one whose dev_port is port-1
+    # (the counters script used to give both ports the first).
+    for name, dev_port in (("ibp65s0f0", "0"), ("ibp65s0f1", "1")):
+        d = tmp_path / "mlx5_3" / "device" / "net" / name
+        d.mkdir(parents=True)
+        (d / "dev_port").write_text(dev_port + "\n")
+    for port in (1, 2):
+        (tmp_path / "mlx5_3" / "ports" / str(port)).mkdir(parents=True)
+    assert [c.port_netdev(str(tmp_path), "mlx5_3", p) for p in (1, 2)] == ["ibp65s0f0",
+                                                                          "ibp65s0f1"]
 
 
 def test_pair_rounds_ride_in_the_fabric_run():

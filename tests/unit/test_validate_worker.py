@@ -14,8 +14,17 @@ from pathlib import Path
 import pytest
 
 from rdmaprov.validate import worker as w
+from rdmaprov.validate.slurm import worker_files
 
 WORKER = Path(w.__file__)
+
+
+def image(dest: Path) -> Path:
+    """``dest`` with the worker and what the launch puts beside it, as in an image."""
+    dest.mkdir(exist_ok=True)
+    for name, path in worker_files().items():
+        shutil.copy(path, dest / name)
+    return dest / "worker.py"
 
 
 # --- arithmetic ----------------------------------------------------------------------------
@@ -93,8 +102,7 @@ torch = pytest.importorskip("torch")
 def _torchrun(tmp_path, nproc, *args, timeout=120):
     # The worker copied alone into an empty folder: as it runs inside an image.
     alone = tmp_path / "img"
-    alone.mkdir()
-    shutil.copy(WORKER, alone / "worker.py")
+    image(alone)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "MASTER_"))}
     env["PYTHONPATH"] = ""
     # gloo otherwise binds to the address this host's name resolves to: a machine without an
@@ -254,8 +262,7 @@ def test_preflight_document():
 
 def test_preflight_document_without_torch(tmp_path):
     # The worker alone, with a Python that cannot import torch (-I: no site-packages).
-    alone = tmp_path / "worker.py"
-    shutil.copy(WORKER, alone)
+    alone = image(tmp_path / "img")
     proc = subprocess.run([sys.executable, "-I", "-S", str(alone), "--preflight"],
                           capture_output=True, text=True, timeout=60, check=True)
     doc = json.loads(proc.stdout)
@@ -308,7 +315,8 @@ def test_preflight_healthy(tmp_path, monkeypatch):
     out = w.preflight(str(tmp_path / "ib"), str(tmp_path / "dev"))
     assert out["problems"] == []
     assert out["ports"] == [{"device": "mlx5_0", "port": 1, "state": "ACTIVE",
-                             "rate_gbps": 400.0, "link_layer": "InfiniBand"}]
+                             "link_layer": "InfiniBand", "rate": "400 Gb/sec (4X NDR)",
+                             "rate_gbps": 400, "netdev": None}]
     assert out["memlock"] == "unlimited" and out["uverbs_devices"] == ["uverbs0"]
 
 
@@ -355,8 +363,7 @@ def test_pair_rounds_run_in_the_same_processes(tmp_path):
     subgroups, with rounds.py copied beside worker.py as on a host."""
     alone = tmp_path / "img"
     alone.mkdir()
-    shutil.copy(WORKER, alone / "worker.py")
-    shutil.copy(WORKER.parent / "rounds.py", alone / "rounds.py")
+    image(alone)
     (alone / "as_host.py").write_text(
         "import os, runpy, socket, sys\n"
         "socket.gethostname = lambda: 'h' + os.environ['RANK']\n"

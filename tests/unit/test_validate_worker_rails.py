@@ -18,8 +18,8 @@ from rdmaprov.validate import judge as J
 from rdmaprov.validate import rounds as R
 from rdmaprov.validate import verdict as V
 from rdmaprov.validate import worker as w
+from rdmaprov.validate.slurm import worker_files
 
-WORKER = Path(w.__file__)
 FIX = Path(__file__).parent.parent / "fixtures" / "explain"
 
 # The shim: a server binds the rail's -p port and waits for one client; a client connects to
@@ -120,8 +120,8 @@ def _run(tmp_path, nproc, hcas, **shim_env):
     pytest.importorskip("torch")
     img = tmp_path / "img"
     img.mkdir()
-    shutil.copy(WORKER, img / "worker.py")
-    shutil.copy(WORKER.parent / "rounds.py", img / "rounds.py")
+    for name, path in worker_files().items():
+        shutil.copy(path, img / name)
     (img / "as_host.py").write_text(AS_HOST)
     sysfs, empty, bin_dir, rails = (tmp_path / d for d in ("sys", "none", "bin", "rails"))
     _sysfs(sysfs)
