@@ -84,15 +84,6 @@ def gid_kind(gid: str) -> str:
     return "ipv6"
 
 
-def gid_ipv4(gid: str) -> str | None:
-    """The IPv4 address inside an IPv4-mapped GID, else None."""
-    if gid_kind(gid) != "ipv4-mapped":
-        return None
-    groups = gid.lower().split(":")
-    raw = int(groups[6], 16) << 16 | int(groups[7], 16)
-    return ".".join(str(raw >> shift & 0xFF) for shift in (24, 16, 8, 0))
-
-
 def roce_active_mtu(netdev_mtu: int | None) -> int | None:
     """The IB MTU a RoCE port uses for a netdev MTU: the largest one that fits after the RoCE
     v2 headers (the kernel's iboe_get_mtu subtracts GRH+UDP+BTH+XRC+AtomicETH+ICRC = 96 bytes)."""

@@ -75,10 +75,6 @@ _PREFIXES = re.compile(
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
 
-def strip_ansi(line: str) -> str:
-    return ANSI.sub("", line) if "\x1b" in line else line
-
-
 def clean(line: str) -> str:
     """Strip CR/LF, control sequences, launcher prefixes (repeatedly: they nest) and markdown
     bold markers."""

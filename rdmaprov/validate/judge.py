@@ -47,11 +47,6 @@ class BadResults(UserError):
     """A results directory whose run.json cannot be judged: one line, exit 1."""
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    doc, _ = _load_json(path)
-    return doc
-
-
 def _load_json(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     """(document, None), (None, None) when the file is absent or empty, or (None, why) when it
     has text that is not one JSON object (truncated, not JSON, not an object) or cannot be
@@ -585,13 +580,6 @@ def compare_row(label: str, run: Run | None) -> CompareRow:
     j = R.jitter(rows)
     return CompareRow(label, _transport_line(run), V.peak_busbw(run.doc), t, size,
                       _cpu_busy(run.doc), note, round(j.ratio, 3) if j else None)
-
-
-# ----- the whole directory --------------------------------------------------------------------
-
-def _used_devices(run_dir: Path, host: str) -> set[str] | None:
-    text = _read_text(run_dir / host / "worker.log")
-    return channel_devices(text.splitlines()) if text else None
 
 
 # ----- per rail: ib_write_bw per HCA port (rdmaprov.parsers.perftest), judged once -----------

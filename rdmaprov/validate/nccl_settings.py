@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from rdmaprov.parsers.nccl_log import applied_settings
-
 AS_INTENDED = "as intended"
 MISMATCH = "mismatch"
 NOT_LOGGED = "not logged"      # intended, but NCCL did not say it read it (not proof of a miss)
@@ -54,10 +52,6 @@ def compare(intended: Mapping[str, str], applied: Mapping[str, str]) -> list[Set
     out += [SettingCheck(name, None, applied[name], NOT_INTENDED)
             for name in sorted(applied) if name not in intended]
     return out
-
-
-def compare_log(intended: Mapping[str, str], log_lines: Iterable[str]) -> list[SettingCheck]:
-    return compare(intended, applied_settings(log_lines))
 
 
 def mismatches(checks: Iterable[SettingCheck]) -> list[str]:

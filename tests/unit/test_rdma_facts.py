@@ -69,7 +69,6 @@ def test_parse_state_and_lid():
 
 def test_gid_kinds_and_types():
     assert sysfs.gid_kind("0000:0000:0000:0000:0000:ffff:0a0a:000b") == "ipv4-mapped"
-    assert sysfs.gid_ipv4("0000:0000:0000:0000:0000:ffff:0a0a:000b") == "10.10.0.11"
     assert sysfs.gid_kind("fe80:0000:0000:0000:0e42:a1ff:fe5e:10a0") == "link-local"
     assert sysfs.gid_kind("fd00:0010:0000:0000:0e42:a1ff:fe5e:10a0") == "ipv6"
     assert sysfs.gid_kind(sysfs.ZERO_GID) == "zero"
