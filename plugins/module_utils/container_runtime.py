@@ -275,7 +275,8 @@ def plan(facts: dict, settings: dict) -> dict:
     storage, images_missing, file_state, rdma_cdi as cdi_spec plans it, daemon_json as read) +
     the role's settings (SETTINGS) -> what the role does here.
 
-    Returns ``engine``, ``gpu``, ``packages``, ``install_engine``, ``pids_limit`` (None: no line),
+    Returns ``engine``, ``gpu``, ``packages``, ``install_engine``, ``install`` (the engine or
+    NVIDIA's toolkit), ``setup_tasks`` (the OS family's install tasks), ``pids_limit`` (None: no line),
     ``memlock_why``, ``storage`` (storage_plan), ``dirs`` (of the drop-ins), ``templates`` (the
     drop-ins the role renders: [{path, src}]), ``files`` (those rendered here: the RDMA CDI spec,
     enroot's: [{path, mode, content}]), ``rdma_cdi_content`` (the spec's text, None: remove it),
@@ -379,6 +380,9 @@ def plan(facts: dict, settings: dict) -> dict:
         "engine": engine, "gpu": gpu, "container_engine": engine in ENGINES,
         "packages": packages(settings, engine, storage["driver"]),
         "install_engine": install_engine, "install": install_engine or gpu,
+        # The install tasks of the OS family (Debian's where there are none of its own).
+        "setup_tasks": ("setup-RedHat.yml" if settings.get("os_family") == "RedHat"
+                        else "setup-Debian.yml"),
         "start_docker": engine == "docker" and systemd,
         "pids_limit": pids_limit(settings.get("pids_limit", "auto"),
                                  bool(facts.get("pids_controller"))),

@@ -213,12 +213,17 @@ rdma_cdi:
   type: dict
 plan:
   description:
-    - "What the container_runtime role does here (C(plan) in module_utils/container_runtime.py):
-      engine, gpu, packages, install_engine, install, start_docker, pids_limit, memlock_why,
-      storage, systemd, dirs, templates, files, rdma_cdi, rdma_cdi_content, enroot_files,
-      enroot_dirs, nvidia_cdi, daemon_json, images_to_copy, image_dirs, cdi, verify, drift,
-      drift_why, errors, report, report_converging."
+    - "What the container_runtime role does here (C(plan) in module_utils/container_runtime.py).
+      Keys: engine, gpu, container_engine, packages, install_engine, install, setup_tasks,
+      start_docker, pids_limit, pids_controller, memlock_why, storage, systemd, dirs, templates,
+      files, rdma_cdi, rdma_cdi_content, enroot_files, enroot_dirs, nvidia_cdi, daemon_json,
+      images_to_copy, image_dirs, cdi, verify, drift, drift_why, errors, report,
+      report_converging."
   returned: when O(settings) is given
+  type: dict
+daemon_json:
+  description: docker's daemon.json as read (C(text), null when absent; C(error) when unreadable).
+  returned: when O(settings) is given and the engine is docker
   type: dict
 images_missing:
   description: The O(images) the engine does not have.

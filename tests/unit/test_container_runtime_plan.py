@@ -128,6 +128,10 @@ def test_packages_by_os_family_and_the_roles_own_lists_win() -> None:
     assert cr.plan(facts(engines=docker), settings(os_family="RedHat"))["packages"] == [
         "docker-ce", "docker-ce-cli", "containerd.io"]
     assert cr.plan(facts(), settings(os_family="Suse"))["packages"] == ["podman", "runc"]
+    assert cr.plan(facts(), settings(os_family="Suse"))["setup_tasks"] == "setup-Debian.yml"
+    assert cr.plan(facts(), settings(os_family="RedHat"))["setup_tasks"] == "setup-RedHat.yml"
+    for name in ("setup-Debian.yml", "setup-RedHat.yml"):
+        assert (ROOT / "roles/container_runtime/tasks" / name).is_file()
     assert cr.plan(facts(), settings(podman_packages=["podman-ours"]))["packages"] == [
         "podman-ours"]
     off = cr.plan(facts(), settings(engine="none"))
@@ -430,8 +434,11 @@ def test_the_modules_settings_option_is_the_table() -> None:
     module = ROOT / "plugins/modules/container_runtime_probe.py"
     ns: dict = {}
     text = module.read_text()
-    exec(text[:text.index("EXAMPLES")].split("from __future__ import annotations")[1], ns)
+    exec(text[:text.index("from ansible.module_utils")].split("from __future__ import annotations")[1], ns)
     doc = yaml.safe_load(ns["DOCUMENTATION"])["options"]["settings"]["suboptions"]
+    # The plan's keys, as the module's RETURN names them.
+    said = yaml.safe_load(ns["RETURN"])["plan"]["description"][0].split("Keys: ")[1]
+    assert said.rstrip(".").split(", ") == list(cr.plan(facts(), settings()))
     assert list(doc) == list(cr.SETTINGS)
     for name, spec in cr.argument_spec().items():
         assert doc[name]["type"] == spec["type"], name
