@@ -434,7 +434,8 @@ def test_the_modules_settings_option_is_the_table() -> None:
     module = ROOT / "plugins/modules/container_runtime_probe.py"
     ns: dict = {}
     text = module.read_text()
-    exec(text[:text.index("from ansible.module_utils")].split("from __future__ import annotations")[1], ns)
+    head = text[:text.index("from ansible.module_utils")]
+    exec(head.split("from __future__ import annotations")[1], ns)
     doc = yaml.safe_load(ns["DOCUMENTATION"])["options"]["settings"]["suboptions"]
     # The plan's keys, as the module's RETURN names them.
     said = yaml.safe_load(ns["RETURN"])["plan"]["description"][0].split("Keys: ")[1]
