@@ -40,9 +40,11 @@ SETTINGS: dict[str, dict] = {
     "host": {"type": "str", "default": "",
              "description": "The host's inventory name, which the refusals name."},
     "os_family": {"type": "str", "default": "Debian",
-                  "description": "The OS family (Ansible's fact), which picks the engine's packages."},
+                  "description": ("The OS family (Ansible's fact), which picks the engine's"
+                                  " packages.")},
     "check_mode": {"type": "bool", "default": False,
-                   "description": "Whether the play runs under --check (no podman info, no check container)."},
+                   "description": ("Whether the play runs under --check (no podman info, no check"
+                                   " container).")},
     "engine": {"type": "str", "default": "auto", "description": "container_runtime_engine."},
     "install": {"type": "bool", "default": True, "description": "container_runtime_install."},
     "podman_packages": {"type": "list", "elements": "str", "default": [],
@@ -50,21 +52,28 @@ SETTINGS: dict[str, dict] = {
     "docker_packages": {"type": "list", "elements": "str", "default": [],
                         "description": "container_runtime_docker_packages."},
     "docker_daemon_json": {"type": "str", "default": "/etc/docker/daemon.json",
-                           "description": "container_runtime_docker_daemon_json (read here when the engine is docker)."},
+                           "description": ("container_runtime_docker_daemon_json (read here when"
+                                           " the engine is docker).")},
     "docker_daemon_options": {"type": "dict", "default": {},
                               "description": "container_runtime_docker_daemon_options."},
     "podman_conf": {"type": "str", "default": "/etc/containers/containers.conf.d/90-rdmaprov.conf",
                     "description": "container_runtime_podman_conf."},
-    "pids_limit": {"type": "raw", "default": "auto", "description": "container_runtime_pids_limit."},
+    # No default: null is a value here (leave the limit alone), which a default would replace.
+    "pids_limit": {"type": "raw", "default": None,
+                   "description": ("container_runtime_pids_limit (auto, an integer, or null to"
+                                   " leave it alone).")},
     "podman_storage_driver": {"type": "str", "default": "auto",
                               "description": "container_runtime_podman_storage_driver."},
     "memlock": {"type": "str", "default": "unlimited", "description": "container_runtime_memlock."},
     "limits_file": {"type": "str", "default": "/etc/security/limits.d/90-rdmaprov-memlock.conf",
                     "description": "container_runtime_limits_file."},
-    "systemd_dropin": {"type": "str", "default": "/etc/systemd/system.conf.d/90-rdmaprov-memlock.conf",
+    "systemd_dropin": {"type": "str",
+                       "default": "/etc/systemd/system.conf.d/90-rdmaprov-memlock.conf",
                        "description": "container_runtime_systemd_dropin."},
-    "nvidia": {"type": "raw", "default": "auto", "description": "container_runtime_nvidia (auto, true, false)."},
-    "nvidia_mode": {"type": "str", "default": "both", "description": "container_runtime_nvidia_mode."},
+    "nvidia": {"type": "raw", "default": "auto",
+               "description": "container_runtime_nvidia (auto, true, false)."},
+    "nvidia_mode": {"type": "str", "default": "both",
+                    "description": "container_runtime_nvidia_mode."},
     "nvidia_default_runtime": {"type": "bool", "default": False,
                                "description": "container_runtime_nvidia_default_runtime."},
     "rdma_cdi": {"type": "bool", "default": True, "description": "container_runtime_rdma_cdi."},
@@ -72,17 +81,20 @@ SETTINGS: dict[str, dict] = {
                       "description": "container_runtime_rdma_cdi_spec."},
     "rdma_cdi_kind": {"type": "str", "default": "rdmaprov.io/rdma",
                       "description": "container_runtime_rdma_cdi_kind."},
-    "rdma_cdi_mad": {"type": "bool", "default": False, "description": "container_runtime_rdma_cdi_mad."},
+    "rdma_cdi_mad": {"type": "bool", "default": False,
+                     "description": "container_runtime_rdma_cdi_mad."},
     "rdma_cdi_nccl_conf": {"type": "str", "default": "/etc/nccl.conf",
                            "description": "container_runtime_rdma_cdi_nccl_conf."},
-    "rdma_cdi_env": {"type": "dict", "default": {}, "description": "container_runtime_rdma_cdi_env."},
+    "rdma_cdi_env": {"type": "dict", "default": {},
+                     "description": "container_runtime_rdma_cdi_env."},
     "enroot_conf_dir": {"type": "str", "default": "/etc/enroot",
                         "description": "container_runtime_enroot_conf_dir."},
     "images": {"type": "list", "elements": "dict", "default": [],
                "description": "container_runtime_images ({name, src, archive, format})."},
     "verify_image": {"type": "str", "default": "docker.io/library/busybox:1.36",
                      "description": "container_runtime_verify_image."},
-    "verify_timeout": {"type": "int", "default": 120, "description": "container_runtime_verify_timeout."},
+    "verify_timeout": {"type": "int", "default": 120,
+                       "description": "container_runtime_verify_timeout."},
     "verify_args": {"type": "list", "elements": "str", "default": [],
                     "description": "container_runtime_verify_args."},
 }
@@ -90,7 +102,8 @@ SETTINGS: dict[str, dict] = {
 
 def argument_spec() -> dict:
     """SETTINGS as an AnsibleModule argument spec (no descriptions)."""
-    return {name: {k: v for k, v in spec.items() if k != "description"}
+    return {name: {k: v for k, v in spec.items()
+                   if k != "description" and not (k == "default" and v is None)}
             for name, spec in SETTINGS.items()}
 
 
@@ -276,7 +289,8 @@ def plan(facts: dict, settings: dict) -> dict:
     the role's settings (SETTINGS) -> what the role does here.
 
     Returns ``engine``, ``gpu``, ``packages``, ``install_engine``, ``install`` (the engine or
-    NVIDIA's toolkit), ``setup_tasks`` (the OS family's install tasks), ``pids_limit`` (None: no line),
+    NVIDIA's toolkit), ``setup_tasks`` (the OS family's install tasks),
+    ``pids_limit`` (None: no line),
     ``memlock_why``, ``storage`` (storage_plan), ``dirs`` (of the drop-ins), ``templates`` (the
     drop-ins the role renders: [{path, src}]), ``files`` (those rendered here: the RDMA CDI spec,
     enroot's: [{path, mode, content}]), ``rdma_cdi_content`` (the spec's text, None: remove it),

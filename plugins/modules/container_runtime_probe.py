@@ -93,9 +93,8 @@ options:
         type: str
         default: /etc/containers/containers.conf.d/90-rdmaprov.conf
       pids_limit:
-        description: container_runtime_pids_limit.
+        description: container_runtime_pids_limit (auto, an integer, or null to leave it alone).
         type: raw
-        default: "auto"
       podman_storage_driver:
         description: container_runtime_podman_storage_driver.
         type: str

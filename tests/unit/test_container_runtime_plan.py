@@ -117,6 +117,7 @@ def test_gpu_setup_follows_the_setting_and_the_gpus(nvidia, gpus, want) -> None:
     (None, False, None), ("", True, None)])
 def test_pids_limit(setting, controller, want) -> None:
     plan = cr.plan(facts(pids_controller=controller), settings(pids_limit=setting))
+    assert cr.pids_limit(setting, controller) == want
     assert plan["pids_limit"] == want
     assert plan["pids_controller"] is controller
 
@@ -443,7 +444,7 @@ def test_the_modules_settings_option_is_the_table() -> None:
     assert list(doc) == list(cr.SETTINGS)
     for name, spec in cr.argument_spec().items():
         assert doc[name]["type"] == spec["type"], name
-        assert doc[name]["default"] == spec["default"], name
+        assert doc[name].get("default") == spec.get("default"), name
         assert doc[name].get("elements") == spec.get("elements"), name
     # Every setting is one of the role's variables (or host, os_family, check_mode), and the
     # role's preflight passes each of them.
@@ -454,4 +455,19 @@ def test_the_modules_settings_option_is_the_table() -> None:
     for name, value in passed.items():
         if name not in ("host", "os_family", "check_mode"):
             assert value == "{{ container_runtime_" + name + " }}"
-            assert DEFAULTS["container_runtime_" + name] == cr.SETTINGS[name]["default"], name
+            # pids_limit has none in the module: null is a value (leave the limit alone).
+            want = DEFAULTS["container_runtime_" + name] if name != "pids_limit" else None
+            assert cr.SETTINGS[name]["default"] == want, name
+
+
+def test_the_modules_spec_keeps_a_null_pids_limit_and_fills_the_rest() -> None:
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+    spec = {"settings": {"type": "dict", "options": cr.argument_spec()}}
+    got = ArgumentSpecValidator(spec).validate(
+        {"settings": {"pids_limit": None, "install": "no", "verify_timeout": "30"}})
+    assert not got.error_messages
+    s = got.validated_parameters["settings"]
+    assert s["pids_limit"] is None and s["install"] is False and s["verify_timeout"] == 30
+    assert s["engine"] == "auto" and s["memlock"] == "unlimited"
+    assert cr.plan(facts(pids_controller=False), {**s, "memlock": "host"})["pids_limit"] is None
