@@ -22,6 +22,9 @@ OS_PACKAGES = {
 }
 FUSE_MOUNT_PROGRAM = "/usr/bin/fuse-overlayfs"
 OWN_CHOICE = "podman's own choice"
+NVIDIA_KEYRING = "/usr/share/keyrings/nvidia-container-toolkit.asc"
+NVIDIA_DEB_URL = "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)"
+NVIDIA_RPM_URL = "https://nvidia.github.io/libnvidia-container/stable/rpm/$basearch"
 # What the check container prints (sh builtins only: the check image needs only sh, ls and tr).
 CHECK_SCRIPT = (
     'echo "memlock=$(ulimit -l)"; echo "ib=$(ls /dev/infiniband 2>/dev/null | tr "\\n" " ")";'
@@ -45,6 +48,9 @@ SETTINGS: dict[str, dict] = {
     "check_mode": {"type": "bool", "default": False,
                    "description": ("Whether the play runs under --check (no podman info, no check"
                                    " container).")},
+    "architecture": {"type": "str", "default": "x86_64",
+                     "description": ("The CPU architecture (Ansible's fact), for NVIDIA's apt"
+                                     " source.")},
     "engine": {"type": "str", "default": "auto", "description": "container_runtime_engine."},
     "install": {"type": "bool", "default": True, "description": "container_runtime_install."},
     "podman_packages": {"type": "list", "elements": "str", "default": [],
@@ -74,6 +80,13 @@ SETTINGS: dict[str, dict] = {
                "description": "container_runtime_nvidia (auto, true, false)."},
     "nvidia_mode": {"type": "str", "default": "both",
                     "description": "container_runtime_nvidia_mode."},
+    "nvidia_repo": {"type": "str", "default": "nvidia",
+                    "description": "container_runtime_nvidia_repo (nvidia, local, none)."},
+    "nvidia_repo_url": {"type": "str",
+                        "default": NVIDIA_DEB_URL,
+                        "description": "container_runtime_nvidia_repo_url."},
+    "nvidia_local_repo": {"type": "str", "default": "",
+                          "description": "container_runtime_nvidia_local_repo."},
     "nvidia_default_runtime": {"type": "bool", "default": False,
                                "description": "container_runtime_nvidia_default_runtime."},
     "rdma_cdi": {"type": "bool", "default": True, "description": "container_runtime_rdma_cdi."},
@@ -193,6 +206,20 @@ def storage_plan(settings: dict, engine: str, storage: dict, host: str) -> dict:
     }
 
 
+def nvidia_source(settings: dict) -> dict:
+    """NVIDIA's container toolkit source: whether to add one (``add``), its signing key
+    (``key``), the apt source line (``apt``, $(ARCH) made amd64 or arm64) and the dnf baseurl
+    (``yum``); a local mirror's where container_runtime_nvidia_repo is local."""
+    repo = settings.get("nvidia_repo") or "nvidia"
+    local = settings.get("nvidia_local_repo") or ""
+    arch = "arm64" if settings.get("architecture") == "aarch64" else "amd64"
+    url = str(settings.get("nvidia_repo_url") or "").replace("$(ARCH)", arch)
+    return {"add": repo != "none", "key": repo == "nvidia",
+            "apt": local if repo == "local" else (
+                f"deb [signed-by={NVIDIA_KEYRING}] {url} /"),
+            "yum": local if repo == "local" else NVIDIA_RPM_URL}
+
+
 def merge(base: dict, extra: dict) -> dict:
     """Ansible's combine(recursive=true): dicts merged key by key, anything else replaced."""
     out = dict(base)
@@ -294,9 +321,9 @@ def plan(facts: dict, settings: dict) -> dict:
     ``memlock_why``, ``storage`` (storage_plan), ``dirs`` (of the drop-ins), ``templates`` (the
     drop-ins the role renders: [{path, src}]), ``files`` (those rendered here: the RDMA CDI spec,
     enroot's: [{path, mode, content}]), ``rdma_cdi_content`` (the spec's text, None: remove it),
-    ``enroot_files`` and ``enroot_dirs``, ``nvidia_cdi``, ``daemon_json`` (its text, None: not
-    docker), ``images_to_copy`` and ``image_dirs``, ``cdi`` ({engine, ready, verify}),
-    ``verify`` (verify_plan), ``drift`` (anything to do, but for the rendered drop-ins, which the
+    ``enroot_files`` and ``enroot_dirs``, ``nvidia_cdi``, ``nvidia_source``, ``daemon_json`` (its
+    text, None: not docker), ``images_to_copy`` and ``image_dirs``, ``cdi`` ({engine, ready,
+    verify}), ``verify`` (verify_plan), ``drift`` (anything to do, but for the rendered drop-ins, which the
     role compares) and ``drift_why``, ``errors`` (what to refuse, one line each), ``report`` (the
     host's report where nothing converges) and ``report_converging`` (where something does:
     podman info reports the storage then).
@@ -408,6 +435,7 @@ def plan(facts: dict, settings: dict) -> dict:
         "enroot_files": enroot_files,
         "enroot_dirs": list(dict.fromkeys(posixpath.dirname(f["path"]) for f in enroot_files)),
         "nvidia_cdi": gpu and settings.get("nvidia_mode") in ("cdi", "both"),
+        "nvidia_source": nvidia_source(settings),
         "daemon_json": text,
         "images_to_copy": images_to_copy,
         "image_dirs": list(dict.fromkeys(posixpath.dirname(i["archive"]) for i in images_to_copy)),

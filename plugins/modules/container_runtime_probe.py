@@ -62,6 +62,10 @@ options:
         description: Whether the play runs under --check (no podman info, no check container).
         type: bool
         default: false
+      architecture:
+        description: The CPU architecture (Ansible's fact), for NVIDIA's apt source.
+        type: str
+        default: x86_64
       engine:
         description: container_runtime_engine.
         type: str
@@ -119,6 +123,18 @@ options:
         description: container_runtime_nvidia_mode.
         type: str
         default: both
+      nvidia_repo:
+        description: container_runtime_nvidia_repo (nvidia, local, none).
+        type: str
+        default: nvidia
+      nvidia_repo_url:
+        description: container_runtime_nvidia_repo_url.
+        type: str
+        default: https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)
+      nvidia_local_repo:
+        description: container_runtime_nvidia_local_repo.
+        type: str
+        default: ''
       nvidia_default_runtime:
         description: container_runtime_nvidia_default_runtime.
         type: bool
@@ -215,7 +231,8 @@ plan:
     - "What the container_runtime role does here (C(plan) in module_utils/container_runtime.py).
       Keys: engine, gpu, container_engine, packages, install_engine, install, setup_tasks,
       start_docker, pids_limit, pids_controller, memlock_why, storage, systemd, dirs, templates,
-      files, rdma_cdi, rdma_cdi_content, enroot_files, enroot_dirs, nvidia_cdi, daemon_json,
+      files, rdma_cdi, rdma_cdi_content, enroot_files, enroot_dirs, nvidia_cdi, nvidia_source,
+      daemon_json,
       images_to_copy, image_dirs, cdi, verify, drift, drift_why, errors, report,
       report_converging."
   returned: when O(settings) is given

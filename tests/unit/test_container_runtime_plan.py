@@ -139,6 +139,21 @@ def test_packages_by_os_family_and_the_roles_own_lists_win() -> None:
     assert not off["install_engine"] and not off["install"] and not off["container_engine"]
 
 
+@pytest.mark.parametrize(("arch", "deb"), [("x86_64", "amd64"), ("aarch64", "arm64")])
+def test_nvidias_package_source(arch, deb) -> None:
+    src = cr.plan(facts(), settings(architecture=arch))["nvidia_source"]
+    assert src == {
+        "add": True, "key": True,
+        "apt": ("deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit.asc] "
+                f"https://nvidia.github.io/libnvidia-container/stable/deb/{deb} /"),
+        "yum": "https://nvidia.github.io/libnvidia-container/stable/rpm/$basearch"}
+    local = cr.plan(facts(), settings(nvidia_repo="local", nvidia_local_repo="deb http://m/ /"))
+    assert local["nvidia_source"] == {"add": True, "key": False, "apt": "deb http://m/ /",
+                                      "yum": "deb http://m/ /"}
+    none = cr.plan(facts(), settings(nvidia_repo="none"))["nvidia_source"]
+    assert not none["add"] and not none["key"]
+
+
 # -- podman's storage ---------------------------------------------------------------------------
 
 def _overlay(fuse: str | None) -> dict:
@@ -446,14 +461,14 @@ def test_the_modules_settings_option_is_the_table() -> None:
         assert doc[name]["type"] == spec["type"], name
         assert doc[name].get("default") == spec.get("default"), name
         assert doc[name].get("elements") == spec.get("elements"), name
-    # Every setting is one of the role's variables (or host, os_family, check_mode), and the
+    # Every setting is one of the role's variables (or a fact, or check_mode), and the
     # role's preflight passes each of them.
     preflight = yaml.safe_load(
         (ROOT / "roles/container_runtime/tasks/preflight.yml").read_text())[0]
     passed = preflight["rdmaprov.cluster.container_runtime_probe"]["settings"]
     assert list(passed) == list(cr.SETTINGS)
     for name, value in passed.items():
-        if name not in ("host", "os_family", "check_mode"):
+        if name not in ("host", "os_family", "check_mode", "architecture"):
             assert value == "{{ container_runtime_" + name + " }}"
             # pids_limit has none in the module: null is a value (leave the limit alone).
             want = DEFAULTS["container_runtime_" + name] if name != "pids_limit" else None
