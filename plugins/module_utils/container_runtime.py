@@ -316,17 +316,17 @@ def plan(facts: dict, settings: dict) -> dict:
     the role's settings (SETTINGS) -> what the role does here.
 
     Returns ``engine``, ``gpu``, ``packages``, ``install_engine``, ``install`` (the engine or
-    NVIDIA's toolkit), ``setup_tasks`` (the OS family's install tasks),
-    ``pids_limit`` (None: no line),
-    ``memlock_why``, ``storage`` (storage_plan), ``dirs`` (of the drop-ins), ``templates`` (the
-    drop-ins the role renders: [{path, src}]), ``files`` (those rendered here: the RDMA CDI spec,
-    enroot's: [{path, mode, content}]), ``rdma_cdi_content`` (the spec's text, None: remove it),
-    ``enroot_files`` and ``enroot_dirs``, ``nvidia_cdi``, ``nvidia_source``, ``daemon_json`` (its
-    text, None: not docker), ``images_to_copy`` and ``image_dirs``, ``cdi`` ({engine, ready,
-    verify}), ``verify`` (verify_plan), ``drift`` (anything to do, but for the rendered drop-ins, which the
-    role compares) and ``drift_why``, ``errors`` (what to refuse, one line each), ``report`` (the
-    host's report where nothing converges) and ``report_converging`` (where something does:
-    podman info reports the storage then).
+    NVIDIA's toolkit), ``setup_tasks`` (the OS family's install tasks), ``pids_limit`` (None: no
+    line), ``memlock_why``, ``storage`` (storage_plan), ``dirs`` (of the drop-ins),
+    ``templates`` (the drop-ins the role renders: [{path, src}]), ``files`` (those rendered
+    here: the RDMA CDI spec, enroot's: [{path, mode, content}]), ``rdma_cdi_content`` (the
+    spec's text, None: remove it), ``enroot_files`` and ``enroot_dirs``, ``nvidia_cdi``,
+    ``nvidia_source``, ``daemon_json`` (its text, None: not docker), ``images_to_copy`` and
+    ``image_dirs``, ``cdi`` ({engine, ready, verify}), ``verify`` (verify_plan), ``drift``
+    (anything to do, but for the rendered drop-ins, which the role compares) and ``drift_why``,
+    ``errors`` (what to refuse, one line each), ``report`` (the host's report where nothing
+    converges) and ``report_converging`` (where something does: podman info reports the storage
+    then).
     """
     host = settings.get("host") or "?"
     engines = facts.get("engines") or {}
