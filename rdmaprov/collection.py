@@ -24,11 +24,11 @@ if TYPE_CHECKING:
 
 PACKAGE = f"ansible_collections.{COLLECTION_FQCN}.plugins.module_utils"
 MODULE_UTILS = frozenset((
-    "cdi_spec", "container_runtime_probe", "driver_plan", "driver_versions", "firewall_probe",
-    "host_report", "input_check", "kernel_caps", "link_counters", "nccl_names", "net_mtu_probe",
-    "netcfg_firewall", "netcfg_mtu", "netcfg_qos", "node_state", "ranges", "rdma_nccl",
-    "rdma_ofed_probe", "rdma_ports", "rdma_pyverbs", "rdma_sysfs", "roce_qos_probe", "ssh_session",
-    "state_drift", "unit_words", "validate_launch",
+    "cdi_spec", "container_runtime", "container_runtime_probe", "driver_plan",
+    "driver_versions", "firewall_probe", "host_report", "input_check", "kernel_caps",
+    "link_counters", "nccl_names", "net_mtu_probe", "netcfg_firewall", "netcfg_mtu", "netcfg_qos",
+    "node_state", "ranges", "rdma_nccl", "rdma_ofed_probe", "rdma_ports", "rdma_pyverbs",
+    "rdma_sysfs", "roce_qos_probe", "ssh_session", "state_drift", "unit_words", "validate_launch",
 ))
 
 

@@ -205,3 +205,14 @@ def rdma_cdi(settings, found_engines):
     out["hcas"] = [h["name"] for h in facts["hcas"]]
     out["nccl_conf"] = facts["nccl_conf"]
     return out
+
+
+def read_text(path):
+    """{text} of a file, {text: None} when absent, {error} when unreadable (daemon.json)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return {"text": fh.read()}
+    except FileNotFoundError:
+        return {"text": None}
+    except (OSError, UnicodeDecodeError) as exc:
+        return {"error": getattr(exc, "strerror", None) or str(exc)}

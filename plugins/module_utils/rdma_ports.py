@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec")
 _NUMBERED = re.compile(r"^\s*(\d+)\s*:\s*(.*?)\s*$")
@@ -141,7 +142,7 @@ def ports(ib_dir="/sys/" + IB_CLASS, with_counters=True):
 
 def main():
     sysfs = os.environ.get("RDMAPROV_SYSFS_ROOT", "/sys")
-    print(json.dumps({"ports": ports(os.path.join(sysfs, IB_CLASS))}))
+    sys.stdout.write(json.dumps({"ports": ports(os.path.join(sysfs, IB_CLASS))}) + "\n")
 
 
 if __name__ == "__main__":

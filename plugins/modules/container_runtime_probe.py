@@ -14,6 +14,12 @@ description:
     under podman's storage; changes nothing (check mode safe)."
   - With O(files) and O(units), also reads the files and units the role keeps, so that one call
     tells the control host whether a converged host needs any further task.
+  - With O(settings), also plans (C(plan) in module_utils/container_runtime.py) what the
+    container_runtime role does on this host and returns it as RV(plan) - the engine, its
+    packages, podman's storage driver, the files to write, docker's daemon.json, the check
+    container, what differs, what to refuse and why, the report lines - so that the role acts
+    only on what the plan says. The engine, the images, the RDMA CDI spec and the files read
+    then come from O(settings) (O(engine), O(images), O(rdma_cdi) and O(files) are not needed).
 version_added: "0.2.0"
 author: rdmaprov developers (!UNKNOWN)
 options:
@@ -37,6 +43,148 @@ options:
       - "Keys: path, kind, mad, conf_path, env, enroot_dir."
     type: dict
     default: {}
+  settings:
+    description:
+      - The container_runtime role's settings (its C(container_runtime_*) variables without the
+        prefix), with the host's inventory name, its OS family and whether the play runs under
+        --check. Given, the module returns RV(plan). Omit to read only.
+    type: dict
+    suboptions:
+      host:
+        description: The host's inventory name, which the refusals name.
+        type: str
+        default: ''
+      os_family:
+        description: The OS family (Ansible's fact), which picks the engine's packages.
+        type: str
+        default: Debian
+      check_mode:
+        description: Whether the play runs under --check (no podman info, no check container).
+        type: bool
+        default: false
+      architecture:
+        description: The CPU architecture (Ansible's fact), for NVIDIA's apt source.
+        type: str
+        default: x86_64
+      engine:
+        description: container_runtime_engine.
+        type: str
+        default: "auto"
+      install:
+        description: container_runtime_install.
+        type: bool
+        default: true
+      podman_packages:
+        description: container_runtime_podman_packages.
+        type: list
+        elements: str
+        default: []
+      docker_packages:
+        description: container_runtime_docker_packages.
+        type: list
+        elements: str
+        default: []
+      docker_daemon_json:
+        description: container_runtime_docker_daemon_json (read here when the engine is docker).
+        type: str
+        default: /etc/docker/daemon.json
+      docker_daemon_options:
+        description: container_runtime_docker_daemon_options.
+        type: dict
+        default: {}
+      podman_conf:
+        description: container_runtime_podman_conf.
+        type: str
+        default: /etc/containers/containers.conf.d/90-rdmaprov.conf
+      pids_limit:
+        description: container_runtime_pids_limit (auto, an integer, or null to leave it alone).
+        type: raw
+      podman_storage_driver:
+        description: container_runtime_podman_storage_driver.
+        type: str
+        default: "auto"
+      memlock:
+        description: container_runtime_memlock.
+        type: str
+        default: unlimited
+      limits_file:
+        description: container_runtime_limits_file.
+        type: str
+        default: /etc/security/limits.d/90-rdmaprov-memlock.conf
+      systemd_dropin:
+        description: container_runtime_systemd_dropin.
+        type: str
+        default: /etc/systemd/system.conf.d/90-rdmaprov-memlock.conf
+      nvidia:
+        description: container_runtime_nvidia (auto, true, false).
+        type: raw
+        default: "auto"
+      nvidia_mode:
+        description: container_runtime_nvidia_mode.
+        type: str
+        default: both
+      nvidia_repo:
+        description: container_runtime_nvidia_repo (nvidia, local, none).
+        type: str
+        default: nvidia
+      nvidia_repo_url:
+        description: container_runtime_nvidia_repo_url.
+        type: str
+        default: https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)
+      nvidia_local_repo:
+        description: container_runtime_nvidia_local_repo.
+        type: str
+        default: ''
+      nvidia_default_runtime:
+        description: container_runtime_nvidia_default_runtime.
+        type: bool
+        default: false
+      rdma_cdi:
+        description: container_runtime_rdma_cdi.
+        type: bool
+        default: true
+      rdma_cdi_spec:
+        description: container_runtime_rdma_cdi_spec.
+        type: str
+        default: /etc/cdi/rdmaprov-rdma.yaml
+      rdma_cdi_kind:
+        description: container_runtime_rdma_cdi_kind.
+        type: str
+        default: rdmaprov.io/rdma
+      rdma_cdi_mad:
+        description: container_runtime_rdma_cdi_mad.
+        type: bool
+        default: false
+      rdma_cdi_nccl_conf:
+        description: container_runtime_rdma_cdi_nccl_conf.
+        type: str
+        default: /etc/nccl.conf
+      rdma_cdi_env:
+        description: container_runtime_rdma_cdi_env.
+        type: dict
+        default: {}
+      enroot_conf_dir:
+        description: container_runtime_enroot_conf_dir.
+        type: str
+        default: /etc/enroot
+      images:
+        description: container_runtime_images ({name, src, archive, format}).
+        type: list
+        elements: dict
+        default: []
+      verify_image:
+        description: container_runtime_verify_image.
+        type: str
+        default: "docker.io/library/busybox:1.36"
+      verify_timeout:
+        description: container_runtime_verify_timeout.
+        type: int
+        default: 120
+      verify_args:
+        description: container_runtime_verify_args.
+        type: list
+        elements: str
+        default: []
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - rdmaprov.cluster.state_probe
@@ -78,6 +226,21 @@ rdma_cdi:
       mounts.d/environ.d files, where enroot is installed)."
   returned: when O(rdma_cdi) is set
   type: dict
+plan:
+  description:
+    - "What the container_runtime role does here (C(plan) in module_utils/container_runtime.py).
+      Keys: engine, gpu, container_engine, packages, install_engine, install, setup_tasks,
+      start_docker, pids_limit, pids_controller, memlock_why, storage, systemd, dirs, templates,
+      files, rdma_cdi, rdma_cdi_content, enroot_files, enroot_dirs, nvidia_cdi, nvidia_source,
+      daemon_json,
+      images_to_copy, image_dirs, cdi, verify, drift, drift_why, errors, report,
+      report_converging."
+  returned: when O(settings) is given
+  type: dict
+daemon_json:
+  description: docker's daemon.json as read (C(text), null when absent; C(error) when unreadable).
+  returned: when O(settings) is given and the engine is docker
+  type: dict
 images_missing:
   description: The O(images) the engine does not have.
   returned: always
@@ -96,6 +259,7 @@ unit_state:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import container_runtime
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import container_runtime_probe as probe
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import state_drift
 
@@ -106,17 +270,35 @@ def main() -> None:
                                            "default": "/etc/containers/storage.conf"},
                           "images": {"type": "list", "elements": "str", "default": []},
                           "engine": {"type": "str", "default": "none"},
-                          "rdma_cdi": {"type": "dict", "default": {}}},
+                          "rdma_cdi": {"type": "dict", "default": {}},
+                          "settings": {"type": "dict",
+                                       "options": container_runtime.argument_spec()}},
                        "files": state_drift.PATHS_SPEC, "units": state_drift.PATHS_SPEC},
         supports_check_mode=True,
     )
     p = module.params
+    settings = p["settings"]
     result = probe.probe(p["storage_conf"])
-    result["images_missing"] = probe.images_missing(p["engine"], p["images"])
-    if p["rdma_cdi"]:
-        result["rdma_cdi"] = probe.rdma_cdi(p["rdma_cdi"], result["engines"])
-    module.exit_json(changed=False, file_state=state_drift.read_files(p["files"]),
-                     unit_state=state_drift.read_units(p["units"]), **result)
+    engine, images, cdi, files = p["engine"], p["images"], p["rdma_cdi"], p["files"]
+    if settings is not None:
+        # The role's settings decide what to ask: the engine as the plan picks it, the images,
+        # the RDMA CDI spec and the files rdmaprov writes.
+        engine = container_runtime.pick_engine(settings["engine"], result["engines"])
+        images = [str(i.get("name")) for i in settings["images"]]
+        cdi = container_runtime.rdma_cdi_settings(settings)
+        files = list(files) + container_runtime.probed_paths(settings)
+    result["images_missing"] = probe.images_missing(engine, images)
+    if cdi:
+        result["rdma_cdi"] = probe.rdma_cdi(cdi, result["engines"])
+    result["file_state"] = state_drift.read_files(files)
+    if settings is not None:
+        if engine == "docker":
+            result["daemon_json"] = probe.read_text(settings["docker_daemon_json"])
+        try:
+            result["plan"] = container_runtime.plan(result, settings)
+        except (ValueError, KeyError, TypeError) as exc:
+            module.fail_json(msg="container_runtime plan: %s" % exc, **result)
+    module.exit_json(changed=False, unit_state=state_drift.read_units(p["units"]), **result)
 
 
 if __name__ == "__main__":

@@ -48,7 +48,9 @@ mtu:
   type: dict
   sample: {eth0: 1500, ens1f0np0: 9000}
 qos:
-  description: The QoS boot unit's state (C(unit), null when not installed), whether its script is there (C(script)) and what its last run logged per NIC (C(nics), null without a journal).
+  description:
+    - The QoS boot unit's state (C(unit), null when not installed) and whether its script is there (C(script)).
+    - What the unit's last run logged per NIC (C(nics)), null without a journal.
   returned: always
   type: dict
 firewall:
@@ -69,7 +71,9 @@ rdma_devices:
   type: list
   elements: str
 validation:
-  description: The newest validation worker run on this node (C(label), C(rc), C(mtime)); null when none. Exit 0 says the worker ran, not that the run passed.
+  description:
+    - The newest validation worker run on this node (C(label), C(rc), C(mtime)); null when none.
+    - Exit 0 says the worker ran, not that the run passed.
   returned: always
   type: dict
 modules:

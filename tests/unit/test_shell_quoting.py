@@ -209,7 +209,6 @@ def _fixtures(bad: str, workdir: Path) -> dict[str, Any]:
         **{name: data for name in ("_container_runtime_probe", "_nccl_validate_probe",
                                    "_net_mtu_probe", "_net_mtu_info", "_slurm_health_wheels",
                                    "ansible_facts", "hostvars", "item")},
-        "_container_runtime_packages": [bad],
         "_slurm_health_wheel": bad,
         "_net_mtu_verify_mtu": bad,
         "_net_mtu_verify_payload": bad,

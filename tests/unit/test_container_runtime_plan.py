@@ -1,0 +1,488 @@
+"""The container_runtime role's rules (plugins/module_utils/container_runtime.py plan()): probe
+facts shaped as container_runtime_probe returns them (the RDMA CDI part planned by the real
+cdi_spec from a fixture host's sysfs) + the role's settings in, the plan out."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.plugins.filter.core import FilterModule
+
+from rdmaprov import collection
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+_spec = importlib.util.spec_from_file_location("cdi_make_tree", FIXTURES / "cdi/make_tree.py")
+make_tree = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(make_tree)  # type: ignore[union-attr]
+
+cr = collection.container_runtime
+crp = collection.container_runtime_probe
+cdi_spec = collection.cdi_spec
+FILTERS = FilterModule().filters()
+
+DEFAULTS = yaml.safe_load((ROOT / "roles/container_runtime/defaults/main.yml").read_text())
+HOST = "node1"
+
+
+def settings(**over) -> dict:
+    """The role's defaults as preflight.yml passes them (container_runtime_ prefix dropped)."""
+    out = {name: DEFAULTS.get("container_runtime_" + name, spec["default"])
+           for name, spec in cr.SETTINGS.items()}
+    out.update(host=HOST, os_family="Debian", check_mode=False)
+    out.update(over)
+    return out
+
+
+# A lab node as the probe reads it: podman installed, no GPU, no /dev/infiniband, a hard memlock
+# limit it cannot raise (no CAP_SYS_RESOURCE), ext4 under podman's storage, systemd.
+LAB_NODE = {
+    "engines": {"podman": {"path": "/usr/bin/podman", "version": "4.3.1", "usable": True}},
+    "nvidia": {"gpus": 0, "driver": False, "ctk": None, "peermem": False},
+    "infiniband_devices": [],
+    "memlock": {"soft_kib": 8192, "hard_kib": 8192, "unlimited": False,
+                "cap_sys_resource": False, "can_raise": False},
+    "pids_controller": True,
+    "systemd": True,
+    "storage": {"conf": {"path": "/etc/containers/storage.conf", "exists": False},
+                "graphroot": "/var/lib/containers/storage", "mount": "/var/lib/containers",
+                "fstype": "ext4", "fuse_overlayfs": None, "auto_driver": "",
+                "auto_why": "/var/lib/containers/storage is on ext4 (/var/lib/containers)"},
+    "images_missing": [],
+    "file_state": {},
+}
+
+
+def facts(**over) -> dict:
+    out = copy.deepcopy(LAB_NODE)
+    out.update(over)
+    return out
+
+
+@pytest.fixture
+def gpu_host(tmp_path: Path, monkeypatch) -> dict:
+    """A DGX-like host (4 NDR HCAs, 8 GPUs, podman and docker 26) with the RDMA CDI plan the
+    probe makes from its sysfs and NCCL file; the spec not written yet."""
+    root = make_tree.dgx_ndr(tmp_path / "root")
+    conf = tmp_path / "nccl.conf"
+    conf.write_text("# managed\nNCCL_IB_HCA==mlx5_0,mlx5_1\nNCCL_IB_GID_INDEX=3\n")
+    real = cdi_spec.read_facts
+    monkeypatch.setattr(cdi_spec, "read_facts", lambda conf_path="": real(
+        str(root / "sys"), str(root / "dev"), conf_path))
+    engines = {"podman": {"path": "/usr/bin/podman", "version": "4.9.3", "usable": True},
+               "docker": {"path": "/usr/bin/docker", "version": "26.1.5", "usable": True}}
+    ib = sorted(str(p) for p in (root / "dev/infiniband").iterdir())
+    s = settings(rdma_cdi_spec=str(tmp_path / "rdmaprov-rdma.yaml"), rdma_cdi_nccl_conf=str(conf))
+    rdma = crp.rdma_cdi(cr.rdma_cdi_settings(s), engines)
+    return {"facts": facts(engines=engines, nvidia={"gpus": 8, "driver": True,
+                                                     "ctk": "/usr/bin/nvidia-ctk",
+                                                     "peermem": True},
+                           infiniband_devices=ib, rdma_cdi=rdma,
+                           memlock={"soft_kib": "unlimited", "hard_kib": "unlimited",
+                                    "unlimited": True, "cap_sys_resource": True,
+                                    "can_raise": True}),
+            "settings": s, "ib": ib, "conf": conf}
+
+
+# -- the engine, the GPU, pids, packages ------------------------------------------------------
+
+def test_auto_engine_is_a_usable_docker_else_podman() -> None:
+    docker = {"docker": {"path": "/usr/bin/docker", "version": "26.1.5", "usable": True}}
+    assert cr.plan(facts(engines=docker), settings())["engine"] == "docker"
+    dead = {"docker": {"path": "/usr/bin/docker", "version": None, "usable": False}}
+    assert cr.plan(facts(engines=dead), settings())["engine"] == "podman"
+    assert cr.plan(facts(engines={}), settings())["engine"] == "podman"
+    assert cr.plan(facts(engines=docker), settings(engine="podman"))["engine"] == "podman"
+    assert cr.plan(facts(), settings(engine="none"))["engine"] == "none"
+
+
+@pytest.mark.parametrize(("nvidia", "gpus", "want"), [
+    ("auto", 0, False), ("auto", 2, True), (True, 2, True), ("true", 1, True),
+    (False, 8, False), ("false", 8, False)])
+def test_gpu_setup_follows_the_setting_and_the_gpus(nvidia, gpus, want) -> None:
+    plan = cr.plan(facts(nvidia={"gpus": gpus}), settings(nvidia=nvidia))
+    assert plan["gpu"] is want
+    assert (cr.NO_GPU in plan["report"]) is not want
+    assert plan["install"] is True  # container_runtime_install: true installs the engine anyway
+    assert plan["nvidia_cdi"] is want
+
+
+@pytest.mark.parametrize(("setting", "controller", "want"), [
+    ("auto", False, 0), ("auto", True, None), (4096, True, 4096), (4096, False, 4096),
+    (None, False, None), ("", True, None)])
+def test_pids_limit(setting, controller, want) -> None:
+    plan = cr.plan(facts(pids_controller=controller), settings(pids_limit=setting))
+    assert cr.pids_limit(setting, controller) == want
+    assert plan["pids_limit"] == want
+    assert plan["pids_controller"] is controller
+
+
+def test_packages_by_os_family_and_the_roles_own_lists_win() -> None:
+    docker = {"docker": {"path": "/usr/bin/docker", "version": "26.1.5", "usable": True}}
+    assert cr.plan(facts(), settings())["packages"] == ["podman", "runc"]
+    assert cr.plan(facts(engines=docker), settings())["packages"] == ["docker.io"]
+    assert cr.plan(facts(engines=docker), settings(os_family="RedHat"))["packages"] == [
+        "docker-ce", "docker-ce-cli", "containerd.io"]
+    assert cr.plan(facts(), settings(os_family="Suse"))["packages"] == ["podman", "runc"]
+    assert cr.plan(facts(), settings(os_family="Suse"))["setup_tasks"] == "setup-Debian.yml"
+    assert cr.plan(facts(), settings(os_family="RedHat"))["setup_tasks"] == "setup-RedHat.yml"
+    for name in ("setup-Debian.yml", "setup-RedHat.yml"):
+        assert (ROOT / "roles/container_runtime/tasks" / name).is_file()
+    assert cr.plan(facts(), settings(podman_packages=["podman-ours"]))["packages"] == [
+        "podman-ours"]
+    off = cr.plan(facts(), settings(engine="none"))
+    assert not off["install_engine"] and not off["install"] and not off["container_engine"]
+
+
+@pytest.mark.parametrize(("arch", "deb"), [("x86_64", "amd64"), ("aarch64", "arm64")])
+def test_nvidias_package_source(arch, deb) -> None:
+    src = cr.plan(facts(), settings(architecture=arch))["nvidia_source"]
+    assert src == {
+        "add": True, "key": True,
+        "apt": ("deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit.asc] "
+                f"https://nvidia.github.io/libnvidia-container/stable/deb/{deb} /"),
+        "yum": "https://nvidia.github.io/libnvidia-container/stable/rpm/$basearch"}
+    local = cr.plan(facts(), settings(nvidia_repo="local", nvidia_local_repo="deb http://m/ /"))
+    assert local["nvidia_source"] == {"add": True, "key": False, "apt": "deb http://m/ /",
+                                      "yum": "deb http://m/ /"}
+    none = cr.plan(facts(), settings(nvidia_repo="none"))["nvidia_source"]
+    assert not none["add"] and not none["key"]
+
+
+# -- podman's storage ---------------------------------------------------------------------------
+
+def _overlay(fuse: str | None) -> dict:
+    """podman's storage as crp.storage() reads it on an overlayfs root."""
+    why = ("/var/lib/containers/storage is on overlayfs (/), where podman's overlay driver "
+           + (f"cannot work; {fuse} is installed" if fuse
+              else "cannot work, and fuse-overlayfs is not installed"))
+    return {"conf": {"path": "/etc/containers/storage.conf", "exists": False},
+            "graphroot": "/var/lib/containers/storage", "mount": "/", "fstype": "overlay",
+            "fuse_overlayfs": fuse, "auto_driver": "fuse-overlayfs" if fuse else "vfs",
+            "auto_why": why}
+
+
+def test_overlayfs_root_gets_fuse_overlayfs_through_the_overlay_driver() -> None:
+    plan = cr.plan(facts(storage=_overlay("/usr/bin/fuse-overlayfs")), settings())
+    st = plan["storage"]
+    assert (st["driver"], st["conf_driver"], st["mount_program"]) == (
+        "fuse-overlayfs", "overlay", "/usr/bin/fuse-overlayfs")
+    assert st["write_conf"] and not st["edit_conf"] and not st["edit_mount_program"]
+    assert plan["packages"] == ["podman", "runc", "fuse-overlayfs"]
+    assert plan["drift"] and any("storage driver" in w for w in plan["drift_why"])
+    assert st["report"] == ("podman storage: fuse-overlayfs (set by rdmaprov: "
+                            "/var/lib/containers/storage is on overlayfs (/), where podman's "
+                            "overlay driver cannot work; /usr/bin/fuse-overlayfs is installed)")
+
+
+def test_a_sites_storage_conf_is_edited_not_replaced() -> None:
+    store = _overlay(None)
+    store["conf"]["exists"] = True
+    st = cr.plan(facts(storage=store), settings())["storage"]
+    assert st["driver"] == "vfs" and st["conf_driver"] == "vfs"
+    assert st["edit_conf"] and not st["write_conf"] and not st["edit_mount_program"]
+    assert st["mount_program"] == cr.FUSE_MOUNT_PROGRAM
+    fuse = cr.plan(facts(storage=store), settings(podman_storage_driver="fuse-overlayfs"))
+    assert fuse["storage"]["edit_mount_program"]
+    assert fuse["storage"]["why"] == "container_runtime_podman_storage_driver is fuse-overlayfs"
+
+
+def test_podmans_own_choice_on_ext4_is_reported_not_set() -> None:
+    plan = cr.plan(facts(), settings())
+    st = plan["storage"]
+    assert st["driver"] == "" and not (st["write_conf"] or st["edit_conf"])
+    assert st["report"] == ("podman storage: as configured (podman's own choice: "
+                            "/var/lib/containers/storage is on ext4 (/var/lib/containers))")
+    assert st["failure"] == ("node1: podman cannot use its storage (driver of podman's own "
+                             "choice, /var/lib/containers/storage on ext4)")
+    # docker keeps no podman storage.
+    docker = {"docker": {"path": "/usr/bin/docker", "version": "26.1.5", "usable": True}}
+    assert cr.plan(facts(engines=docker, storage=_overlay("/usr/bin/fuse-overlayfs")),
+                   settings())["storage"]["driver"] == ""
+
+
+# -- refusals -------------------------------------------------------------------------------------
+
+def test_the_lab_node_refuses_unlimited_memlock_with_the_reason() -> None:
+    plan = cr.plan(facts(), settings())
+    assert plan["errors"] == [
+        "node1: memlock cannot be made unlimited here: hard limit 8192 KiB, no "
+        "CAP_SYS_RESOURCE; RDMA needs unlimited locked memory. Set container_runtime_memlock: "
+        "host to accept the host's limit here."]
+    assert cr.plan(facts(), settings(memlock="host"))["errors"] == []
+    kernel = facts(memlock={"hard_kib": 65536, "cap_sys_resource": True, "can_raise": False})
+    assert cr.plan(kernel, settings())["errors"][0].endswith(
+        "hard limit 65536 KiB, the kernel refused to raise it; RDMA needs unlimited locked "
+        "memory. Set container_runtime_memlock: host to accept the host's limit here.")
+
+
+def test_an_engine_missing_without_install_and_a_gpu_missing_are_refused() -> None:
+    plan = cr.plan(facts(engines={}), settings(memlock="host", install=False, nvidia=True))
+    assert plan["errors"] == [
+        "node1: container engine podman is not installed and container_runtime_install is false",
+        "node1: container_runtime_nvidia is true but the host shows no NVIDIA GPU (no "
+        "/proc/driver/nvidia/gpus, no /dev/nvidia0): install the driver first"]
+    # Installed, or to be installed, or no engine at all: nothing to refuse.
+    assert cr.plan(facts(), settings(memlock="host", install=False))["errors"] == []
+    assert cr.plan(facts(engines={}), settings(memlock="host"))["errors"] == []
+    assert cr.plan(facts(engines={}), settings(memlock="host", install=False,
+                                               engine="none"))["errors"] == []
+
+
+# -- docker's daemon.json -----------------------------------------------------------------------
+
+def _docker(text) -> dict:
+    return facts(engines={"docker": {"path": "/usr/bin/docker", "version": "26.1.5",
+                                     "usable": True}},
+                 daemon_json={"text": text}, nvidia={"gpus": 2},
+                 rdma_cdi={"docker_feature": True, "engines": {}, "content": None})
+
+
+def test_daemon_json_keeps_the_sites_keys_as_the_role_merged_them() -> None:
+    current = {"log-driver": "journald", "features": {"buildkit": True},
+               "default-ulimits": {"nofile": {"Name": "nofile", "Hard": 1024, "Soft": 1024}}}
+    options = {"features": {"containerd-snapshotter": True}, "runtimes": {"x": {"path": "y"}}}
+    plan = cr.plan(_docker(json.dumps(current)), settings(
+        memlock="host", nvidia_default_runtime=True, docker_daemon_options=options))
+    # What the YAML did: combine(recursive=true) of the host's and ours, to_nice_json(indent=2).
+    ours = FILTERS["combine"](
+        {}, {"runtimes": {"nvidia": {"path": "nvidia-container-runtime", "args": []}}},
+        {"default-runtime": "nvidia"}, {"features": {"cdi": True}}, options, recursive=True)
+    want = FILTERS["to_nice_json"](FILTERS["combine"](current, ours, recursive=True), indent=2)
+    assert plan["daemon_json"] == want + "\n"
+    merged = json.loads(plan["daemon_json"])
+    assert merged["features"] == {"buildkit": True, "cdi": True, "containerd-snapshotter": True}
+    assert merged["log-driver"] == "journald" and "memlock" not in merged["default-ulimits"]
+    assert plan["errors"] == [] and plan["engine"] == "docker"
+    assert "docker's daemon.json and daemon are not probed" in plan["drift_why"]
+
+
+def test_daemon_json_absent_gets_rdmaprovs_keys_only() -> None:
+    plan = cr.plan(_docker(None), settings(memlock="unlimited", nvidia_mode="cdi",
+                                           engine="docker"))
+    assert json.loads(plan["daemon_json"]) == {
+        "default-ulimits": {"memlock": {"Name": "memlock", "Hard": -1, "Soft": -1}},
+        "features": {"cdi": True}}
+    assert cr.plan(facts(), settings())["daemon_json"] is None  # podman: no daemon.json
+
+
+def test_daemon_json_that_is_not_json_is_refused_in_one_line() -> None:
+    plan = cr.plan(_docker('{"log-driver": '), settings(memlock="host"))
+    assert plan["daemon_json"] is None
+    assert len(plan["errors"]) == 1 and plan["errors"][0].startswith(
+        "node1: /etc/docker/daemon.json is not valid JSON (")
+    assert plan["errors"][0].endswith("): fix or remove it")
+    assert cr.plan(_docker("[1]"), settings(memlock="host"))["errors"] == [
+        "node1: /etc/docker/daemon.json is not a JSON object: fix or remove it"]
+    unreadable = _docker(None)
+    unreadable["daemon_json"] = {"error": "Permission denied"}
+    assert cr.plan(unreadable, settings(memlock="host"))["errors"] == [
+        "node1: /etc/docker/daemon.json: cannot read it: Permission denied"]
+
+
+# -- drift and the files -------------------------------------------------------------------------
+
+def test_a_converged_lab_node_has_nothing_to_do() -> None:
+    plan = cr.plan(facts(), settings(memlock="host"))
+    assert not plan["drift"] and plan["drift_why"] == []
+    assert plan["templates"] == [
+        {"path": DEFAULTS["container_runtime_limits_file"], "src": "limits-memlock.conf.j2"},
+        {"path": DEFAULTS["container_runtime_systemd_dropin"], "src": "systemd-memlock.conf.j2"},
+        {"path": DEFAULTS["container_runtime_podman_conf"], "src": "podman-containers.conf.j2"}]
+    assert plan["dirs"] == ["/etc/security/limits.d", "/etc/systemd/system.conf.d",
+                            "/etc/containers/containers.conf.d"]
+    # No systemd, docker: neither its drop-in nor podman's.
+    docker = {"docker": {"path": "/usr/bin/docker", "version": "26.1.5", "usable": True}}
+    other = cr.plan(facts(systemd=False, engines=docker), settings(memlock="host"))
+    assert [t["src"] for t in other["templates"]] == ["limits-memlock.conf.j2"]
+    assert other["dirs"] == ["/etc/security/limits.d"] and not other["start_docker"]
+
+
+def test_each_thing_to_do_is_drift() -> None:
+    def why(f=None, **s):
+        return cr.plan(f or facts(), settings(memlock="host", **s))["drift_why"]
+    dead = {"podman": {"path": "/usr/bin/podman", "version": None, "usable": False}}
+    assert why(facts(engines=dead)) == ["podman is not installed (or does not answer)"]
+    assert why(facts(engines={}), install=False) == []
+    assert why(facts(images_missing=["localhost/w:1"])) == ["image localhost/w:1 is missing"]
+    images = [{"name": "localhost/w:1", "src": "/srv/w.tar", "archive": "/srv/img/w.tar"},
+              {"name": "docker.io/library/busybox:1.36"}]
+    assert why(images=images) == ["image files are copied from the control host"]
+    plan = cr.plan(facts(), settings(memlock="host", images=images))
+    assert plan["images_to_copy"] == images[:1] and plan["image_dirs"] == ["/srv/img"]
+
+
+def test_the_rdma_cdi_spec_and_enroots_files_are_written_and_compared(gpu_host) -> None:
+    f, s = gpu_host["facts"], gpu_host["settings"]
+    plan = cr.plan(f, s)
+    spec_path = s["rdma_cdi_spec"]
+    assert plan["rdma_cdi_content"] == f["rdma_cdi"]["content"]
+    assert plan["files"][0] == {"path": spec_path, "mode": "0644",
+                                "content": f["rdma_cdi"]["content"]}
+    # Not on the host yet: its file state says so, and so does the CDI plan's own drift.
+    assert f"{spec_path}: not probed" in plan["drift_why"]
+    # Written as planned (and enroot installed): the same files compare equal.
+    Path(spec_path).write_text(f["rdma_cdi"]["content"])
+    engines = {**f["engines"], "enroot": {"path": "/usr/bin/enroot", "version": "3.4.1",
+                                          "usable": True}}
+    rdma = crp.rdma_cdi(cr.rdma_cdi_settings(s), engines)
+    assert rdma["drift"] == [] and rdma["enroot"]
+    f2 = {**f, "engines": engines, "rdma_cdi": rdma}
+    paths = cr.probed_paths(s)
+    plan2 = cr.plan(f2, s)
+    assert [e["path"] for e in plan2["enroot_files"]] == cr.enroot_paths(s)
+    assert plan2["enroot_dirs"] == [s["enroot_conf_dir"] + "/mounts.d",
+                                    s["enroot_conf_dir"] + "/environ.d"]
+    assert set(paths) >= {spec_path, *cr.enroot_paths(s)}
+    written = {e["path"]: e["content"] for e in plan2["files"]}
+    state = {p: {"exists": True, "sha1": collection.state_drift.sha1(t.encode()), "mode": "0644"}
+             for p, t in written.items()}
+    plan3 = cr.plan({**f2, "file_state": state}, s)
+    assert plan3["drift_why"] == ["docker's daemon.json and daemon are not probed",
+                                  "NVIDIA's toolkit and CDI spec are not probed"]
+
+
+def test_no_rdma_cdi_plans_no_spec() -> None:
+    s = settings(rdma_cdi=False, memlock="host")
+    assert cr.rdma_cdi_settings(s) == {}
+    assert cr.probed_paths(s) == [DEFAULTS["container_runtime_limits_file"],
+                                  DEFAULTS["container_runtime_systemd_dropin"],
+                                  DEFAULTS["container_runtime_podman_conf"]]
+    plan = cr.plan(facts(), s)
+    assert plan["files"] == [] and plan["rdma_cdi_content"] is None and not plan["rdma_cdi"]
+    assert not plan["cdi"]["ready"] and not plan["verify"]["cdi"]
+
+
+# -- the report ----------------------------------------------------------------------------------
+
+def test_the_lab_nodes_report_lines() -> None:
+    plan = cr.plan(facts(), settings(memlock="host"))
+    storage = ("podman storage: as configured (podman's own choice: "
+               "/var/lib/containers/storage is on ext4 (/var/lib/containers))")
+    memlock = ("memlock cannot be made unlimited here: hard limit 8192 KiB, no CAP_SYS_RESOURCE:"
+               " containers keep the host limit (engine default ulimits not written)")
+    assert plan["report"] == [cr.NO_GPU, cr.NO_IB, memlock, storage]
+    assert plan["report_converging"] == [cr.NO_GPU, cr.NO_IB, memlock]
+    empty = cr.plan(facts(), settings(memlock="host", verify_image=""))
+    assert empty["report"][-1] == (
+        "podman container: not checked: container_runtime_verify_image is empty, so memlock"
+        " and /dev/infiniband inside containers are unproven on this host")
+    assert empty["report_converging"][-1] == empty["report"][-1]
+    assert not empty["verify"]["run"]
+
+
+def test_a_gpu_host_reports_the_spec_and_an_engine_without_cdi(gpu_host) -> None:
+    f, s = gpu_host["facts"], gpu_host["settings"]
+    plan = cr.plan(f, s)
+    assert plan["report"][0] == f"RDMA CDI spec {s['rdma_cdi_spec']}: " + "; ".join(
+        f["rdma_cdi"]["report"])
+    assert plan["cdi"]["ready"] and plan["errors"] == []
+    old = {**f, "engines": {"docker": {"path": "/usr/bin/docker", "version": "24.0.5",
+                                       "usable": True}}}
+    old["rdma_cdi"] = crp.rdma_cdi(cr.rdma_cdi_settings(s), old["engines"])
+    plan = cr.plan(old, s)
+    assert not plan["cdi"]["ready"] and not plan["verify"]["cdi"]
+    assert ("RDMA CDI spec: docker 24.0.5 has no CDI (docker >= 25 has): pass the devices with "
+            "--device /dev/infiniband/... instead") in plan["report"]
+
+
+# -- the check container ---------------------------------------------------------------------------
+
+def test_check_container_through_the_spec(gpu_host) -> None:
+    f, s = gpu_host["facts"], gpu_host["settings"]
+    s = {**s, "engine": "podman", "images": [{"name": s["verify_image"], "archive": "/srv/b.tar"}],
+         "verify_args": ["--security-opt", "label=disable"]}
+    v = cr.plan(f, s)["verify"]
+    assert v["run"] and v["cdi"]
+    assert v["argv"] == ["timeout", "-k", "5", "120", "podman", "run", "--rm", "--pull", "never",
+                         "--network", "host", "--ipc", "host", "--device",
+                         "rdmaprov.io/rdma=all", "--security-opt", "label=disable",
+                         s["verify_image"], "sh", "-c", cr.CHECK_SCRIPT]
+    nodes = f["rdma_cdi"]["spec"]["devices"][0]["containerEdits"]["deviceNodes"]
+    assert v["wanted_ib"] == sorted(Path(n["path"]).name for n in nodes)
+    assert v["wanted_nccl"] == ["NCCL_IB_GID_INDEX=3", "NCCL_IB_HCA==mlx5_0,mlx5_1"]
+    assert v["label"] == "podman container with rdmaprov.io/rdma=all" and v["hint"] == ""
+    assert v["wanted"] == (" through rdmaprov.io/rdma=all; wanted [" + " ".join(
+        Path(n["path"]).name for n in nodes) + "] and [NCCL_IB_HCA==mlx5_0,mlx5_1, "
+        f"NCCL_IB_GID_INDEX=3] (the host's {gpu_host['conf']})")
+    host = cr.plan(f, {**s, "memlock": "host"})["verify"]["argv"]
+    assert host[14:18] == ["rdmaprov.io/rdma=all", "--ulimit", "host", "--security-opt"]
+    # The NCCL file the spec mounts is gone: the check passes the devices one by one instead.
+    gone = copy.deepcopy(f)
+    gone["rdma_cdi"]["nccl_conf"]["exists"] = False
+    assert cr.plan(gone, s)["cdi"]["ready"] and not cr.plan(gone, s)["verify"]["cdi"]
+
+
+def test_check_container_with_the_devices_one_by_one(gpu_host) -> None:
+    f = facts(infiniband_devices=gpu_host["ib"])
+    v = cr.plan(f, settings(memlock="host", rdma_cdi=False))["verify"]
+    assert not v["cdi"]
+    assert v["argv"][:14] == ["timeout", "-k", "5", "120", "podman", "run", "--rm", "--pull",
+                              "missing", "--network", "host", "--cap-add", "IPC_LOCK",
+                              "--ulimit"]
+    assert v["argv"][14] == "host"
+    assert [a for a in v["argv"] if a.startswith("--device=")] == [
+        "--device=" + d for d in gpu_host["ib"]]
+    assert v["wanted_ib"] == sorted(Path(d).name for d in gpu_host["ib"])
+    assert v["wanted"] == f"; the host has {len(gpu_host['ib'])} RDMA device files"
+    assert v["start_failure"] == ("node1: a podman container with image "
+                                  "docker.io/library/busybox:1.36 did not start")
+    assert v["hint"] == cr.NO_REGISTRY
+    assert v["memlock_note"] == (" (memlock cannot be made unlimited here: hard limit 8192 KiB,"
+                                 " no CAP_SYS_RESOURCE)")
+    docker = {"docker": {"path": "/usr/bin/docker", "version": "26.1.5", "usable": True}}
+    unlimited = cr.plan(facts(engines=docker), settings(rdma_cdi=False))["verify"]["argv"]
+    assert unlimited[4] == "docker" and unlimited[11:15] == ["--cap-add", "IPC_LOCK", "--ulimit",
+                                                            "memlock=-1:-1"]
+    host_docker = cr.plan(facts(engines=docker), settings(rdma_cdi=False, memlock="host"))
+    assert "--ulimit" not in host_docker["verify"]["argv"]
+    assert not cr.plan(facts(), settings(check_mode=True))["verify"]["run"]
+
+
+# -- the module takes the table -----------------------------------------------------------------
+
+def test_the_modules_settings_option_is_the_table() -> None:
+    module = ROOT / "plugins/modules/container_runtime_probe.py"
+    ns: dict = {}
+    text = module.read_text()
+    head = text[:text.index("from ansible.module_utils")]
+    exec(head.split("from __future__ import annotations")[1], ns)
+    doc = yaml.safe_load(ns["DOCUMENTATION"])["options"]["settings"]["suboptions"]
+    # The plan's keys, as the module's RETURN names them.
+    said = yaml.safe_load(ns["RETURN"])["plan"]["description"][0].split("Keys: ")[1]
+    assert said.rstrip(".").split(", ") == list(cr.plan(facts(), settings()))
+    assert list(doc) == list(cr.SETTINGS)
+    for name, spec in cr.argument_spec().items():
+        assert doc[name]["type"] == spec["type"], name
+        assert doc[name].get("default") == spec.get("default"), name
+        assert doc[name].get("elements") == spec.get("elements"), name
+    # Every setting is one of the role's variables (or a fact, or check_mode), and the
+    # role's preflight passes each of them.
+    preflight = yaml.safe_load(
+        (ROOT / "roles/container_runtime/tasks/preflight.yml").read_text())[0]
+    passed = preflight["rdmaprov.cluster.container_runtime_probe"]["settings"]
+    assert list(passed) == list(cr.SETTINGS)
+    for name, value in passed.items():
+        if name not in ("host", "os_family", "check_mode", "architecture"):
+            assert value == "{{ container_runtime_" + name + " }}"
+            # pids_limit has none in the module: null is a value (leave the limit alone).
+            want = DEFAULTS["container_runtime_" + name] if name != "pids_limit" else None
+            assert cr.SETTINGS[name]["default"] == want, name
+
+
+def test_the_modules_spec_keeps_a_null_pids_limit_and_fills_the_rest() -> None:
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+    spec = {"settings": {"type": "dict", "options": cr.argument_spec()}}
+    got = ArgumentSpecValidator(spec).validate(
+        {"settings": {"pids_limit": None, "install": "no", "verify_timeout": "30"}})
+    assert not got.error_messages
+    s = got.validated_parameters["settings"]
+    assert s["pids_limit"] is None and s["install"] is False and s["verify_timeout"] == 30
+    assert s["engine"] == "auto" and s["memlock"] == "unlimited"
+    assert cr.plan(facts(pids_controller=False), {**s, "memlock": "host"})["pids_limit"] is None
