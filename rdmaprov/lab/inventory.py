@@ -24,8 +24,8 @@ def write_inventory(state: LabState, lab_dir: Path, nodes_dir: Path) -> None:
     known = []
     for n in state.nodes:
         pub = nodes_dir / n["name"] / "upper/etc/ssh/ssh_host_ed25519_key.pub"
-        keytype, key = pub.read_text().split()[:2]
-        known.append(f"{n['address']} {keytype} {key}")
+        keytype, hostkey = pub.read_text().split()[:2]
+        known.append(f"{n['address']} {keytype} {hostkey}")
     known_hosts.write_text("\n".join(known) + "\n")
     lines = ["# Written by 'rdmaprov lab up'; host keys are recorded in known_hosts.", "[lab]"]
     lines += [f"{n['name']} ansible_host={n['address']}" for n in state.nodes]
@@ -38,6 +38,7 @@ def write_inventory(state: LabState, lab_dir: Path, nodes_dir: Path) -> None:
     ]
     inventory.write_text("\n".join(lines) + "\n")
     write_group_vars(state, lab_dir)
+
 
 def write_group_vars(state: LabState, lab_dir: Path) -> None:
     """What a user would write for this cluster: the data-path roles act on the fabric

@@ -41,3 +41,27 @@ def test_nodes_the_inotify_cap_would_kill_are_refused_in_one_line(tmp_path, monk
                                         r"fs.inotify.max_user_instances"):
         lab_mod.check_inotify(3)
     lab_mod.check_inotify(0)
+
+
+def test_the_inventory_names_the_labs_key_and_its_nodes_host_keys(tmp_path) -> None:
+    """What `lab up` writes for its user: the private key file (never a host key's text) and
+    each node's own host key in known_hosts, checked strictly."""
+    from rdmaprov.lab import LabState
+    from rdmaprov.lab import inventory as lab_inventory
+
+    nodes_dir = tmp_path / "nodes"
+    state = LabState(name="uinv", subnet="10.9.250.0/24", bridge="rdp-uinv", nodes=[
+        {"name": f"node{i}", "address": f"10.9.250.1{i}"} for i in (1, 2)])
+    for i in (1, 2):
+        pub = nodes_dir / f"node{i}" / "upper/etc/ssh/ssh_host_ed25519_key.pub"
+        pub.parent.mkdir(parents=True)
+        pub.write_text(f"ssh-ed25519 AAAAHOSTKEY{i} root@node{i}\n")
+    lab_inventory.write_inventory(state, tmp_path, nodes_dir)
+    inventory = (tmp_path / "inventory.ini").read_text().splitlines()
+    assert f"ansible_ssh_private_key_file={tmp_path / 'id_ed25519'}" in inventory
+    assert "node2 ansible_host=10.9.250.12" in inventory
+    assert (f"ansible_ssh_common_args='-o UserKnownHostsFile={tmp_path / 'known_hosts'} "
+            "-o StrictHostKeyChecking=yes'") in inventory
+    assert (tmp_path / "known_hosts").read_text() == (
+        "10.9.250.11 ssh-ed25519 AAAAHOSTKEY1\n10.9.250.12 ssh-ed25519 AAAAHOSTKEY2\n")
+    assert not (tmp_path / "group_vars" / "uinv.yml").exists()  # no fabric: no data-path vars
