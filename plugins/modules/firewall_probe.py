@@ -160,7 +160,9 @@ def main() -> None:
     if p["settings"] is not None:
         try:
             plan = netcfg_firewall.plan(result, p["settings"], p["firewalld_policy"])
-        except (ValueError, KeyError, TypeError) as exc:
+        except KeyError as exc:
+            module.fail_json(msg="firewall plan: settings has no %s" % exc)
+        except (ValueError, TypeError) as exc:
             module.fail_json(msg="firewall plan: %s" % exc)
         result["plan"] = plan
         result["rdmaprov_report"] = ["firewall backend %s (%s)" % (plan["backend"] or "none", plan["backend_reason"])]

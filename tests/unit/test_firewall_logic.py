@@ -419,3 +419,6 @@ def test_probe_module_verify_mode_reads_only_the_backends_rules(tmp_path):
     checked = run({"verify": True, "plan": plan, "settings": SETTINGS, "_ansible_check_mode": True})
     assert checked["verify"]["applies"] is False
     assert run({"verify": True, "settings": SETTINGS})["failed"] is True
+    # Settings without the inventory name the refusals start with: one line, no traceback.
+    lacking = run({"settings": {k: v for k, v in SETTINGS.items() if k != "host"}})
+    assert lacking["failed"] is True and lacking["msg"] == "firewall plan: settings has no 'host'"
