@@ -242,7 +242,7 @@ def after(s: dict, before: dict, now: dict, check: bool) -> dict:
     """What the install path left (now: the probe's state read again; before: the first
     probe's): the verification (applies: whether there is an install to hold to the plan;
     under --check only a host that needed nothing) and the report line."""
-    packages, pkg, mlnx, _ = _plans(s, before)
+    packages, pkg, mlnx = _plans(s, before)[:3]
     now_plan = _plans(s, now)[1]
     versions, ofed = now["versions"], now["ofed"] or {}
     if s["source"] == "mlnx_ofed":

@@ -33,7 +33,11 @@ options:
       source: {description: rdma_ofed_source., type: str, required: true, choices: [inbox, doca, mlnx_ofed]}
       inbox_packages: {description: rdma_ofed_inbox_packages (empty for O(settings.os_inbox_packages))., type: list, elements: str, default: []}
       os_inbox_packages: {description: The OS's inbox packages., type: list, elements: str, default: []}
-      os_rdma_core_packages: {description: The OS's packages built from rdma-core (they carry O(settings.inbox_version))., type: list, elements: str, default: []}
+      os_rdma_core_packages:
+        description: The OS's packages built from rdma-core (they carry O(settings.inbox_version)).
+        type: list
+        elements: str
+        default: []
       inbox_extra_packages: {description: rdma_ofed_inbox_extra_packages., type: list, elements: str, default: []}
       inbox_version: {description: rdma_ofed_inbox_version., type: str, default: ""}
       pin_separator: {description: "What joins a name and its version in an install request (C(=) apt, C(-) dnf).", type: str, default: "="}
@@ -161,9 +165,10 @@ SETTINGS = {
        for k in ("inbox_packages", "os_inbox_packages", "os_rdma_core_packages",
                  "inbox_extra_packages", "doca_packages")},
     **{k: {"type": "str", "default": ""}
-       for k in ("inbox_version", "doca_version", "doca_repo_url", "doca_gpg_key_url",
-                 "mlnx_ofed_src", "mlnx_ofed_sha256", "mlnx_ofed_version", "os_name",
-                 "ssh_interface")},
+       for k in ("inbox_version", "doca_version", "doca_repo_url", "mlnx_ofed_src",
+                 "mlnx_ofed_sha256", "mlnx_ofed_version", "os_name", "ssh_interface")},
+    # A key's URL, not a secret (validate-modules guesses from the name).
+    "doca_gpg_key_url": {"type": "str", "default": "", "no_log": False},
     "pin_separator": {"type": "str", "default": "="},
     "mlnx_ofed_workdir": {"type": "str", "default": "/var/cache/rdmaprov/mlnx_ofed"},
     **{k: {"type": "bool", "default": False}
