@@ -1,17 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: rdmaprov developers
 # Apache-2.0
-"""Filters of the preflight, rdma_ofed and rdma_modules roles. The logic lives in
-plugins/module_utils/driver_*.py, where the unit tests reach it without Ansible."""
+"""Filters of the preflight and rdma_modules roles. The logic lives in
+plugins/module_utils/driver_plan.py, where the unit tests reach it without Ansible."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.rdmaprov.cluster.plugins.module_utils import (
-    driver_plan as plan,
-    driver_versions as versions,
-)
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import driver_plan as plan
 
 
 def _wrap(func):
@@ -28,9 +25,6 @@ def _wrap(func):
 class FilterModule:
     def filters(self):
         return {
-            "mlnx_ofed_bundle": _wrap(versions.parse_bundle_name),
-            "package_plan": _wrap(versions.package_plan),
-            "ofed_report": _wrap(versions.stack_report),
             "connection_interface": _wrap(plan.connection_interface),
             "combine_modules": _wrap(plan.combine_modules),
         }

@@ -2,11 +2,13 @@
 # Copyright: rdmaprov developers
 # Apache-2.0
 """Parse what the driver stack reports about itself: `ofed_info -s`, package queries, and the
-version inside an MLNX_OFED bundle's file name. Pure functions: the unit tests feed them real
-output, the rdma_ofed role reaches them through the filters in plugins/filter/driver.py."""
+version inside an MLNX_OFED bundle's file name; and the rdma_ofed role's plan (plan(), after()),
+which its probe module (rdma_ofed_probe) runs. Pure functions: the unit tests feed them real
+output and settings."""
 
 from __future__ import annotations
 
+import posixpath
 import re
 
 # `ofed_info -s` prints one line such as:
@@ -147,3 +149,118 @@ def stack_report(source: str, packages: list[str], plan: dict, mlnx_plan: dict,
         parts.append("installed by this run: " + ", ".join(plan["install"])
                      + f" (before: {len(before.get('versions') or {})}/{len(packages)})")
     return f"{source}: " + "; ".join(parts)
+
+
+# --- the rdma_ofed role's plan (module rdma_ofed_probe, option settings) ---------------------------
+_REMOTE = re.compile(r"^(https?|ftp|file)://")
+_SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
+_BUNDLE_EXT = re.compile(r"\.(tgz|tar\.gz|iso)$")
+
+
+def wanted_packages(s: dict) -> list[str]:
+    """The packages the source installs: the inbox list (the user's, else the OS's) and its
+    extras, once each in order; DOCA's list; none for an MLNX_OFED bundle."""
+    if s["source"] == "inbox":
+        return list(dict.fromkeys([*(s["inbox_packages"] or s["os_inbox_packages"]),
+                                   *s["inbox_extra_packages"]]))
+    return list(s["doca_packages"]) if s["source"] == "doca" else []
+
+
+def _bundle(s: dict) -> dict:
+    """Where an MLNX_OFED bundle goes on the node, and whether the node fetches it itself."""
+    src, workdir = s["mlnx_ofed_src"], s["mlnx_ofed_workdir"]
+    parsed = parse_bundle_name(src)
+    base = posixpath.basename(src)
+    return {"parsed": parsed, "file": f"{workdir}/{base}",
+            "dir": f"{workdir}/{parsed['stem'] if parsed else _BUNDLE_EXT.sub('', base)}",
+            "remote": bool(_REMOTE.match(src))}
+
+
+def setting_errors(s: dict, parsed_bundle: dict | None) -> list[str]:
+    """What the install path refuses, one line each (before anything is installed)."""
+    errors = []
+    source = s["source"]
+    if source == "doca" and not (s["doca_repo_url"]
+                                 and (s["doca_gpg_key_url"] or s["doca_repo_trusted"])):
+        errors.append(
+            "rdma_ofed_source=doca needs rdma_ofed_doca_repo_url (the versioned repository for "
+            f"{s['os_name']}) and rdma_ofed_doca_gpg_key_url (or rdma_ofed_doca_repo_trusted=true"
+            " for a mirror you control)")
+    if source == "mlnx_ofed" and not (s["mlnx_ofed_src"] and _SHA256.match(s["mlnx_ofed_sha256"])
+                                      and (s["mlnx_ofed_version"] or parsed_bundle)):
+        errors.append(
+            "rdma_ofed_source=mlnx_ofed needs rdma_ofed_mlnx_ofed_src, its sha256 in "
+            "rdma_ofed_mlnx_ofed_sha256 (64 hex digits; an unchecked bundle is never installed), "
+            "and rdma_ofed_mlnx_ofed_version when the file name is not "
+            "MLNX_OFED_LINUX-<version>-<distro>-<arch>.tgz|.iso")
+    # An openibd restart unloads mlx5_core: every netdev on the HCAs goes down with it, including
+    # the one Ansible talks through, and the run would hang or lose the host half-configured.
+    if (source != "inbox" and s["restart_openibd"] and not s["reboot_ok"]
+            and s["ssh_interface_rdma"] and not s["allow_connection_interface_down"]):
+        errors.append(
+            f"rdma_ofed: restarting openibd would take down {s['ssh_interface'] or '?'}, the "
+            "interface carrying this Ansible connection (it is on an HCA); use "
+            "rdma_ofed_reboot_ok=true, or set rdma_ofed_allow_connection_interface_down=true if "
+            "the host is reachable another way")
+    return errors
+
+
+def _plans(s: dict, state: dict) -> tuple[list[str], dict, dict, dict]:
+    packages = wanted_packages(s)
+    inbox = s["source"] == "inbox"
+    pkg = package_plan(packages, state["versions"],
+                       s["inbox_version"] if inbox else s["doca_version"],
+                       s["os_rdma_core_packages"] if inbox else packages, s["pin_separator"])
+    bundle = _bundle(s)
+    wanted = s["mlnx_ofed_version"] or (bundle["parsed"]["version"] if bundle["parsed"] else "")
+    return packages, pkg, ofed_plan(state["ofed"], wanted), bundle
+
+
+def plan(s: dict, state: dict) -> dict:
+    """The rdma_ofed role's plan from its settings (the rdma_ofed_* variables, the OS's package
+    lists, the connection's interface) and the probe's state ({"versions", "ofed"}).
+
+    packages: what the source installs; plan, mlnx_plan: package_plan() and ofed_plan();
+    request: the names an install asks the package manager for; bundle: the MLNX_OFED bundle's
+    file and directory on the node; setting_errors: what to refuse; drift: whether the install
+    path runs (something differs, a DOCA repository, which is not probed, or a setting to
+    refuse); rdmaprov_report: the report line where nothing differs.
+    """
+    packages, pkg, mlnx, bundle = _plans(s, state)
+    errors = setting_errors(s, bundle["parsed"])
+    differs = mlnx["install"] if s["source"] == "mlnx_ofed" else not pkg["ok"]
+    return {"packages": packages, "plan": pkg, "mlnx_plan": mlnx,
+            "request": pkg["install"] or packages,
+            "bundle": {k: bundle[k] for k in ("file", "dir", "remote")},
+            "setting_errors": errors,
+            "drift": differs or s["source"] == "doca" or bool(errors),
+            "rdmaprov_report": [] if differs else [
+                stack_report(s["source"], packages, pkg, mlnx, state)]}
+
+
+def after(s: dict, before: dict, now: dict, check: bool) -> dict:
+    """What the install path left (now: the probe's state read again; before: the first
+    probe's): the verification (applies: whether there is an install to hold to the plan;
+    under --check only a host that needed nothing) and the report line."""
+    packages, pkg, mlnx = _plans(s, before)[:3]
+    now_plan = _plans(s, now)[1]
+    versions, ofed = now["versions"], now["ofed"] or {}
+    if s["source"] == "mlnx_ofed":
+        verify = {"applies": not check or not mlnx["install"],
+                  "ok": ofed.get("version", "") == mlnx["wanted"],
+                  "msg": (f"mlnx_ofed: {ofed.get('full', '')} in place"
+                          if ofed.get("version", "") == mlnx["wanted"] else
+                          f"rdma_ofed: ofed_info -s reports {ofed.get('full') or 'nothing'}, "
+                          f"wanted MLNX_OFED {mlnx['wanted']}")}
+    else:
+        core = f", rdma-core {versions['rdma-core']}" if "rdma-core" in versions else ""
+        verify = {"applies": not check or pkg["ok"], "ok": now_plan["ok"],
+                  "msg": (f"{s['source']}: {len(packages)} packages in place{core}"
+                          if now_plan["ok"] else
+                          "rdma_ofed: after the install, missing "
+                          f"{', '.join(now_plan['missing']) or 'nothing'}; wrong version "
+                          f"{', '.join(w['name'] for w in now_plan['wrong_version']) or 'none'}")}
+    return {"after_plan": now_plan, "verify": verify,
+            "report": stack_report(s["source"], packages, pkg, mlnx, before,
+                                   {"versions": versions, "ofed": now["ofed"] or None},
+                                   now_plan, check)}

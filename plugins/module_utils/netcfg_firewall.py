@@ -1,8 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: rdmaprov developers
 # Apache-2.0
-"""Pure logic of the firewall role: backend choice, the NCCL/ephemeral port range, and reading
-`nft -j list table` back. Unit-tested in tests/unit/test_firewall_logic.py."""
+"""Pure logic of the firewall role: backend choice, the NCCL/ephemeral port range, the plan the
+firewall_probe module returns (plan(): what to open, what to refuse and why, each backend's
+changes) and the verification of the rules read back after applying (verify()). Unit-tested in
+tests/unit/test_firewall_logic.py."""
 
 from __future__ import annotations
 
@@ -343,9 +345,11 @@ def describe_listeners(items):
                      for i in items)
 
 
-def plan(probe, settings):
+def plan(probe, settings, firewalld_policy=None):
     """The probe of one host + the role's settings → everything the backends render and the
-    preflight checks: sources, port sets, Slurm's ports, allow entries and what would be cut."""
+    preflight checks: sources, port sets, Slurm's ports, allow entries, what would be cut, what
+    to refuse, and each backend's changes (firewalld_policy: the policy's name, whose rules the
+    probe read)."""
     backend, reason = pick_backend(settings["backend"], probe["firewalld_active"],
                                    probe["ufw_active"], probe["nft_present"],
                                    probe.get("ufw_present", True))
@@ -371,10 +375,118 @@ def plan(probe, settings):
     restricted.append({"port": str(udp_port), "proto": "udp"})
     by_design = [{"port": p, "proto": "tcp"} for p in [ssh, *slurm]]
     cut = cut_listeners(listening, policy, restricted, by_design, allow, settings["waive"])
-    return {
+    out = {
         "backend": backend, "backend_reason": reason, "policy": policy,
         "subnets": subnets, "ssh_only": ssh_only, "ssh_port": ssh,
         "cluster_tcp": cluster_tcp, "restricted_tcp": restricted_tcp, "udp_port": str(udp_port),
         "slurm_ports": slurm, "allow": allow, "listening": listening,
         "cut": cut, "cut_text": describe_listeners(cut),
+        "ufw_active": probe["ufw_active"],
+        "nft_table_present": (probe.get("nft_table") or {}).get("rc") == 0,
+        "live_hash": live_hash((probe.get("nft_table") or {}).get("stdout")),
     }
+    out["firewalld_rules"] = firewalld_rules(out)
+    out["ufw_rules"] = ufw_rules(out)
+    fwd = probe.get("firewalld_policy")
+    out["firewalld_changes"] = firewalld_changes(
+        out, firewalld_policy, *(t["stdout"] if t["rc"] == 0 else None
+                                 for t in (fwd["permanent"], fwd["runtime"]))
+    ) if backend == "firewalld" and fwd and firewalld_policy else []
+    out["refusals"], out["nft_cut_refusal"] = refusals(out, probe, settings)
+    return out
+
+
+def admits_control_host(plan_, probe, settings):
+    """Never lock Ansible out: the ruleset must admit the control host's SSH. Admitted when
+    Ansible is local, when the control host's address is unknown (no SSH session), when
+    firewall_allow_control_host opens SSH to it, or when a declared source covers it."""
+    control_ip = probe["control_ip"]
+    return (settings["connection"] == "local" or control_ip is None
+            or bool(settings["allow_control_host"])
+            or control_host_allowed(control_ip, plan_["ssh_only"]["ipv4"]
+                                    + plan_["ssh_only"]["ipv6"] + plan_["subnets"]["ipv4"]
+                                    + plan_["subnets"]["ipv6"]))
+
+
+def refusals(plan_, probe, settings):
+    """What the role refuses before anything changes, one line each: no usable backend;
+    nftables without the rollback timer; a ruleset that would not admit the control host; one
+    that would cut a listening service. Only a change that tightens the host's policy can cut:
+    ufw switched on under deny (known here), or a new nftables ruleset (known once the control
+    host has rendered it) → (refusals, the nftables cut refusal to add when the ruleset is new)."""
+    host, backend = settings["host"], plan_["backend"]
+    out = []
+    if not backend:
+        out.append(f"{host}: {plan_['backend_reason']}")
+    if backend == "nftables" and not probe["systemd_run"]:
+        out.append(f"{host}: systemd-run is missing; the nftables backend will not apply a ruleset"
+                   " it cannot roll back if the SSH path is lost")
+    if backend and not admits_control_host(plan_, probe, settings):
+        out.append(f"{host}: firewall_allow_control_host is false and no declared source admits"
+                   f" the control host {probe['control_ip']}: this ruleset would lock Ansible out")
+    cut = ([f"{host}: firewall_policy={plan_['policy']} would cut these listening services: "
+            f"{plan_['cut_text']}; allow each one (firewall_allow) or waive it (firewall_waive)"]
+           if backend and plan_["cut"] else [])
+    if backend == "ufw" and plan_["policy"] == "deny" and not probe["ufw_active"]:
+        out += cut
+    return out, cut if backend == "nftables" else []
+
+
+def _join(items, sep, empty):
+    return sep.join(items) or empty
+
+
+def verify(plan_, settings, live, check, pending):
+    """The rules read back after applying, held to the plan → {applies, ok, msg, pending}.
+
+    live: the backend's answer ({rc, stdout, stderr}) of `nft -j list table inet T`,
+    `firewall-cmd --policy=P --list-rich-rules` or `ufw show added`; None where it was not read.
+    check: --check, under which only nftables is read back, and only when its ruleset is not
+    pending (pending: the live table is not the rendered one), which is reported instead."""
+    host, backend = settings["host"], plan_["backend"]
+    table, policy_name = settings["nft_table"], settings["firewalld_policy"]
+    out = {"applies": False, "ok": True, "msg": "", "pending": ""}
+    if backend == "nftables" and check and pending:
+        out["pending"] = (f"{host}: drift: table inet {table} is "
+                          f"{'not the wanted ruleset' if plan_['nft_table_present'] else 'absent'};"
+                          " a real run loads it")
+        return out
+    if live is None or (check and backend != "nftables"):
+        return out
+    out["applies"] = True
+    if live["rc"] != 0:
+        what = {"nftables": f"nft -j list table inet {table}",
+                "firewalld": f"firewall-cmd --policy={policy_name} --list-rich-rules",
+                "ufw": "ufw show added"}[backend]
+        out.update(ok=False, msg=f"{host}: {what} failed (rc {live['rc']}): "
+                                 f"{live['stderr'].strip()}")
+        return out
+    if backend == "nftables":
+        summary = nft_table_summary(live["stdout"])
+        inputs = [c for c in (summary or {}).get("chains", []) if c["hook"] == "input"]
+        ok = len(inputs) == 1 and summary["rules"] > 0
+        msg = (f"{host}: table inet {table} is incomplete: {summary}" if not ok else
+               f"{host}: table inet {table}: {summary['rules']} rules, "
+               f"firewall_policy={plan_['policy']} (input policy {inputs[0]['policy']}); "
+               f"TCP {','.join(plan_['cluster_tcp'])} and UDP {plan_['udp_port']} open to "
+               f"{_join(plan_['subnets']['ipv4'] + plan_['subnets']['ipv6'], ', ', 'nobody')}; "
+               "SSH also from "
+               f"{_join(plan_['ssh_only']['ipv4'] + plan_['ssh_only']['ipv6'], ', ', '-')}; "
+               f"Slurm {_join(plan_['slurm_ports'], ',', 'not on this host')}")
+        out.update(ok=ok, msg=msg)
+        return out
+    have = [ln.strip() for ln in live["stdout"].splitlines()]
+    if backend == "firewalld":
+        want = plan_["firewalld_rules"]
+        missing = [r for r in want if r not in have]
+        out.update(ok=not missing, msg=(
+            f"{host}: firewalld policy {policy_name} lacks: {'; '.join(missing)}" if missing
+            else f"{host}: firewalld policy {policy_name}: {len(want)} rules in place"))
+        return out
+    want = [r["added"] for r in plan_["ufw_rules"]]
+    missing = [r for r in want if r not in have]
+    state = ("active" if plan_["ufw_active"] or plan_["policy"] == "deny"
+             else "inactive (firewall_policy=scoped leaves it as it was)")
+    out.update(ok=not missing, msg=(f"{host}: ufw lacks: {'; '.join(missing)}" if missing else
+                                    f"{host}: ufw: {len(want)} rdmaprov rules; ufw {state}"))
+    return out

@@ -10,11 +10,13 @@ module: firewall_probe
 short_description: "Read the firewall tools, the live rules, the listening sockets and Slurm's config"
 description:
   - "Reads C(nft list table), C(ufw status), C(firewall-cmd) policies, /proc/net sockets and their owners, and slurm.conf; changes nothing (check mode safe)."
-  - "The firewall role plans on the control host (netcfg_firewall) and acts only when the live rules differ."
   - With O(files) and O(units), also reads the files and units the role keeps, so that one call
     tells the control host whether a converged host needs any further task.
-  - With O(settings), also plans (netcfg_firewall.plan) and reports the backend, so that a
-    converged host needs no task of the role's beyond this one and the skipped converge.
+  - With O(settings), also plans (netcfg_firewall.plan) what to open, what to refuse and why,
+    and each backend's changes, and reports the backend, so that a converged host needs no task of
+    the role's beyond this one and the skipped converge.
+  - With O(verify), reads only the backend's rules back after the role applied O(plan) and
+    holds them to it (netcfg_firewall.verify), returning RV(verify) instead.
 version_added: "0.2.0"
 author: rdmaprov developers (!UNKNOWN)
 options:
@@ -30,9 +32,26 @@ options:
     description:
       - The firewall role's settings (keys backend, policy, cluster_subnets, allow_control_host,
         ssh_sources, ssh_port, rendezvous_ports, nccl_port_range, roce_udp_port, slurm, allow
-        and waive, as the role's firewall_* variables hold them). Given, the module returns
+        and waive, as the role's firewall_* variables hold them; host, the inventory name the
+        refusals start with; connection, Ansible's connection type). Given, the module returns
         RV(plan) and RV(rdmaprov_report); a setting it cannot use fails the module.
     type: dict
+  verify:
+    description:
+      - Read the backend's rules back (C(nft -j list table), C(firewall-cmd --list-rich-rules)
+        or C(ufw show added)) and hold them to O(plan); nothing else is probed. Under check
+        mode only an nftables table that is not pending is read.
+    type: bool
+    default: false
+  plan:
+    description: With O(verify), the RV(plan) of the module's first call.
+    type: dict
+  wanted_hash:
+    description:
+      - With O(verify), the sha1 of the nftables ruleset the control host rendered; a live
+        table without it is pending (reported under check mode, not verified).
+    type: str
+    default: ""
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - rdmaprov.cluster.state_probe
@@ -81,6 +100,14 @@ plan:
   returned: when O(settings) is given
   type: dict
   sample: {backend: nftables, backend_reason: "neither firewalld nor ufw is active; nft is installed", policy: scoped}
+verify:
+  description:
+    - With O(verify), whether the rules read back were checked (C(applies)) and hold to the
+      plan (C(ok)), the line that says so (C(msg)), and under check mode the pending nftables
+      change (C(pending)).
+  returned: when O(verify) is true
+  type: dict
+  sample: {applies: true, ok: true, msg: "node1: ufw: 9 rdmaprov rules; ufw active", pending: ""}
 rdmaprov_report:
   description: The backend, as a line for rdmaprov's host report.
   returned: when O(settings) is given
@@ -95,21 +122,47 @@ from ansible_collections.rdmaprov.cluster.plugins.module_utils import netcfg_fir
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import state_drift
 
 
+def _verify(module: AnsibleModule) -> None:
+    """Read the applied rules back and hold them to the plan (no other probing)."""
+    p = module.params
+    plan, check = p["plan"], module.check_mode
+    settings = {**p["settings"], "nft_table": p["nft_table"],
+                "firewalld_policy": p["firewalld_policy"]}
+    pending = plan["live_hash"] != p["wanted_hash"]
+    argv = {"nftables": ["nft", "-j", "list", "table", "inet", p["nft_table"]],
+            "firewalld": ["firewall-cmd", "--policy=%s" % p["firewalld_policy"],
+                          "--list-rich-rules"],
+            "ufw": ["ufw", "show", "added"]}.get(plan["backend"] or "")
+    read = argv and not (check and (plan["backend"] != "nftables" or pending))
+    live = probe.run(argv) if read else None
+    module.exit_json(changed=False, verify=netcfg_firewall.verify(plan, settings, live, check,
+                                                                  pending))
+
+
 def main() -> None:
     module = AnsibleModule(
-        argument_spec={**{"nft_table": {"type": "str", "default": "rdmaprov"}, "firewalld_policy": {"type": "str", "default": "rdmaprov-cluster"}},
+        argument_spec={"nft_table": {"type": "str", "default": "rdmaprov"},
+                       "firewalld_policy": {"type": "str", "default": "rdmaprov-cluster"},
                        "files": state_drift.PATHS_SPEC, "units": state_drift.PATHS_SPEC,
-                       "settings": {"type": "dict"}},
+                       "settings": {"type": "dict"},
+                       "verify": {"type": "bool", "default": False},
+                       "plan": {"type": "dict"},
+                       "wanted_hash": {"type": "str", "default": ""}},
+        required_if=[("verify", True, ("plan", "settings"))],
         supports_check_mode=True,
     )
     p = module.params
+    if p["verify"]:
+        _verify(module)
     result = probe.probe(p["nft_table"], p["firewalld_policy"])
     if "error" in result:
         module.fail_json(msg=result["error"])
     if p["settings"] is not None:
         try:
-            plan = netcfg_firewall.plan(result, p["settings"])
-        except (ValueError, KeyError, TypeError) as exc:
+            plan = netcfg_firewall.plan(result, p["settings"], p["firewalld_policy"])
+        except KeyError as exc:
+            module.fail_json(msg="firewall plan: settings has no %s" % exc)
+        except (ValueError, TypeError) as exc:
             module.fail_json(msg="firewall plan: %s" % exc)
         result["plan"] = plan
         result["rdmaprov_report"] = ["firewall backend %s (%s)" % (plan["backend"] or "none", plan["backend_reason"])]

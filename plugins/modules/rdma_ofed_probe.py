@@ -10,41 +10,58 @@ module: rdma_ofed_probe
 short_description: "Read installed package versions and the installed OFED version"
 description:
   - "Asks dpkg (or rpm) for the version of each package and runs C(ofed_info -s) where MLNX_OFED/DOCA put it; changes nothing (check mode safe)."
-  - "With O(source), the module also plans (package_plan, ofed_plan in module_utils/driver_versions.py); the rdma_ofed role installs only what differs."
+  - "With O(settings), the module also plans (plan() in module_utils/driver_versions.py): what
+    differs, what to refuse and the report line; the rdma_ofed role acts on the plan."
   - With O(files) and O(units), also reads the files and units the role keeps, so that one call
     tells the control host whether a converged host needs any further task.
 version_added: "0.2.0"
 author: rdmaprov developers (!UNKNOWN)
 options:
   packages:
-    description: Package names to look up.
+    description: Package names to look up (without O(settings); with it, the plan's packages).
     type: list
     elements: str
     default: []
-  source:
+  settings:
     description:
-      - Where the RDMA stack comes from. With it the module also plans
-        (package_plan and ofed_plan in module_utils/driver_versions.py) and reports where nothing differs.
-      - Without it, only the probe's answers are returned.
-    type: str
-    choices: [inbox, doca, mlnx_ofed]
-  pin_version:
-    description: The version to pin O(pinned) to; empty for any version.
-    type: str
-    default: ""
-  pinned:
-    description: The packages that carry O(pin_version).
-    type: list
-    elements: str
-    default: []
-  pin_separator:
-    description: What joins a name and its version in an install request (C(=) apt, C(-) dnf).
-    type: str
-    default: "="
-  mlnx_ofed_version:
-    description: The MLNX_OFED version wanted (O(source=mlnx_ofed)).
-    type: str
-    default: ""
+      - The rdma_ofed role's settings (its rdma_ofed_* variables without the prefix, the OS's
+        package lists and the connection's interface). With them the module reads the packages
+        the source installs and returns the plan.
+      - Without them, only the probe's answers are returned.
+    type: dict
+    suboptions:
+      source: {description: rdma_ofed_source., type: str, required: true, choices: [inbox, doca, mlnx_ofed]}
+      inbox_packages: {description: rdma_ofed_inbox_packages (empty for O(settings.os_inbox_packages))., type: list, elements: str, default: []}
+      os_inbox_packages: {description: The OS's inbox packages., type: list, elements: str, default: []}
+      os_rdma_core_packages:
+        description: The OS's packages built from rdma-core (they carry O(settings.inbox_version)).
+        type: list
+        elements: str
+        default: []
+      inbox_extra_packages: {description: rdma_ofed_inbox_extra_packages., type: list, elements: str, default: []}
+      inbox_version: {description: rdma_ofed_inbox_version., type: str, default: ""}
+      pin_separator: {description: "What joins a name and its version in an install request (C(=) apt, C(-) dnf).", type: str, default: "="}
+      doca_packages: {description: rdma_ofed_doca_packages., type: list, elements: str, default: []}
+      doca_version: {description: rdma_ofed_doca_version., type: str, default: ""}
+      doca_repo_url: {description: rdma_ofed_doca_repo_url., type: str, default: ""}
+      doca_gpg_key_url: {description: rdma_ofed_doca_gpg_key_url., type: str, default: ""}
+      doca_repo_trusted: {description: rdma_ofed_doca_repo_trusted., type: bool, default: false}
+      mlnx_ofed_src: {description: rdma_ofed_mlnx_ofed_src., type: str, default: ""}
+      mlnx_ofed_sha256: {description: rdma_ofed_mlnx_ofed_sha256., type: str, default: ""}
+      mlnx_ofed_version: {description: rdma_ofed_mlnx_ofed_version., type: str, default: ""}
+      mlnx_ofed_workdir: {description: rdma_ofed_mlnx_ofed_workdir., type: str, default: /var/cache/rdmaprov/mlnx_ofed}
+      restart_openibd: {description: rdma_ofed_restart_openibd., type: bool, default: false}
+      reboot_ok: {description: rdma_ofed_reboot_ok., type: bool, default: false}
+      allow_connection_interface_down: {description: rdma_ofed_allow_connection_interface_down., type: bool, default: false}
+      os_name: {description: The distribution and its version (named in a refusal)., type: str, default: ""}
+      ssh_interface: {description: The interface carrying the Ansible connection., type: str, default: ""}
+      ssh_interface_rdma: {description: Whether that interface is on an HCA., type: bool, default: false}
+  before:
+    description:
+      - The RV(state) of the module's first call (with O(settings)). The module then reads the
+        host again after an install and returns the verification and the report line
+        (RV(verify), RV(report)) instead of a plan; under check mode for what the run would do.
+    type: dict
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - rdmaprov.cluster.state_probe
@@ -76,22 +93,53 @@ state:
   returned: always
   type: dict
   sample: {versions: {rdma-core: 44.0-2}, ofed: null}
+packages:
+  description: The packages the source installs.
+  returned: when O(settings) is given without O(before)
+  type: list
+  elements: str
 plan:
   description: What a package install must do (missing, wrong_version, install, ok).
-  returned: when O(source) is given
+  returned: when O(settings) is given without O(before)
   type: dict
 mlnx_plan:
   description: MLNX_OFED's installed and wanted version, and whether to install.
-  returned: when O(source) is given
+  returned: when O(settings) is given without O(before)
   type: dict
+request:
+  description: The names (with version pins) an install asks the package manager for.
+  returned: when O(settings) is given without O(before)
+  type: list
+  elements: str
+bundle:
+  description: The MLNX_OFED bundle's C(file) and C(dir) on the node, and whether the node fetches it (C(remote)).
+  returned: when O(settings) is given without O(before)
+  type: dict
+setting_errors:
+  description: What the install path refuses, one line each.
+  returned: when O(settings) is given without O(before)
+  type: list
+  elements: str
+drift:
+  description: Whether the install path runs (something differs, a DOCA repository, or a setting to refuse).
+  returned: when O(settings) is given without O(before)
+  type: bool
 rdmaprov_report:
   description:
     - The role's report line where nothing differs (rdmaprov shows it as the host's report);
       empty where something differs, which the role's install path reports.
-  returned: when O(source) is given
+  returned: when O(settings) is given without O(before)
   type: list
   elements: str
   sample: ["inbox: 7/7 packages installed (rdma-core 44.0-2); nothing to do"]
+verify:
+  description: After an install, whether the host holds to the plan (C(applies), C(ok)) and the line that says so (C(msg)).
+  returned: when O(before) is given
+  type: dict
+report:
+  description: The role's report line after the install path (under check mode, what it would do).
+  returned: when O(before) is given
+  type: str
 unit_state:
   description: For each of O(units), what C(systemctl is-enabled) answers.
   returned: always
@@ -111,36 +159,44 @@ def _state(result: dict) -> dict:
             "ofed": versions.parse_ofed_info(result["ofed_info"])}
 
 
-def _plan(p: dict, result: dict) -> dict:
-    """The plan the role acts on, and its report line where nothing differs."""
-    before = result["state"]
-    plan = versions.package_plan(p["packages"], before["versions"], p["pin_version"],
-                                 p["pinned"], p["pin_separator"])
-    mlnx_plan = versions.ofed_plan(before["ofed"], p["mlnx_ofed_version"])
-    differs = mlnx_plan["install"] if p["source"] == "mlnx_ofed" else not plan["ok"]
-    report = [] if differs else [versions.stack_report(p["source"], p["packages"], plan,
-                                                       mlnx_plan, before)]
-    return {"plan": plan, "mlnx_plan": mlnx_plan, "rdmaprov_report": report}
+SETTINGS = {
+    "source": {"type": "str", "required": True, "choices": ["inbox", "doca", "mlnx_ofed"]},
+    **{k: {"type": "list", "elements": "str", "default": []}
+       for k in ("inbox_packages", "os_inbox_packages", "os_rdma_core_packages",
+                 "inbox_extra_packages", "doca_packages")},
+    **{k: {"type": "str", "default": ""}
+       for k in ("inbox_version", "doca_version", "doca_repo_url", "mlnx_ofed_src",
+                 "mlnx_ofed_sha256", "mlnx_ofed_version", "os_name", "ssh_interface")},
+    # A key's URL, not a secret (validate-modules guesses from the name).
+    "doca_gpg_key_url": {"type": "str", "default": "", "no_log": False},
+    "pin_separator": {"type": "str", "default": "="},
+    "mlnx_ofed_workdir": {"type": "str", "default": "/var/cache/rdmaprov/mlnx_ofed"},
+    **{k: {"type": "bool", "default": False}
+       for k in ("doca_repo_trusted", "restart_openibd", "reboot_ok",
+                 "allow_connection_interface_down", "ssh_interface_rdma")},
+}
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec={"packages": {"type": "list", "elements": "str", "default": []},
-                       "source": {"type": "str", "choices": ["inbox", "doca", "mlnx_ofed"]},
-                       "pin_version": {"type": "str", "default": ""},
-                       "pinned": {"type": "list", "elements": "str", "default": []},
-                       "pin_separator": {"type": "str", "default": "="},
-                       "mlnx_ofed_version": {"type": "str", "default": ""},
+                       "settings": {"type": "dict", "options": SETTINGS},
+                       "before": {"type": "dict"},
                        "files": state_drift.PATHS_SPEC, "units": state_drift.PATHS_SPEC},
         supports_check_mode=True,
     )
     p = module.params
-    result = probe.probe(p["packages"])
+    settings = p["settings"]
+    packages = versions.wanted_packages(settings) if settings else p["packages"]
+    result = probe.probe(packages)
     if "error" in result:
         module.fail_json(msg=result["error"])
     result["state"] = _state(result)
-    if p["source"]:
-        result.update(_plan(p, result))
+    if settings and p["before"] is not None:
+        # Read again after the install path; under check mode, what it would have done.
+        result.update(versions.after(settings, p["before"], result["state"], module.check_mode))
+    elif settings:
+        result.update(versions.plan(settings, result["state"]))
     module.exit_json(changed=False, file_state=state_drift.read_files(p["files"]),
                      unit_state=state_drift.read_units(p["units"]), **result)
 

@@ -32,7 +32,7 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 SETTINGS = {"backend": "auto", "policy": "scoped", "cluster_subnets": ["10.198.246.8/29"],
             "allow_control_host": True, "ssh_sources": [], "ssh_port": 22,
             "rendezvous_ports": [29500], "nccl_port_range": "auto", "roce_udp_port": 4791,
-            "slurm": "auto", "allow": [], "waive": []}
+            "slurm": "auto", "allow": [], "waive": [], "host": "node1", "connection": "ssh"}
 
 
 def test_backend_choice():
@@ -235,3 +235,190 @@ def test_good_settings_pass_the_same_check():
             "firewall_allow": [{"port": 9100, "sources": ["10.0.0.0/24"]},
                                {"port": "60001-63000", "proto": "udp"}]}
     assert inventory.check_variables(good, inventory.load_specs(ROOT)) == []
+
+
+# --- refusals (the preflight's one assert) -----------------------------------------------------
+LOCKOUT = ("node1: firewall_allow_control_host is false and no declared source admits the "
+           "control host 10.199.246.1: this ruleset would lock Ansible out")
+
+
+@pytest.mark.parametrize(("probe", "settings", "locked_out"), [
+    # SSH from 10.199.246.1, outside the cluster subnet: only firewall_allow_control_host
+    # admits it; without it, the ruleset is refused.
+    ({"control_ip": "10.199.246.1"}, {"allow_control_host": False}, True),
+    ({"control_ip": "10.199.246.1"}, {}, False),
+    # A declared SSH source or a cluster subnet that covers it admits it too.
+    ({"control_ip": "10.199.246.1"}, {"allow_control_host": False,
+                                      "ssh_sources": ["10.199.246.0/24"]}, False),
+    ({"control_ip": "10.198.246.9"}, {"allow_control_host": False}, False),
+    ({"control_ip": "10.198.246.9"}, {"allow_control_host": False,
+                                      "cluster_subnets": ["10.198.0.0/30"]}, True),
+    # An allow entry open to anyone is not an SSH source: still refused.
+    ({"control_ip": "10.199.246.1"}, {"allow_control_host": False,
+                                      "allow": [{"port": 22}]}, True),
+    # Ansible on the host itself, or no SSH session to read: nothing to lock out.
+    ({"control_ip": "10.199.246.1"}, {"allow_control_host": False, "connection": "local"}, False),
+    ({"control_ip": None}, {"allow_control_host": False}, False),
+])
+def test_the_control_hosts_ssh_stays_admitted(probe, settings, locked_out):
+    for backend in ("nftables", "ufw", "firewalld"):
+        fake = {**PROBE, **probe, "ufw_present": True, "ufw_active": backend == "ufw",
+                "firewalld_active": backend == "firewalld"}
+        plan = fw.plan(fake, {**SETTINGS, **settings})
+        assert plan["backend"] == backend
+        assert fw.admits_control_host(plan, fake, {**SETTINGS, **settings}) is not locked_out
+        got = plan["refusals"]
+        assert got == ([LOCKOUT.replace("10.199.246.1", str(probe["control_ip"]))]
+                       if locked_out else []), backend
+
+
+def test_refusals_without_a_backend_or_the_rollback_timer():
+    none = fw.plan({**PROBE, "nft_present": False}, SETTINGS)
+    assert none["backend"] is None
+    assert none["refusals"] == ["node1: no firewall backend found: firewalld and ufw are not "
+                                "active and nft is not installed (install nftables or set "
+                                "firewall_backend)"]
+    assert none["nft_cut_refusal"] == []
+    # No backend: the lockout rule has nothing to judge, even without any admitted source.
+    assert fw.plan({**PROBE, "nft_present": False, "control_ip": "10.199.246.1"},
+                   {**SETTINGS, "allow_control_host": False})["refusals"] == none["refusals"]
+    timerless = fw.plan({**PROBE, "systemd_run": False, "control_ip": "10.199.246.1"},
+                        {**SETTINGS, "allow_control_host": False})
+    assert timerless["refusals"] == [
+        "node1: systemd-run is missing; the nftables backend will not apply a ruleset it cannot "
+        "roll back if the SSH path is lost", LOCKOUT]
+
+
+def test_a_cut_is_refused_only_where_the_change_tightens():
+    deny = {**SETTINGS, "policy": "deny"}
+    line = ("node1: firewall_policy=deny would cut these listening services: 68/udp (dhclient), "
+            "5353/udp (python3), 9100/tcp (python3); allow each one (firewall_allow) or waive it "
+            "(firewall_waive)")
+    # nftables: the control host adds it when the rendered ruleset is not the live one.
+    nft = fw.plan(PROBE, deny)
+    assert nft["refusals"] == [] and nft["nft_cut_refusal"] == [line]
+    assert fw.plan(PROBE, SETTINGS)["nft_cut_refusal"] == []
+    # ufw: switched on under deny tightens; an active ufw only gets additions.
+    off = fw.plan({**PROBE, "ufw_present": True}, {**deny, "backend": "ufw"})
+    assert off["refusals"] == [line] and off["nft_cut_refusal"] == []
+    on = fw.plan({**PROBE, "ufw_present": True, "ufw_active": True}, {**deny, "backend": "ufw"})
+    assert on["refusals"] == [] and on["ufw_active"] is True
+    # firewalld only ever adds.
+    fwd = fw.plan({**PROBE, "firewalld_active": True}, deny)
+    assert fwd["refusals"] == [] and fwd["nft_cut_refusal"] == []
+
+
+def test_plan_carries_each_backends_changes():
+    base = _plan_with_allow()
+    assert base["ufw_rules"] == fw.ufw_rules(base)
+    assert base["firewalld_rules"] == fw.firewalld_rules(base)
+    assert base["firewalld_changes"] == []  # nftables: no firewall-cmd calls
+    assert base["live_hash"] == "" and base["nft_table_present"] is False
+    have = "\n".join(base["firewalld_rules"][1:])
+    probe = {**PROBE, "control_ip": "10.199.246.1", "firewalld_active": True,
+             "firewalld_policy": {"permanent": {"rc": 0, "stdout": have, "stderr": ""},
+                                  "runtime": {"rc": 0, "stdout": have, "stderr": ""}}}
+    settings = {**SETTINGS, "allow": [{"port": 9100}, {"port": "5000-5001", "proto": "udp",
+                                                       "sources": ["fd00::/64"]}]}
+    plan = fw.plan(probe, settings, "rdmaprov")
+    assert plan["firewalld_changes"] == fw.firewalld_changes(plan, "rdmaprov", have, have)
+    assert [c[-1] for c in plan["firewalld_changes"]] == [
+        f"--add-rich-rule={base['firewalld_rules'][0]}"] * 2
+    # The policy does not exist yet (firewall-cmd answers rc 1 for an unknown policy).
+    missing = {"rc": 1, "stdout": "", "stderr": "Error: INVALID_POLICY: rdmaprov"}
+    new = fw.plan({**probe, "firewalld_policy": {"permanent": missing, "runtime": missing}},
+                  settings, "rdmaprov")
+    assert new["firewalld_changes"] == fw.firewalld_changes(new, "rdmaprov", None, None)
+    live = 'table inet rdmaprov {\n\tcomment "rdmaprov sha1=' + "b" * 40 + '"\n}'
+    nft = fw.plan({**PROBE, "nft_table": {"rc": 0, "stdout": live, "stderr": ""}}, SETTINGS)
+    assert nft["live_hash"] == "b" * 40 and nft["nft_table_present"] is True
+
+
+# --- verify (the rules read back after applying) ---------------------------------------------
+NAMES = {**SETTINGS, "nft_table": "rdmaprov", "firewalld_policy": "rdmaprov"}
+LISTING = {"nftables": [{"metainfo": {"version": "1.0.6"}},
+                        {"table": {"family": "inet", "name": "rdmaprov", "handle": 6}},
+                        {"chain": {"name": "input", "hook": "input", "policy": "accept"}},
+                        {"rule": {"chain": "input"}}, {"rule": {"chain": "input"}}]}
+
+
+def _ok(stdout):
+    return {"rc": 0, "stdout": stdout, "stderr": ""}
+
+
+def test_verify_nftables():
+    plan = fw.plan({**PROBE, "control_ip": "10.199.246.1"}, SETTINGS)
+    got = fw.verify(plan, NAMES, _ok(json.dumps(LISTING)), check=False, pending=True)
+    assert got == {"applies": True, "ok": True, "pending": "", "msg": (
+        "node1: table inet rdmaprov: 2 rules, firewall_policy=scoped (input policy accept); "
+        "TCP 22,29500,32768-60999 and UDP 4791 open to 10.198.246.8/29; SSH also from "
+        "10.199.246.1/32; Slurm not on this host")}
+    no_input = {"nftables": [c for c in LISTING["nftables"] if "chain" not in c]}
+    bad = fw.verify(plan, NAMES, _ok(json.dumps(no_input)), check=False, pending=False)
+    assert bad["ok"] is False and bad["msg"].startswith(
+        "node1: table inet rdmaprov is incomplete: {'chains': [], 'rules': 2")
+    absent = fw.verify(plan, NAMES, {"rc": 1, "stdout": "", "stderr": "Error: No such file\n"},
+                       check=False, pending=False)
+    assert absent == {"applies": True, "ok": False, "pending": "", "msg": (
+        "node1: nft -j list table inet rdmaprov failed (rc 1): Error: No such file")}
+    # --check with the ruleset still to load: drift, not a verification.
+    assert fw.verify(plan, NAMES, None, check=True, pending=True) == {
+        "applies": False, "ok": True, "msg": "",
+        "pending": "node1: drift: table inet rdmaprov is absent; a real run loads it"}
+    assert fw.verify(plan, NAMES, _ok(json.dumps(LISTING)), check=True,
+                     pending=False)["applies"] is True
+
+
+def test_verify_firewalld_and_ufw():
+    plan = _plan_with_allow()
+    want = plan["firewalld_rules"]
+    got = fw.verify({**plan, "backend": "firewalld"}, NAMES, _ok("\n".join(want) + "\n"),
+                    check=False, pending=False)
+    assert got["ok"] is True and got["msg"] == (
+        f"node1: firewalld policy rdmaprov: {len(want)} rules in place")
+    got = fw.verify({**plan, "backend": "firewalld"}, NAMES, _ok("\n".join(want[1:])),
+                    check=False, pending=False)
+    assert got["ok"] is False and got["msg"] == f"node1: firewalld policy rdmaprov lacks: {want[0]}"
+    added = [r["added"] for r in plan["ufw_rules"]]
+    ufw = {**plan, "backend": "ufw"}
+    got = fw.verify(ufw, NAMES, _ok("Added user rules:\n" + "\n".join(added)), check=False,
+                    pending=False)
+    assert got["ok"] is True and got["msg"] == (
+        f"node1: ufw: {len(added)} rdmaprov rules; ufw inactive (firewall_policy=scoped leaves "
+        "it as it was)")
+    assert fw.verify({**ufw, "policy": "deny"}, NAMES, _ok("\n".join(added)), check=False,
+                     pending=False)["msg"].endswith("; ufw active")
+    got = fw.verify(ufw, NAMES, _ok(""), check=False, pending=False)
+    assert got["ok"] is False and got["msg"] == "node1: ufw lacks: " + "; ".join(added)
+    # Under --check neither is read back.
+    assert fw.verify(ufw, NAMES, None, check=True, pending=False)["applies"] is False
+
+
+def test_probe_module_verify_mode_reads_only_the_backends_rules(tmp_path):
+    # As Ansible runs it on a node: the verify mode reads the backend's rules back (here ufw,
+    # which this machine lacks: the read fails and says so) and probes nothing else.
+    import subprocess
+    import sys
+
+    (tmp_path / "ansible_collections" / "rdmaprov").mkdir(parents=True)
+    (tmp_path / "ansible_collections" / "rdmaprov" / "cluster").symlink_to(ROOT)
+
+    def run(args):
+        argfile = tmp_path / "args.json"
+        argfile.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+        proc = subprocess.run([sys.executable, str(ROOT / "plugins/modules/firewall_probe.py"),
+                               str(argfile)], capture_output=True, text=True, check=False,
+                              env={"PYTHONPATH": str(tmp_path), "PATH": "/nonexistent"})
+        return json.loads(proc.stdout)
+
+    plan = {**_plan_with_allow(), "backend": "ufw"}
+    got = run({"verify": True, "plan": plan, "settings": SETTINGS, "firewalld_policy": "p"})
+    assert set(got) >= {"verify"} and "plan" not in got and "proc_net" not in got
+    assert got["verify"] == {"applies": True, "ok": False, "pending": "", "msg": (
+        "node1: ufw show added failed (rc None): ufw: not installed")}
+    checked = run({"verify": True, "plan": plan, "settings": SETTINGS, "_ansible_check_mode": True})
+    assert checked["verify"]["applies"] is False
+    assert run({"verify": True, "settings": SETTINGS})["failed"] is True
+    # Settings without the inventory name the refusals start with: one line, no traceback.
+    lacking = run({"settings": {k: v for k, v in SETTINGS.items() if k != "host"}})
+    assert lacking["failed"] is True and lacking["msg"] == "firewall plan: settings has no 'host'"

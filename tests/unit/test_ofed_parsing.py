@@ -167,6 +167,180 @@ def test_report_of_mlnx_ofed() -> None:
         "mlnx_ofed: no MLNX_OFED installed, wanted 24.10-1.1.4.0; installed by this run "
         "(before: none)")
 
+# --- the role's plan (rdma_ofed_probe, option settings) -----------------------------------------
+SHA = "ab" * 32
+BUNDLE_NAME = "MLNX_OFED_LINUX-24.10-1.1.4.0-debian12.1-x86_64.tgz"
+
+
+def settings(**over: object) -> dict:
+    """The rdma_ofed role's settings as vars/main.yml hands them to the probe (its defaults on
+    Debian 12 over SSH through a plain Ethernet port)."""
+    s = {"source": "inbox", "inbox_packages": [], "os_inbox_packages": WANT,
+         "os_rdma_core_packages": CORE, "inbox_extra_packages": [], "inbox_version": "",
+         "pin_separator": "=", "doca_packages": ["doca-ofed"], "doca_version": "",
+         "doca_repo_url": "", "doca_gpg_key_url": "", "doca_repo_trusted": False,
+         "mlnx_ofed_src": "", "mlnx_ofed_sha256": "", "mlnx_ofed_version": "",
+         "mlnx_ofed_workdir": "/var/cache/rdmaprov/mlnx_ofed", "restart_openibd": False,
+         "reboot_ok": False, "allow_connection_interface_down": False,
+         "os_name": "Debian 12.5", "ssh_interface": "eth0", "ssh_interface_rdma": False}
+    return {**s, **over}
+
+
+def test_wanted_packages() -> None:
+    assert versions.wanted_packages(settings()) == WANT
+    # The user's list replaces the OS's; extras are added once, in order.
+    assert versions.wanted_packages(settings(inbox_packages=["rdma-core"],
+                                             inbox_extra_packages=["perftest", "rdma-core"])) == [
+        "rdma-core", "perftest"]
+    assert versions.wanted_packages(settings(inbox_extra_packages=["ibverbs-utils"]))[-1] == (
+        "ibverbs-utils")
+    assert versions.wanted_packages(settings(source="doca")) == ["doca-ofed"]
+    assert versions.wanted_packages(settings(source="mlnx_ofed")) == []
+
+
+def test_plan_of_a_host_in_line() -> None:
+    state = {"versions": dict.fromkeys(WANT, "44.0-2"), "ofed": None}
+    got = versions.plan(settings(), state)
+    assert got["drift"] is False and got["setting_errors"] == []
+    assert got["packages"] == WANT and got["plan"]["ok"] is True
+    assert got["rdmaprov_report"] == [
+        "inbox: 4/4 packages installed (rdma-core 44.0-2); nothing to do"]
+
+
+def test_plan_pins_inbox_core_packages_and_doca_packages() -> None:
+    state = {"versions": dict.fromkeys(WANT, "44.0-1"), "ofed": None}
+    got = versions.plan(settings(inbox_version="44.0-2"), state)
+    assert got["drift"] is True and got["rdmaprov_report"] == []
+    assert got["request"] == ["rdma-core=44.0-2", "ibverbs-providers=44.0-2",
+                              "python3-pyverbs=44.0-2"]
+    doca = versions.plan(settings(source="doca", doca_version="24.10", pin_separator="-",
+                                  doca_repo_url="https://m/", doca_repo_trusted=True),
+                         {"versions": {"doca-ofed": "24.10-1"}, "ofed": None})
+    # Its packages are in line, but the repository is not probed: a doca host always drifts.
+    assert doca["plan"]["ok"] is True and doca["drift"] is True
+    assert doca["request"] == ["doca-ofed"] and doca["rdmaprov_report"]
+    assert versions.plan(settings(source="doca", doca_version="25.04", pin_separator="-",
+                                  doca_repo_url="https://m/", doca_repo_trusted=True),
+                         {"versions": {}, "ofed": None})["request"] == ["doca-ofed-25.04"]
+
+
+def test_plan_of_an_mlnx_ofed_bundle() -> None:
+    s = settings(source="mlnx_ofed", mlnx_ofed_src=f"https://mirror/x/{BUNDLE_NAME}",
+                 mlnx_ofed_sha256=SHA)
+    found = versions.parse_ofed_info("MLNX_OFED_LINUX-24.10-1.1.4.0:")
+    same = versions.plan(s, {"versions": {}, "ofed": found})
+    assert same["mlnx_plan"]["wanted"] == "24.10-1.1.4.0" and same["drift"] is False
+    assert same["bundle"] == {
+        "file": f"/var/cache/rdmaprov/mlnx_ofed/{BUNDLE_NAME}",
+        "dir": f"/var/cache/rdmaprov/mlnx_ofed/{BUNDLE_NAME[:-4]}", "remote": True}
+    # A version set by hand wins over the file name's; a file with another name unpacks to its
+    # own stem, and a path on the control host is copied, not fetched.
+    other = versions.plan(settings(source="mlnx_ofed", mlnx_ofed_src="/srv/ofed.tar.gz",
+                                   mlnx_ofed_sha256=SHA, mlnx_ofed_version="23.10-1.1.9.0"),
+                          {"versions": {}, "ofed": found})
+    assert other["mlnx_plan"]["install"] is True and other["drift"] is True
+    assert other["bundle"] == {"file": "/var/cache/rdmaprov/mlnx_ofed/ofed.tar.gz",
+                               "dir": "/var/cache/rdmaprov/mlnx_ofed/ofed", "remote": False}
+    assert other["setting_errors"] == []
+
+
+DOCA_LINE = ("rdma_ofed_source=doca needs rdma_ofed_doca_repo_url (the versioned repository for "
+             "Debian 12.5) and rdma_ofed_doca_gpg_key_url (or rdma_ofed_doca_repo_trusted=true "
+             "for a mirror you control)")
+MLNX_LINE = ("rdma_ofed_source=mlnx_ofed needs rdma_ofed_mlnx_ofed_src, its sha256 in "
+             "rdma_ofed_mlnx_ofed_sha256 (64 hex digits; an unchecked bundle is never "
+             "installed), and rdma_ofed_mlnx_ofed_version when the file name is not "
+             "MLNX_OFED_LINUX-<version>-<distro>-<arch>.tgz|.iso")
+
+
+@pytest.mark.parametrize(("over", "errors"), [
+    ({"source": "doca"}, [DOCA_LINE]),
+    ({"source": "doca", "doca_repo_url": "https://m/"}, [DOCA_LINE]),
+    ({"source": "doca", "doca_repo_url": "https://m/", "doca_gpg_key_url": "https://m/k"}, []),
+    ({"source": "doca", "doca_repo_url": "https://m/", "doca_repo_trusted": True}, []),
+    ({"source": "mlnx_ofed"}, [MLNX_LINE]),
+    ({"source": "mlnx_ofed", "mlnx_ofed_src": BUNDLE_NAME}, [MLNX_LINE]),
+    ({"source": "mlnx_ofed", "mlnx_ofed_src": BUNDLE_NAME, "mlnx_ofed_sha256": SHA[:-1]},
+     [MLNX_LINE]),
+    ({"source": "mlnx_ofed", "mlnx_ofed_src": BUNDLE_NAME, "mlnx_ofed_sha256": "zz" * 32},
+     [MLNX_LINE]),
+    ({"source": "mlnx_ofed", "mlnx_ofed_src": BUNDLE_NAME, "mlnx_ofed_sha256": SHA.upper()}, []),
+    # A file name without the version needs it set by hand.
+    ({"source": "mlnx_ofed", "mlnx_ofed_src": "ofed.tgz", "mlnx_ofed_sha256": SHA}, [MLNX_LINE]),
+    ({"source": "mlnx_ofed", "mlnx_ofed_src": "ofed.tgz", "mlnx_ofed_sha256": SHA,
+      "mlnx_ofed_version": "24.10-1.1.4.0"}, []),
+    # The inbox source never restarts openibd, whatever is asked.
+    ({"restart_openibd": True, "ssh_interface_rdma": True}, []),
+])
+def test_setting_errors(over: dict, errors: list[str]) -> None:
+    s = settings(**over)
+    assert versions.plan(s, {"versions": {}, "ofed": None})["setting_errors"] == errors
+    if errors:
+        assert versions.plan(s, {"versions": {}, "ofed": None})["drift"] is True
+
+
+RESTART_LINE = ("rdma_ofed: restarting openibd would take down ib0, the interface carrying this "
+                "Ansible connection (it is on an HCA); use rdma_ofed_reboot_ok=true, or set "
+                "rdma_ofed_allow_connection_interface_down=true if the host is reachable another "
+                "way")
+
+
+@pytest.mark.parametrize(("over", "refused"), [
+    ({}, True),
+    ({"reboot_ok": True}, False),
+    ({"restart_openibd": False}, False),
+    ({"ssh_interface_rdma": False}, False),
+    ({"allow_connection_interface_down": True}, False),
+])
+def test_an_openibd_restart_that_cuts_the_connection_is_refused(over: dict, refused: bool) -> None:
+    s = settings(**{"source": "doca", "doca_repo_url": "https://m/", "doca_repo_trusted": True,
+                    "restart_openibd": True, "ssh_interface": "ib0",
+                    "ssh_interface_rdma": True, **over})
+    got = versions.plan(s, {"versions": {"doca-ofed": "1"}, "ofed": None})["setting_errors"]
+    assert got == ([RESTART_LINE] if refused else [])
+    if refused:
+        unknown = versions.setting_errors({**s, "ssh_interface": ""}, None)
+        assert unknown == [RESTART_LINE.replace("down ib0,", "down ?,")]
+
+
+def test_after_an_inbox_install() -> None:
+    none_yet = {"versions": {"rdma-core": "44.0-2", "ibverbs-providers": "44.0-2"}, "ofed": None}
+    done = {"versions": dict.fromkeys(WANT, "44.0-2"), "ofed": None}
+    got = versions.after(settings(), none_yet, done, check=False)
+    assert got["verify"] == {"applies": True, "ok": True,
+                             "msg": "inbox: 4 packages in place, rdma-core 44.0-2"}
+    assert got["report"] == ("inbox: 4/4 packages installed (rdma-core 44.0-2); installed by this "
+                             "run: perftest, python3-pyverbs (before: 2/4)")
+    # The install left one out: the verification fails and names it.
+    half = {"versions": {**none_yet["versions"], "perftest": "4.5-1"}, "ofed": None}
+    got = versions.after(settings(inbox_version="44.0-3"), none_yet, half, check=False)
+    assert got["verify"]["ok"] is False
+    assert got["verify"]["msg"] == (
+        "rdma_ofed: after the install, missing python3-pyverbs; wrong version rdma-core, "
+        "ibverbs-providers")
+    # --check: nothing was installed, so nothing is verified; the report says what it would do.
+    got = versions.after(settings(), none_yet, none_yet, check=True)
+    assert got["verify"]["applies"] is False
+    assert got["report"].endswith("would install perftest, python3-pyverbs")
+    assert versions.after(settings(), done, done, check=True)["verify"]["applies"] is True
+
+
+def test_after_an_mlnx_ofed_install() -> None:
+    s = settings(source="mlnx_ofed", mlnx_ofed_src=BUNDLE_NAME, mlnx_ofed_sha256=SHA)
+    old = {"versions": {}, "ofed": versions.parse_ofed_info("MLNX_OFED_LINUX-23.10-1.1.9.0:")}
+    new = {"versions": {}, "ofed": versions.parse_ofed_info("MLNX_OFED_LINUX-24.10-1.1.4.0:")}
+    got = versions.after(s, old, new, check=False)
+    assert got["verify"] == {"applies": True, "ok": True,
+                             "msg": "mlnx_ofed: MLNX_OFED_LINUX-24.10-1.1.4.0 in place"}
+    assert got["report"] == ("mlnx_ofed: MLNX_OFED_LINUX-24.10-1.1.4.0 installed, wanted "
+                             "24.10-1.1.4.0; installed by this run (before: "
+                             "MLNX_OFED_LINUX-23.10-1.1.9.0)")
+    failed = versions.after(s, old, {"versions": {}, "ofed": None}, check=False)["verify"]
+    assert failed == {"applies": True, "ok": False, "msg": (
+        "rdma_ofed: ofed_info -s reports nothing, wanted MLNX_OFED 24.10-1.1.4.0")}
+    assert versions.after(s, old, old, check=True)["verify"]["applies"] is False
+
+
 # --- connection interface -----------------------------------------------------------------------
 FACTS = {
     "interfaces": ["lo", "eth0", "ib0", "bond0"],
@@ -309,7 +483,20 @@ def test_probe_module_returns_the_parsed_state_and_plans_from_it(tmp_path: Path)
         read_only["packages_stdout"]), "ofed": versions.parse_ofed_info(read_only["ofed_info"])}
     assert "no-such-package-rdmaprov" not in read_only["state"]["versions"]
     assert "plan" not in read_only
-    planned = run({"packages": ["no-such-package-rdmaprov"], "source": "inbox"})
+    s = settings(inbox_packages=["no-such-package-rdmaprov"], os_inbox_packages=[],
+                 os_rdma_core_packages=[], doca_repo_trusted=None)
+    del s["doca_repo_trusted"]  # a setting left out takes the module's default
+    planned = run({"settings": s})
     assert planned["plan"] == versions.package_plan(["no-such-package-rdmaprov"],
                                                     planned["state"]["versions"])
     assert planned["plan"]["missing"] == ["no-such-package-rdmaprov"]
+    assert {k: planned[k] for k in ("drift", "setting_errors", "request")} == {
+        "drift": True, "setting_errors": [], "request": ["no-such-package-rdmaprov"]}
+    # Called again after the install path with the first call's state: the verification and
+    # the report, not a plan.
+    again = run({"settings": s, "before": planned["state"]})
+    assert "plan" not in again and again["verify"]["ok"] is False
+    assert again["report"].startswith("inbox: 0/1 packages installed; missing "
+                                      "no-such-package-rdmaprov; installed by this run")
+    bad = run({"settings": {**s, "source": "apt"}})
+    assert bad["failed"] is True and "source" in bad["msg"]

@@ -207,15 +207,14 @@ def _fixtures(bad: str, workdir: Path) -> dict[str, Any]:
     return {
         # Probes and registered results, read field by field.
         **{name: data for name in ("_container_runtime_probe", "_nccl_validate_probe",
-                                   "_net_mtu_probe", "_net_mtu_info", "_slurm_health_wheels",
+                                   "_net_mtu_probe", "_net_mtu_info", "_rdma_ofed_probe",
+                                   "_slurm_health_wheels",
                                    "ansible_facts", "hostvars", "item")},
         "_slurm_health_wheel": bad,
         "_net_mtu_verify_mtu": bad,
         "_net_mtu_verify_payload": bad,
         "_net_mtu_fabric_addr": bad,
         # Task vars of an import (import_tasks: vars:), which the walk does not follow.
-        "_rdma_ofed_bundle_file": bad,
-        "_rdma_ofed_bundle_dir": bad,
         "_rdma_modules_combined": [{"name": bad, "options": bad}],
         "inventory_hostname": bad,
         "_roce_qos_plans": plans,
