@@ -115,15 +115,16 @@ def test_probe_fabric_table_of_an_inventory(tmp_path: Path, monkeypatch, capsys)
 # --- status ---------------------------------------------------------------------------------
 
 def test_status_cells_keep_brackets_and_drop_escapes(monkeypatch, capsys) -> None:
-    from rdmaprov.cli.status import MODULES_TASK, PROBE_TASK
+    from rdmaprov.cli.status import PROBE_TASK
 
-    state = {"drivers": f"inbox [/x]{OSC}", "mtu": {"eth[0]": 9000},
-             "qos": {"unit": "active", "script": True, "nics": {"eth1": f"failed {RC}{C1}"}},
-             "firewall": f"nft {RC}", "runtime": "podman :smile:", "gpus": 0, "validation": None}
     modules = {"can_load": False, "reason": f"no /proc/modules{CLEAR}", "modules": [
         {"name": "ib_core", "state": "absent"}]}
-    monkeypatch.setattr(FakeSession, "events", [
-        ok("good", PROBE_TASK, {"stdout": json.dumps(state)}), ok("good", MODULES_TASK, modules)])
+    # The node_state module's answer, with a node's hostile text in every field.
+    state = {"drivers": f"inbox [/x]{OSC}", "mtu": {"eth[0]": 9000},
+             "qos": {"unit": "active", "script": True, "nics": {"eth1": f"failed {RC}{C1}"}},
+             "firewall": f"nft {RC}", "runtime": "podman :smile:", "gpus": 0, "validation": None,
+             "modules": modules}
+    monkeypatch.setattr(FakeSession, "events", [ok("good", PROBE_TASK, state)])
     monkeypatch.setattr(FakeSession, "result", RunResult(
         rc=2, status="failed", hosts=failed_bad(), artifacts_dir=None))
     monkeypatch.setattr("rdmaprov.cli.status.RunnerSession", FakeSession)
