@@ -62,7 +62,7 @@ def docs(filters: dict[str, Callable[..., Any]], collections_path: Path) -> dict
 
 
 def test_the_collection_has_filters(filters: dict[str, Callable[..., Any]]) -> None:
-    assert {"ofed_report", "qos_tos", "netcfg_fw_ufw_rules", "nccl_validate_launch"} <= set(filters)
+    assert {"ofed_report", "qos_tos", "netcfg_fw_ufw_rules"} <= set(filters)
 
 
 def test_every_filter_has_a_doc_file(filters: dict[str, Callable[..., Any]]) -> None:

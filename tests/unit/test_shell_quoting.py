@@ -207,8 +207,9 @@ def _fixtures(bad: str, workdir: Path) -> dict[str, Any]:
     return {
         # Probes and registered results, read field by field.
         **{name: data for name in ("_container_runtime_probe", "_nccl_validate_probe",
-                                   "_net_mtu_probe", "_net_mtu_info", "_slurm_health_wheels",
-                                   "ansible_facts", "hostvars", "item")},
+                                   "_nccl_validate_done", "_net_mtu_probe", "_net_mtu_info",
+                                   "_slurm_health_wheels", "ansible_facts", "hostvars",
+                                   "item")},
         "_container_runtime_packages": [bad],
         "_slurm_health_wheel": bad,
         "_net_mtu_verify_mtu": bad,
@@ -229,7 +230,6 @@ def _fixtures(bad: str, workdir: Path) -> dict[str, Any]:
         "_nccl_validate_settings": {"engine": "podman"},
         "_nccl_validate_label": bad,
         "_nccl_validate_members": [bad],
-        "_exits": bad,
         "i": iface,
     }
 
