@@ -1,17 +1,21 @@
 # -*- coding: utf-8 -*-
 # Copyright: rdmaprov developers
 # Apache-2.0
-"""The nccl_validate role's launch, in one tested place: which hosts run together (fabric run,
-pair rounds), the rendezvous address, and the argv that starts the worker on a host (torchrun or
-direct, on the host or wrapped in a container engine). The role calls these through the filters
-in plugins/filter/validate.py; unit tests import them directly (tests/unit/test_validate_launch.py).
-Standard library and ranges.py only: filters run on the controller, nothing here touches a host.
+"""The nccl_validate role's rules, in one tested place: which hosts run together, the
+rendezvous address, what to refuse before the launch, the image preflight's verdict, the argv
+that starts the worker on a host (torchrun or direct, on the host or wrapped in a container
+engine), the early stop of a run and a failed part's one line. The role's modules run them
+(nccl_validate_probe: plan(), rendezvous_of(), part_failure(); nccl_validate_preflight: the
+image preflight and launch(); the nccl_validate_wait action: watch(), stop_reason()); unit tests
+import them directly (tests/unit/test_validate_launch.py). Standard library and ranges.py only.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
+import re
 import shlex
 
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import ranges
@@ -34,6 +38,87 @@ def fabric_members(hosts, master):
     if master not in hosts:
         raise ValueError(f"rendezvous host {master} is not in this play")
     return [master] + [h for h in hosts if h != master]
+
+
+# --- the preflight's plan: what a host's probe and the role's settings decide -------------------
+
+# The role's settings the probe module takes (option settings): nccl_validate_* without the
+# prefix, plus the play's hosts, this host's name and address (ansible_host).
+PLAN_KEYS = (
+    "hosts", "host", "address", "master_host", "master_port", "label", "runtime", "engine",
+    "image", "python", "pythonpath", "container_args", "memlock", "devices", "cdi_device",
+    "cdi_spec", "gpus", "host_rdma", "backend", "launcher", "nproc_per_node", "worker_args",
+    "require_ib", "pairs", "pair_fraction", "bw_fraction", "min_busbw", "max_jitter", "rails",
+    "rail_cuda", "rendezvous_timeout", "env", "env_override", "nccl_debug", "nccl_debug_subsys",
+    "remote_dir")
+
+
+def master_of(s):
+    """The rendezvous host: nccl_validate_master_host, else the play's first host."""
+    return s.get("master_host") or s["hosts"][0]
+
+
+def _bool(value):
+    return value is True or str(value).strip().lower() in ("1", "true", "yes", "on", "y", "t")
+
+
+def plan(s, probe):
+    """One host's plan before the launch, from the role's settings ``s`` (PLAN_KEYS) and this
+    host's probe: {'members': the fabric run's hosts, rendezvous host first; 'own': [address,
+    where from], this host's address for its peers should it hold the rendezvous; 'settings':
+    what the image preflight and the launch take (launch()'s keys, plus host, members,
+    master_port, label, host_rdma, require_ib and the host's rdma-core); 'refuse': the lines
+    that stop this host before anything runs, in the order the role used to assert them}.
+    Raises ValueError (one line) when the rendezvous host is not in the play."""
+    members = fabric_members(s["hosts"], master_of(s))
+    env = {**(s.get("env") or {}), **(s.get("env_override") or {})}
+    runtime = s["runtime"]
+    engine = probe.get("engine") or "none"
+    cdi = probe.get("cdi") or {}
+    gpu_count = int(probe.get("gpu_count") or 0)
+    if str(s["nproc_per_node"]) != "auto":
+        nproc = int(s["nproc_per_node"])
+    else:
+        nproc = max(gpu_count, 1) if s["backend"] == "nccl" else 1
+    ifname = probe.get("local_ifname")
+    settings = {
+        "runtime": runtime, "engine": engine, "image": s["image"], "python": s["python"],
+        "pythonpath": list(s.get("pythonpath") or []),
+        "container_args": list(s.get("container_args") or []), "memlock": s["memlock"],
+        "devices": (probe.get("ib_devices") or []) if s["devices"] == "auto" else s["devices"],
+        # The job's path where the engine reads CDI specs; else the devices above.
+        "cdi_device": s["cdi_device"] if cdi.get("engine_cdi") else "",
+        "gpus": s["gpus"], "gpu_count": gpu_count, "backend": s["backend"],
+        "launcher": s["launcher"], "nproc": nproc,
+        "worker_args": list(s.get("worker_args") or []), "pairs": s["pairs"],
+        "pair_fraction": s["pair_fraction"], "bw_fraction": s["bw_fraction"],
+        "min_busbw": s["min_busbw"], "max_jitter": s["max_jitter"], "rails": s["rails"],
+        "rail_cuda": _bool(s["rail_cuda"]), "rendezvous_timeout": s["rendezvous_timeout"],
+        "env": env, "nccl_debug": s["nccl_debug"], "nccl_debug_subsys": s["nccl_debug_subsys"],
+        # gloo binds to the address the hostname resolves to (127.0.1.1 on Debian): tell it
+        # the interface that carries the inventory address instead.
+        "auto_env": {"GLOO_SOCKET_IFNAME": ifname} if ifname and ifname != "lo" else {},
+        "remote_dir": s["remote_dir"], "rdma_mounts": [], "torch_libuv": None,
+        # What the image preflight and the launch need besides.
+        "host": s["host"], "members": members, "master_port": int(s["master_port"]),
+        "label": s["label"], "host_rdma": s["host_rdma"],
+        "require_ib": require_ib(s["backend"], s["require_ib"], env),
+        "rdma": probe.get("rdma") or {},
+    }
+    refuse = []
+    if runtime != "host" and engine == "none":
+        wanted = "neither podman nor docker" if s["engine"] == "auto" else s["engine"]
+        refuse.append(f"no container engine: {wanted} is installed (set it up with the "
+                      "container_runtime role, or use nccl_validate_runtime: host)")
+    if settings["cdi_device"] and not cdi.get("exists"):
+        refuse.append(f"RDMA CDI spec {s['cdi_spec']} is missing on this host "
+                      f"({s['cdi_device']} cannot be given to the container): run bootstrap "
+                      "(container_runtime role), or set nccl_validate_cdi_device to ''")
+    if s["launcher"] != "torchrun" and nproc != 1:
+        refuse.append(f"launcher direct runs one process per host, but {nproc} are wanted "
+                      f"(this host has {gpu_count} GPUs): use nccl_validate_launcher: torchrun")
+    return {"members": members, "own": list(own_address(s["address"], probe, s.get("env"))),
+            "settings": settings, "refuse": refuse}
 
 
 # --- where the rendezvous is ------------------------------------------------------------------
@@ -99,6 +184,19 @@ def rendezvous_address(members, master_addr, master_vars):
         return str(master_vars["own_addr"])
     raise ValueError(f"no rendezvous address for {master_vars.get('name')}: "
                      f"{master_vars.get('own_addr_from')}; set nccl_validate_master_addr")
+
+
+def rendezvous_of(members, master_addr, own):
+    """{'addr': address or '', 'error': '' or one line}: the address every member of the run
+    dials. ``own``: the rendezvous host's (members[0]) [address, where from] from its plan, or
+    None when its preflight did not run."""
+    own = own or [None, "its preflight did not run"]
+    try:
+        addr = rendezvous_address(members, master_addr, {"name": members[0], "own_addr": own[0],
+                                                         "own_addr_from": own[1]})
+    except ValueError as exc:
+        return {"addr": "", "error": str(exc)}
+    return {"addr": addr, "error": ""}
 
 
 def rendezvous_port_problem(port, holders, remote_dir):
@@ -350,6 +448,52 @@ def require_ib(backend, require, env):
     return backend == "nccl" and str((env or {}).get("NCCL_IB_DISABLE", "0")) in ("", "0")
 
 
+# --- the image preflight (module nccl_validate_preflight) -------------------------------------
+
+def preflight_document(text):
+    """The worker's --preflight document (a dict), or None when the text is not one."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def image_preflight(s, run):
+    """One host's image preflight: the worker's --preflight in the container (or on the host)
+    the run will use, through ``run(argv, env) -> (rc, stdout, stderr)``; in a container whose
+    image cannot load libibverbs.so.1, once more with the host's rdma-core mounted
+    (nccl_validate_host_rdma, host_rdma_decision). ``s``: the plan's settings (plan()).
+    Returns {'document': the last run's output, 'exit_code', 'failure': why this host cannot
+    run or '', 'host_rdma': {'mounts', 'why'}, 'settings': ``s`` with what the launch takes
+    from the preflight (rdma_mounts, torch_libuv)}; no 'rc', which would fail the module's
+    task."""
+    pf = preflight_argv(s, s["label"])
+    rc, out, err = run(pf["argv"], pf["env"])
+    mounts, why, failure = [], "", ""
+    if s["runtime"] == "container" and rc == 0:
+        doc = preflight_document(out.strip() or "{}")
+        if doc is not None:
+            verbs = (doc.get("preflight") or {}).get("libibverbs") is not None
+            try:
+                mounts, why = host_rdma_decision(s["host_rdma"], verbs, s.get("rdma"))
+            except ValueError as exc:
+                failure = str(exc)
+            if mounts:
+                pf = preflight_argv({**s, "rdma_mounts": mounts}, s["label"])
+                rc, out, err = run(pf["argv"], pf["env"])
+    text = (out or "").strip()
+    if rc != 0 and not failure:
+        said = [line for line in (err or "").splitlines() if line]
+        failure = f"image preflight failed (rc {rc}): {said[-1] if said else 'no message'}"
+    failure = failure or preflight_failure(preflight_document(text), s["require_ib"])
+    torch = ((preflight_document(text or "{}") if rc == 0 else None) or {}).get("torch")
+    libuv = torch.get("libuv") if isinstance(torch, dict) else None
+    return {"document": text, "exit_code": rc, "failure": failure,
+            "host_rdma": {"mounts": mounts, "why": why},
+            "settings": {**s, "rdma_mounts": mounts, "torch_libuv": libuv}}
+
+
 # --- the wait: stop waiting when a member could not run --------------------------------------
 
 def exit_code(job):
@@ -456,3 +600,42 @@ def steps_summary(text):
         lead = (f"the launch exited {launch_exit[1]} after every rank exited 0 (the container "
                 "engine's own failure, not the worker's); ")
     return lead + "; ".join(out) if out else ""
+
+
+# --- a part that failed: one line for the report -----------------------------------------------
+
+# The worker's and the stop's JSON lines with an error, in worker.log.
+_ERROR_LINE = re.compile(r'^\{.*"error"')
+# What the watchdog or the stop said: the cause, ahead of the worker's own error.
+_FIRST_ERROR = re.compile(r"^(watchdog|stopped):")
+# NCCL's and torch's own log chatter, which a failure's last line is not.
+_CHATTER = re.compile(r"^(\S+:\d+:\d+ \[|\[rank|\[?[WIE]\d{4})")
+
+
+def part_failure(label, rc, log, steps, timeout):
+    """Why this host's part of run ``label`` failed, in one line, or '' when it exited 0: from
+    its exit code (the launch's ``rc`` file), worker.log and steps.log. The watchdog's or the
+    stop's line when there is one, else the worker's own error, else the log's last line that
+    is not NCCL's or torch's chatter; then where each rank got to (steps_summary)."""
+    rc = (rc or "").strip()
+    if rc == "0":
+        return ""
+    errors = []
+    lines = (log or "").splitlines()
+    for line in lines:
+        if _ERROR_LINE.match(line):
+            try:
+                error = json.loads(line).get("error")
+            except (ValueError, AttributeError):
+                continue
+            if error:
+                errors.append(str(error))
+    error = next(iter([e for e in errors if _FIRST_ERROR.match(e)] + errors), "")
+    said = [line.strip() for line in lines if line.strip()]
+    last = next(iter([line for line in said if not _CHATTER.match(line)][::-1]), "")
+    if rc in ("124", "137") and not error:
+        what = f"timed out after {timeout}s (a peer never joined or hung)"
+    else:
+        what = f"worker failed (rc {rc}): {error or last or 'no message'}"
+    where = steps_summary(steps)
+    return f"{label}: {what}" + (f" [{where}]" if where else "")

@@ -15,8 +15,8 @@ description:
     /dev/infiniband device files, HCAs in /sys/class/infiniband, the host's rdma-core userspace
     (libibverbs.so.1, librdmacm.so.1, the providers directory, /etc/libibverbs.d).
   - Each interface's IPv4 address (socket ioctl), the address the SSH connection reached this
-    host on (SSH_CONNECTION), and for each I(targets) address whether this host has a route to
-    it (a UDP connect, which sends nothing) and from which source address.
+    host on (SSH_CONNECTION), and with O(rendezvous) whether this host has a route to the
+    rendezvous address (a UDP connect, which sends nothing) and from which source address.
 version_added: "0.1.0"
 author: rdmaprov developers (!UNKNOWN)
 options:
@@ -25,11 +25,6 @@ options:
     type: str
     default: auto
     choices: [auto, podman, docker]
-  targets:
-    description: Addresses to check a route to (IP addresses or names, resolved here).
-    type: list
-    elements: str
-    default: []
   local_address:
     description: An address of this host (its ansible_host); the interface holding it is returned.
     type: str
@@ -47,15 +42,34 @@ options:
       - On the rendezvous host, its port; RV(rendezvous_port) then says whether another program
         listens there.
     type: int
-  rendezvous_host:
-    description:
-      - On the rendezvous host, its inventory name; each of O(targets) must then be one of its
-        own addresses (the store listens here), else its RV(routes) entry carries the error.
-    type: str
   remote_dir:
     description: The role's directory on the host (its own leftover launch is told apart by it).
     type: str
     default: /var/tmp/rdmaprov-validate
+  settings:
+    description:
+      - The nccl_validate role's settings (its variables without the C(nccl_validate_) prefix,
+        plus C(hosts), the play's hosts, C(host), this host's inventory name, C(address), its
+        ansible_host, and C(label), the run's name; the keys of C(PLAN_KEYS) in
+        module_utils/validate_launch.py). With them the module takes O(engine),
+        O(local_address), O(cdi_spec), O(rendezvous_port) and O(remote_dir) from the settings
+        and returns RV(plan) (validate_launch.plan()).
+    type: dict
+  rendezvous:
+    description:
+      - "The run's rendezvous: {members, master_addr, own}: the run's hosts (the rendezvous host
+        first), nccl_validate_master_addr and the rendezvous host's C(plan.own) (null when its
+        preflight did not run), and C(host), this host's inventory name. RV(rendezvous) then
+        says the address every member dials and whether this host can reach it (on the
+        rendezvous host: whether it holds it)."
+    type: dict
+  result:
+    description:
+      - "A run on this host: {dir, label, timeout}: its directory, its name and
+        nccl_validate_timeout. RV(part) then says how this host's part ended, from the run's
+        C(rc), C(worker.log) and C(steps.log) (validate_launch.part_failure()); nothing else is
+        probed."
+    type: dict
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -70,7 +84,7 @@ attributes:
 EXAMPLES = r"""
 - name: Probe the host
   rdmaprov.cluster.nccl_validate_probe:
-    targets: [10.0.0.1]
+    local_address: "{{ ansible_host }}"
   register: probe
 """
 
@@ -114,8 +128,25 @@ local_ifname:
   returned: always
   type: str
 routes:
-  description: Per target, {address, source, error}; error is null when there is a route.
-  returned: always
+  description: With O(rendezvous), the rendezvous address's {address, source, error}; error is null when there is a route.
+  returned: when O(rendezvous) is given
+  type: dict
+plan:
+  description:
+    - "With O(settings): {members, own, settings, refuse}: the run's hosts (the rendezvous host
+      first), this host's [address, where from] for its peers, the settings the image preflight
+      and the launch take, and the lines that refuse this host (validate_launch.plan())."
+  returned: when O(settings) is given
+  type: dict
+rendezvous:
+  description:
+    - "With O(rendezvous): {addr, error}: the address every member dials, and '' or the one line
+      saying why this host cannot use it."
+  returned: when O(rendezvous) is given
+  type: dict
+part:
+  description: "With O(result): {rc, reason}: the part's exit code and '' or why it failed."
+  returned: when O(result) is given
   type: dict
 rendezvous_port:
   description:
@@ -229,38 +260,82 @@ def engine_found(wanted):
     return "none"
 
 
+def read_text(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
+def part(result):
+    run_dir = result["dir"]
+    rc = read_text(os.path.join(run_dir, "rc")).strip()
+    reason = validate_launch.part_failure(
+        result["label"], rc, read_text(os.path.join(run_dir, "worker.log")),
+        read_text(os.path.join(run_dir, validate_launch.STEPS_FILE)), result["timeout"])
+    return {"rc": rc, "reason": reason}
+
+
+def rendezvous(spec):
+    """The run's rendezvous address and, unless it is this host's loopback, this host's route
+    to it; on the rendezvous host the address must be one of its own."""
+    members = list(spec["members"])
+    rdzv = validate_launch.rendezvous_of(members, spec.get("master_addr") or "", spec.get("own"))
+    routes = {}
+    if rdzv["addr"] and rdzv["addr"] != "127.0.0.1":
+        r = routes[rdzv["addr"]] = route(rdzv["addr"])
+        if spec.get("host") == members[0]:
+            r["error"] = r["error"] or validate_launch.rendezvous_addr_problem(r, members[0]) or None
+        if r["error"] and not rdzv["error"]:
+            rdzv["error"] = f"rendezvous address {r['address'] or rdzv['addr']}: {r['error']}"
+    return rdzv, routes
+
+
 def main():
     module = AnsibleModule(
         argument_spec={"engine": {"type": "str", "default": "auto",
                                   "choices": ["auto", "podman", "docker"]},
-                       "targets": {"type": "list", "elements": "str", "default": []},
                        "local_address": {"type": "str"},
                        "cdi_spec": {"type": "str"},
                        "nccl_conf": {"type": "str", "default": "/etc/nccl.conf"},
                        "rendezvous_port": {"type": "int"},
-                       "rendezvous_host": {"type": "str"},
-                       "remote_dir": {"type": "str", "default": "/var/tmp/rdmaprov-validate"}},
+                       "remote_dir": {"type": "str", "default": "/var/tmp/rdmaprov-validate"},
+                       "settings": {"type": "dict"},
+                       "rendezvous": {"type": "dict"},
+                       "result": {"type": "dict"}},
         supports_check_mode=True)
+    p = dict(module.params)
+    if p["result"] is not None:
+        module.exit_json(changed=False, part=part(p["result"]))
+    if p["rendezvous"] is not None:
+        rdzv, routes = rendezvous(p["rendezvous"])
+        module.exit_json(changed=False, rendezvous=rdzv, routes=routes)
+    s = p["settings"]
+    if s is not None:
+        missing = [k for k in validate_launch.PLAN_KEYS if k not in s]
+        if missing:
+            module.fail_json(msg=f"settings lack {', '.join(missing)}")
+        container = s["runtime"] == "container"
+        p.update(engine=s["engine"], local_address=s["address"], remote_dir=s["remote_dir"],
+                 cdi_spec=s["cdi_spec"] if container and s["cdi_device"] else None,
+                 # The rendezvous host's port: another program listening there fails the
+                 # launch (EADDRINUSE).
+                 rendezvous_port=(int(s["master_port"])
+                                  if s["host"] == validate_launch.master_of(s) else None))
     addrs = addresses()
-    local = module.params["local_address"]
+    local = p["local_address"]
     _client, ssh_server = ssh_session.endpoints()
-    engine = engine_found(module.params["engine"])
+    engine = engine_found(p["engine"])
     extra = {}
-    if module.params["cdi_spec"]:
-        extra["cdi"] = cdi_of(module.params["cdi_spec"], engine, module.params["nccl_conf"])
-    port = module.params["rendezvous_port"]
+    if p["cdi_spec"]:
+        extra["cdi"] = cdi_of(p["cdi_spec"], engine, p["nccl_conf"])
+    port = p["rendezvous_port"]
     if port is not None:
         holders = firewall_probe.port_holders(port)
-        problem = validate_launch.rendezvous_port_problem(port, holders,
-                                                          module.params["remote_dir"])
+        problem = validate_launch.rendezvous_port_problem(port, holders, p["remote_dir"])
         extra["rendezvous_port"] = {"port": port, "holders": holders, "problem": problem}
-    routes = {t: route(t) for t in module.params["targets"]}
-    if module.params["rendezvous_host"]:
-        for r in routes.values():
-            r["error"] = r["error"] or validate_launch.rendezvous_addr_problem(
-                r, module.params["rendezvous_host"]) or None
-    module.exit_json(
-        changed=False,
+    result = dict(
         engine=engine,
         gpu_count=len(glob.glob("/proc/driver/nvidia/gpus/*")),
         ib_devices=sorted(glob.glob("/dev/infiniband/*")),
@@ -270,9 +345,14 @@ def main():
         addresses=addrs,
         ssh_server_addr=ssh_server,
         local_ifname=next((n for n, a in addrs.items() if local and local in a), None),
-        routes=routes,
         **extra,
     )
+    if s is not None:
+        try:
+            result["plan"] = validate_launch.plan(s, result)
+        except (ValueError, KeyError, TypeError) as exc:
+            module.fail_json(msg=str(exc), **result)
+    module.exit_json(changed=False, **result)
 
 
 if __name__ == "__main__":

@@ -207,8 +207,8 @@ def _fixtures(bad: str, workdir: Path) -> dict[str, Any]:
     return {
         # Probes and registered results, read field by field.
         **{name: data for name in ("_container_runtime_probe", "_nccl_validate_probe",
-                                   "_net_mtu_probe", "_net_mtu_info", "_rdma_ofed_probe",
-                                   "_slurm_health_wheels",
+                                   "_nccl_validate_done", "_net_mtu_probe", "_net_mtu_info",
+                                   "_rdma_ofed_probe", "_slurm_health_wheels",
                                    "ansible_facts", "hostvars", "item")},
         "_slurm_health_wheel": bad,
         "_net_mtu_verify_mtu": bad,
@@ -227,7 +227,6 @@ def _fixtures(bad: str, workdir: Path) -> dict[str, Any]:
         "_nccl_validate_settings": {"engine": "podman"},
         "_nccl_validate_label": bad,
         "_nccl_validate_members": [bad],
-        "_exits": bad,
         "i": iface,
     }
 

@@ -4,11 +4,16 @@ container, the image preflight's verdict, and the early stop of a run."""
 
 from __future__ import annotations
 
+import json
 import shlex
+from pathlib import Path
 
 import pytest
+import yaml
 
 from rdmaprov.collection import validate_launch as vl
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def settings(**over):
@@ -470,3 +475,338 @@ def test_the_rule_on_a_recorded_route() -> None:
 ])
 def test_no_second_error_where_the_route_probe_has_one_or_the_address_is_local(r) -> None:
     assert vl.rendezvous_addr_problem(r, "node1") == ""
+
+
+# --- the preflight's plan (nccl_validate_probe, option settings) -------------------------------
+
+DEFAULTS = yaml.safe_load((ROOT / "roles/nccl_validate/defaults/main.yml").read_text())
+
+
+def role_settings(**over):
+    """The role's defaults as preflight.yml passes them to the probe (vl.PLAN_KEYS)."""
+    defaults = DEFAULTS
+    base = {k: defaults[f"nccl_validate_{k}"] for k in vl.PLAN_KEYS
+            if f"nccl_validate_{k}" in defaults}
+    base.update(hosts=["a", "b", "c"], host="b", address="10.0.0.2", label="fabric")
+    base["master_port"] = defaults["nccl_validate_master_port"]
+    base["env_override"] = {}
+    base.update(over)
+    return base
+
+
+HOST = {"engine": "podman", "gpu_count": 8, "ib_devices": ["/dev/infiniband/uverbs0"],
+        "rdma": RDMA, "addresses": {"eth1": ["10.0.0.2"]},
+        "ssh_server_addr": "192.0.2.2", "local_ifname": "eth1",
+        "cdi": {"spec": "/etc/cdi/rdmaprov-rdma.yaml", "exists": True, "engine_cdi": True}}
+
+
+def test_every_plan_key_is_a_role_variable_or_the_plays():
+    defaults = DEFAULTS
+    play = {"hosts", "host", "address", "label"}
+    assert {k for k in vl.PLAN_KEYS if f"nccl_validate_{k}" not in defaults} == play
+    # preflight.yml passes every key, each from its variable.
+    text = (ROOT / "roles/nccl_validate/tasks/preflight.yml").read_text()
+    for key in set(vl.PLAN_KEYS) - play:
+        assert f"      {key}: \"{{{{ nccl_validate_{key} }}}}\"" in text, key
+
+
+def test_plan_of_a_gpu_host_in_a_container():
+    p = vl.plan(role_settings(), HOST)
+    assert p["members"] == ["a", "b", "c"] and p["refuse"] == []
+    assert p["own"] == ["10.0.0.2", "ansible_host"]
+    s = p["settings"]
+    assert s["nproc"] == 8 and s["gpu_count"] == 8 and s["engine"] == "podman"
+    assert s["cdi_device"] == "rdmaprov.io/rdma=all"  # the engine reads CDI specs
+    assert s["devices"] == ["/dev/infiniband/uverbs0"]
+    assert s["auto_env"] == {"GLOO_SOCKET_IFNAME": "eth1"}
+    assert s["require_ib"] is True and s["rail_cuda"] is False
+    assert (s["host"], s["members"], s["master_port"], s["label"]) == ("b", ["a", "b", "c"],
+                                                                        29500, "fabric")
+    assert s["rdma_mounts"] == [] and s["torch_libuv"] is None
+    # What plan() hands on is what launch() takes.
+    argv = vl.launch(s, "fabric", p["members"], "b", "10.0.0.1", 29500)["argv"]
+    assert argv[:2] == ["podman", "run"] and "--nproc-per-node=8" in argv
+
+
+def test_plan_rendezvous_host_first_and_its_absence():
+    assert vl.plan(role_settings(master_host="c"), HOST)["members"] == ["c", "a", "b"]
+    with pytest.raises(ValueError, match="rendezvous host x is not in this play"):
+        vl.plan(role_settings(master_host="x"), HOST)
+
+
+def test_plan_settings_from_the_host_and_the_role():
+    host = {**HOST, "gpu_count": 0, "local_ifname": "lo", "cdi": {"engine_cdi": False}}
+    s = vl.plan(role_settings(backend="gloo", devices=["/dev/x"], rail_cuda="yes",
+                              env={"NCCL_IB_DISABLE": "0"}, env_override={"NCCL_IB_DISABLE": "1"},
+                              require_ib="auto"), host)["settings"]
+    assert s["nproc"] == 1 and s["devices"] == ["/dev/x"] and s["auto_env"] == {}
+    assert s["cdi_device"] == ""  # docker < 25: the devices one by one
+    assert s["rail_cuda"] is True
+    assert s["env"] == {"NCCL_IB_DISABLE": "1"} and s["require_ib"] is False
+    assert vl.plan(role_settings(nproc_per_node=2), host)["settings"]["nproc"] == 2
+    assert vl.plan(role_settings(), host)["settings"]["nproc"] == 1  # nccl without GPUs: 1
+    # The own address reads nccl_validate_env, not the one run's override.
+    p = vl.plan(role_settings(address="gpu2", env={"NCCL_SOCKET_IFNAME": "eth"},
+                              env_override={"NCCL_SOCKET_IFNAME": "ib"}), host)
+    assert p["own"] == ["10.0.0.2", "eth1 (NCCL_SOCKET_IFNAME)"]
+
+
+def test_plan_refusals_in_order():
+    none = {**HOST, "engine": "none", "cdi": {"exists": False, "engine_cdi": True}}
+    refuse = vl.plan(role_settings(launcher="direct"), none)["refuse"]
+    assert refuse == [
+        "no container engine: neither podman nor docker is installed (set it up with the "
+        "container_runtime role, or use nccl_validate_runtime: host)",
+        "RDMA CDI spec /etc/cdi/rdmaprov-rdma.yaml is missing on this host "
+        "(rdmaprov.io/rdma=all cannot be given to the container): run bootstrap "
+        "(container_runtime role), or set nccl_validate_cdi_device to ''",
+        "launcher direct runs one process per host, but 8 are wanted (this host has 8 GPUs): "
+        "use nccl_validate_launcher: torchrun"]
+    assert vl.plan(role_settings(engine="docker"), none)["refuse"][0].startswith(
+        "no container engine: docker is installed")
+    # The host runtime needs no engine; no CDI device asked for: no spec needed.
+    assert vl.plan(role_settings(runtime="host", cdi_device=""),
+                   {**none, "cdi": {}})["refuse"] == []
+    assert vl.plan(role_settings(launcher="direct", nproc_per_node=1), HOST)["refuse"] == []
+
+
+def test_rendezvous_of_a_run():
+    assert vl.rendezvous_of(["a"], "", None) == {"addr": "127.0.0.1", "error": ""}
+    assert vl.rendezvous_of(["a", "b"], "10.9.9.9", None) == {"addr": "10.9.9.9", "error": ""}
+    assert vl.rendezvous_of(["a", "b"], "", ["10.0.0.1", "ansible_host"]) == {
+        "addr": "10.0.0.1", "error": ""}
+    assert vl.rendezvous_of(["a", "b"], "", None) == {
+        "addr": "", "error": "no rendezvous address for a: its preflight did not run; set "
+        "nccl_validate_master_addr"}
+    assert vl.rendezvous_of(["a", "b"], "", [None, "no way"])["error"].startswith(
+        "no rendezvous address for a: no way")
+
+
+# --- the image preflight (nccl_validate_preflight) ----------------------------------------------
+
+class FakeRuns:
+    """The preflight runs a host would answer, in order: (rc, stdout, stderr)."""
+
+    def __init__(self, *answers):
+        self.answers = list(answers)
+        self.argvs = []
+
+    def __call__(self, argv, env):
+        self.argvs.append(argv)
+        assert env["RDMAPROV_VALIDATE_RUN"] == "fabric"
+        return self.answers.pop(0)
+
+
+def doc(libibverbs="libibverbs.so.1", libuv=True, verbs_devices=1, hcas=("mlx5_0",)):
+    return json.dumps({"backend": "nccl",
+                       "torch": {"error": None, "cuda_devices": 8, "libuv": libuv},
+                       "preflight": {"libibverbs": libibverbs, "hcas": list(hcas),
+                                     "verbs_devices": verbs_devices}})
+
+
+def planned(**over):
+    return {**vl.plan(role_settings(), HOST)["settings"], **over}
+
+
+def test_image_preflight_with_verbs_runs_once():
+    runs = FakeRuns((0, doc(libuv=False) + "\n", ""))
+    out = vl.image_preflight(planned(), runs)
+    assert len(runs.argvs) == 1 and runs.argvs[0][:6] == ["timeout", "-k", "10", "120",
+                                                          "podman", "run"]
+    assert out["failure"] == "" and out["exit_code"] == 0 and out["document"] == doc(libuv=False)
+    assert out["settings"]["torch_libuv"] is False and out["settings"]["rdma_mounts"] == []
+    assert out["host_rdma"] == {"mounts": [], "why": "the image loads libibverbs.so.1"}
+
+
+def test_image_without_verbs_runs_again_with_the_hosts_rdma_core():
+    runs = FakeRuns((0, doc(libibverbs=None, verbs_devices=None), ""), (0, doc(), ""))
+    out = vl.image_preflight(planned(), runs)
+    mounts = vl.host_rdma_mounts(RDMA)
+    assert len(runs.argvs) == 2 and all(m in runs.argvs[1] for m in mounts)
+    assert not any(m in runs.argvs[0] for m in mounts)
+    assert out["failure"] == "" and out["settings"]["rdma_mounts"] == mounts
+    assert out["host_rdma"]["why"] == "the image has no libibverbs.so.1"
+    # Mounted and still no verbs: the second run's verdict.
+    runs = FakeRuns((0, doc(libibverbs=None, verbs_devices=None), ""),
+                    (0, doc(libibverbs=None, verbs_devices=None), ""))
+    assert vl.image_preflight(planned(), runs)["failure"].startswith(
+        "1 HCA(s) (mlx5_0) but libibverbs.so.1 does not load")
+    # The host runtime mounts nothing.
+    runs = FakeRuns((0, doc(libibverbs=None, verbs_devices=None, hcas=()), ""))
+    assert vl.image_preflight(planned(runtime="host"), runs)["host_rdma"]["mounts"] == []
+    # always, on a host without rdma-core: one line, no second run.
+    runs = FakeRuns((0, doc(), ""))
+    out = vl.image_preflight(planned(host_rdma="always", rdma={"libs": {}}), runs)
+    assert out["failure"] == ("nccl_validate_host_rdma is always, but this host has no "
+                              "libibverbs.so.1 to mount") and len(runs.argvs) == 1
+
+
+def test_image_preflight_failures_are_one_line():
+    out = vl.image_preflight(planned(), FakeRuns((125, "", "Error: image not known\n\n")))
+    assert out["failure"] == "image preflight failed (rc 125): Error: image not known"
+    assert out["settings"]["torch_libuv"] is None and out["document"] == ""
+    assert vl.image_preflight(planned(), FakeRuns((124, "", "")))["failure"] == (
+        "image preflight failed (rc 124): no message")
+    assert vl.image_preflight(planned(), FakeRuns((0, "Segmentation fault", "")))["failure"] == (
+        "image preflight printed no JSON document")
+    torchless = json.dumps({"backend": "gloo", "torch": {"error": "ModuleNotFoundError: x"},
+                            "preflight": {}})
+    out = vl.image_preflight(planned(runtime="host"), FakeRuns((0, torchless, "")))
+    assert out["failure"] == "torch is not importable: ModuleNotFoundError: x"
+
+
+# --- how a part ended (nccl_validate_probe, option result) --------------------------------------
+
+STEPS = ("100.0 launch start\n105.2 rank0 rendezvous at env://\n225.9 rank0 exit 1\n"
+         "226.4 launch exit 1\n")
+
+
+def test_part_that_exited_0_has_no_reason():
+    assert vl.part_failure("fabric", "0\n", "anything", STEPS, 600) == ""
+
+
+def test_part_failure_prefers_the_watchdog_or_the_stop():
+    log = ("NCCL INFO chatter\n"
+           '{"schema": "rdmaprov.validate.worker/1", "ok": false, "error": "gloo: timed out"}\n'
+           '{"ok": false, "error": "stopped: c could not run (its worker exited 2)"}\n'
+           "[rank0]: Traceback (most recent call last):\n")
+    assert vl.part_failure("fabric", "143", log, STEPS, 600) == (
+        "fabric: worker failed (rc 143): stopped: c could not run (its worker exited 2) "
+        "[rank0: last step 'rendezvous at env://' at +5 s, exit 1 at +126 s; launch exit 1 "
+        "at +126 s]")
+    log = '{"error": "gloo: timed out"}\n{not json "error"\n'
+    assert vl.part_failure("fabric", "1", log, "", 600) == (
+        "fabric: worker failed (rc 1): gloo: timed out")
+
+
+def test_part_failure_last_line_and_timeouts():
+    log = ("RuntimeError: No route to host\n"
+           "node3:123:456 [0] NCCL INFO chatter\n[rank1]: more\nW1206 12:00:00 torch warns\n")
+    assert vl.part_failure("fabric", "1", log, "", 600) == (
+        "fabric: worker failed (rc 1): RuntimeError: No route to host")
+    assert vl.part_failure("fabric", "124", log, "", 600) == (
+        "fabric: timed out after 600s (a peer never joined or hung)")
+    assert vl.part_failure("fabric", "137", '{"error": "watchdog: no progress"}', "", 600) == (
+        "fabric: worker failed (rc 137): watchdog: no progress")
+    assert vl.part_failure("socket", "", "", "", 600) == (
+        "socket: worker failed (rc ): no message")
+
+
+# --- the modules' own parts: the rendezvous route, a run's files, the wait ----------------------
+
+def _module(name):
+    import importlib.util
+    path = ROOT / f"plugins/modules/{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_module", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_probe_rendezvous_names_an_address_the_rendezvous_host_does_not_hold(monkeypatch):
+    probe = _module("nccl_validate_probe")
+    monkeypatch.setattr(probe, "route", lambda addr: {"address": addr, "source": "10.0.0.11",
+                                                      "error": None})
+    spec = {"members": ["node1", "node2"], "master_addr": "10.0.0.200", "own": None}
+    rdzv, routes = probe.rendezvous({**spec, "host": "node1"})
+    assert rdzv == {"addr": "10.0.0.200", "error": (
+        "rendezvous address 10.0.0.200: not an address of node1, the rendezvous host, which "
+        "listens on it (from here it is another host, reached from 10.0.0.11): set "
+        "nccl_validate_master_addr to an address node1 holds, or leave it unset")}
+    assert list(routes) == ["10.0.0.200"]
+    # Its peers reach it from their own address: nothing to say there.
+    assert probe.rendezvous({**spec, "host": "node2"})[0] == {"addr": "10.0.0.200", "error": ""}
+    # One host: the loopback, no route probed; no address known: the plan's line.
+    assert probe.rendezvous({"members": ["node1"], "master_addr": "", "own": None,
+                             "host": "node1"}) == ({"addr": "127.0.0.1", "error": ""}, {})
+    assert probe.rendezvous({"members": ["node1", "node2"], "master_addr": "", "own": None,
+                             "host": "node2"})[0]["error"].startswith("no rendezvous address")
+
+
+def test_probe_rendezvous_route_error(monkeypatch):
+    probe = _module("nccl_validate_probe")
+    monkeypatch.setattr(probe, "route", lambda addr: {
+        "address": addr, "source": None, "error": f"no route to {addr}: Network is unreachable"})
+    rdzv, _routes = probe.rendezvous({"members": ["a", "b"], "master_addr": "",
+                                      "own": ["10.0.0.1", "ansible_host"], "host": "b"})
+    assert rdzv["error"] == ("rendezvous address 10.0.0.1: no route to 10.0.0.1: Network is "
+                             "unreachable")
+
+
+def test_probe_reads_a_parts_files(tmp_path):
+    probe = _module("nccl_validate_probe")
+    (tmp_path / "rc").write_text("1\n")
+    (tmp_path / "worker.log").write_text('{"error": "watchdog: no progress in barrier"}\n')
+    (tmp_path / "steps.log").write_text("10 launch start\n12 rank0 barrier\n")
+    part = probe.part({"dir": str(tmp_path), "label": "fabric", "timeout": 600})
+    assert part == {"rc": "1", "reason": (
+        "fabric: worker failed (rc 1): watchdog: no progress in barrier [rank0: last step "
+        "'barrier' at +2 s; the launch never exited (its host lost or the wait given up)]")}
+    assert probe.part({"dir": str(tmp_path / "none"), "label": "fabric", "timeout": 600}) == {
+        "rc": "", "reason": "fabric: worker failed (rc ): no message"}
+
+
+def _wait_action(monkeypatch, jobs, args):
+    """The nccl_validate_wait action with the host's async_status answering ``jobs`` in turn."""
+    import importlib.util
+    from unittest import mock
+
+    from ansible.plugins.action import ActionBase
+
+    path = ROOT / "plugins/action/nccl_validate_wait.py"
+    spec = importlib.util.spec_from_file_location("nccl_validate_wait_action", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+    monkeypatch.setattr(module.time, "sleep", lambda s: None)
+    task = mock.MagicMock()
+    task.args = args
+    task.async_val = 0
+    action = module.ActionModule(task, mock.MagicMock(), mock.MagicMock(), None, None, None)
+    calls = []
+
+    def execute(module_name, module_args, task_vars):
+        calls.append((module_name, module_args))
+        return dict(jobs.pop(0))
+
+    monkeypatch.setattr(action, "_execute_module", execute)
+    monkeypatch.setattr(action, "_remote_expand_user", lambda p: "/root/.ansible_async")
+    monkeypatch.setattr(action, "get_shell_option", lambda name, default=None: default)
+    return action, calls
+
+
+def test_wait_records_the_exit_and_stops_a_peer(monkeypatch, tmp_path):
+    exits = str(tmp_path / ".exits")
+    members = ["a", "b"]
+    args = {"jid": "j1", "exits_dir": exits, "members": members, "timeout": 60, "poll": 2}
+    running = {"started": 1, "finished": 0}
+    action, calls = _wait_action(monkeypatch, [running, running, {"finished": 1,
+                                                                  "stdout": "2\n"}], args)
+    out = action.run(task_vars={"inventory_hostname": "b"})
+    # exit_code, not rc: Ansible fails a task whose result has an rc other than 0.
+    assert out == {"finished": True, "exit_code": 2, "stop_reason": "", "changed": False}
+    assert calls[0] == ("ansible.legacy.async_status", {"jid": "j1",
+                                                        "_async_dir": "/root/.ansible_async"})
+    assert len(calls) == 3 and (tmp_path / ".exits" / "b").read_text() == "2\n"
+    # a's wait ends at its next poll, saying who and why.
+    action, calls = _wait_action(monkeypatch, [running], {**args, "jid": "j2"})
+    out = action.run(task_vars={"inventory_hostname": "a"})
+    assert out["finished"] is False and len(calls) == 1
+    assert out["stop_reason"] == "stopped: b could not run (its worker exited 2)"
+
+
+def test_wait_gives_up_after_its_timeout(monkeypatch, tmp_path):
+    args = {"jid": "j", "exits_dir": str(tmp_path), "members": ["a"], "timeout": 5, "poll": 2}
+    action, calls = _wait_action(monkeypatch, [{"finished": 0}] * 10, args)
+    out = action.run(task_vars={"inventory_hostname": "a"})
+    assert out["failed"] is True and out["finished"] is False
+    assert out["msg"] == "the job did not finish in 5 s" and len(calls) == 4
+
+
+def test_module_results_carry_no_top_level_rc():
+    """Ansible fails a task whose result has an rc other than 0: a failed preflight or part must
+    reach the role's assert as its one line, not as a failed module call."""
+    out = vl.image_preflight(planned(), FakeRuns((125, "", "Error: image not known")))
+    assert "rc" not in out and out["exit_code"] == 125

@@ -1,0 +1,87 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: rdmaprov developers
+# Apache-2.0
+# The work is done by the action plugin of the same name (plugins/action/nccl_validate_wait.py),
+# on the controller; this file documents it.
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: nccl_validate_wait
+short_description: Wait for a host's part of a validation run, or for a peer that could not run
+description:
+  - Polls the host's async job (the launch the nccl_validate role started with C(async) and
+    C(poll 0)) every O(poll) seconds. When it has finished, its exit code is recorded on the
+    controller under O(exits_dir), one file per host, where the other members' waits read it.
+  - The wait ends when the job finishes, or when another of O(members) could not run (its
+    worker exited 2 or 3, or its container engine 125 to 127); RV(stop_reason) then says which
+    and why, and the role stops this host's part. A member that failed in a collective (exit 1)
+    does not end the others' waits, which end on their own watchdogs.
+  - Fails when the job has not finished after O(timeout) seconds.
+version_added: "0.1.0"
+author: rdmaprov developers (!UNKNOWN)
+options:
+  jid:
+    description: The async job's id (C(ansible_job_id) of the launch).
+    type: str
+    required: true
+  exits_dir:
+    description: The run's directory of exit codes on the controller.
+    type: path
+    required: true
+  members:
+    description: The run's hosts (inventory names).
+    type: list
+    elements: str
+    required: true
+  timeout:
+    description: Seconds to wait at most.
+    type: int
+    required: true
+  poll:
+    description: Seconds between two polls.
+    type: int
+    default: 2
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  action:
+    support: full
+  async:
+    support: none
+  check_mode:
+    support: none
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Wait for the run, or for a peer that could not run
+  rdmaprov.cluster.nccl_validate_wait:
+    jid: "{{ job.ansible_job_id }}"
+    exits_dir: "{{ results }}/fabric/.exits"
+    members: "{{ ansible_play_hosts_all }}"
+    timeout: 660
+  register: done
+"""
+
+RETURN = r"""
+finished:
+  description: Whether the job finished (else a peer could not run).
+  returned: always
+  type: bool
+exit_code:
+  description:
+    - The job's exit code (the launch prints it last), or null. Not C(rc), which would fail
+      the task when it is not 0 (a failed part is judged after its results are fetched).
+  returned: success
+  type: int
+stop_reason:
+  description: "Why this host's part cannot succeed any more ('stopped: PEER could not run
+    (its worker exited N)'), or ''."
+  returned: always
+  type: str
+"""
