@@ -40,9 +40,10 @@ def status(monkeypatch, capsys, states: dict[str, dict[str, Any]]) -> tuple[dict
     from rdmaprov.cli.status import PROBE_TASK as TASK
 
     assert TASK == PROBE_TASK
+    # The node_state module's answer, as the runner event carries it.
     monkeypatch.setattr(FakeSession, "events", [
         {"event": "runner_on_ok", "event_data": {"host": h, "task": TASK,
-                                                 "res": {"stdout": json.dumps(s)}}}
+                                                 "res": s}}
         for h, s in states.items()])
     monkeypatch.setattr("rdmaprov.cli.status.RunnerSession", FakeSession)
     assert main(["status", str(HOSTS_INI)]) == 0
