@@ -45,10 +45,13 @@ options:
     default: 2
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
 attributes:
   action:
     support: full
   async:
+    support: none
+  bypass_host_loop:
     support: none
   check_mode:
     support: none
