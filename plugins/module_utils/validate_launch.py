@@ -602,40 +602,98 @@ def steps_summary(text):
     return lead + "; ".join(out) if out else ""
 
 
-# --- a part that failed: one line for the report -----------------------------------------------
+# --- a part that failed: one line, for the role's failure and the judge's verdict alike -------
 
-# The worker's and the stop's JSON lines with an error, in worker.log.
-_ERROR_LINE = re.compile(r'^\{.*"error"')
-# What the watchdog or the stop said: the cause, ahead of the worker's own error.
-_FIRST_ERROR = re.compile(r"^(watchdog|stopped):")
-# NCCL's and torch's own log chatter, which a failure's last line is not.
-_CHATTER = re.compile(r"^(\S+:\d+:\d+ \[|\[rank|\[?[WIE]\d{4})")
+KILLED = ("124", "137")  # timeout's exit status, and SIGKILL's after its grace
+# The worker's own one-line errors (watchdog, stop), naming the cause when no NCCL error does.
+_OWN = ("watchdog:", "stopped:")
+_EXC = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Exit|Interrupt)\b:?\s*(.*)$")
+_ERRORISH = re.compile(r"error|fail|exception|fatal|abort|killed|segmentation|timed? ?out|"
+                       r"refused|denied|unreachable|cannot|could not", re.I)
+_LOG_HEAD = re.compile(r"[\w.-]+:\d+:\d+ \[\d*")  # NCCL's "host:pid:tid [dev]", maybe cut
+_FRAME = re.compile(r"^(?:frame #\d+|#\d+\s|0x[0-9a-f]+|Exception raised from |"
+                    r"File \"|Traceback |terminate called|\^+$|~+)")
+# NCCL's and torch's own log chatter, which the line that names a failure is not.
+_CHATTER = ("NCCL INFO", "NCCL WARN", " INFO ", " WARN ", "NCCL version", "[rank", "[W",
+            "[I", "[E", "W0", "I0", "E0")
+
+
+def _exception(lines):
+    """The Python/C++ exception that ended the worker: a ``what():`` text or an ``XError: ...``
+    line, never a stack frame printed after an abort."""
+    for ln in lines:
+        if ln.startswith("what():"):
+            return ln[7:].strip()
+    found = None
+    for ln in lines:
+        if _FRAME.match(ln):
+            continue
+        m = _EXC.match(ln)
+        if m and m.group(1):
+            found = ln
+    return found
+
+
+def failure_reason(rc, log, own=None, watchdog=None, timeout=None):
+    """Why a host's part of a run failed, in one line; None when it exited 0. From its exit
+    code (the launch's ``rc`` file) and worker.log: ``own``, the host's first NCCL error (the
+    judge's parser gives it; the role on a host has none), leads; then the worker's and the
+    launch's one-line JSON errors (``watchdog:``: the worker hung and was killed; ``stopped:``:
+    a peer could not run), then the exception that ended it, then the last line that says an
+    error and is not NCCL's or torch's chatter; ``watchdog``, torch's watchdog as the parser
+    read it, when nothing else names the cause."""
+    rc = (rc or "").strip()
+    if rc == "0":
+        return None
+    lead = f"{own}; " if own else ""
+    lines = [ln.strip() for ln in (log or "").splitlines() if ln.strip()]
+    errors = []
+    for ln in lines:
+        if ln.startswith("{") and '"error"' in ln:
+            try:
+                err = json.loads(ln).get("error")
+            except (ValueError, AttributeError):
+                continue
+            if err:
+                errors.append(str(err))
+    why = next((e for e in errors if e.startswith(_OWN)), None)
+    if not rc:
+        return lead + "no exit status: the run did not finish on this host (connection lost?)"
+    if rc in KILLED:
+        limit = f" of {timeout}s" if timeout else ""
+        return lead + (f"worker hung: killed at the run's timeout{limit} (a peer never joined, "
+                       "or NCCL/gloo hung)" + (f": {why}" if why else "")
+                       + ("" if lines else "; its log is empty"))
+    if why:
+        return f"{lead}{why} (rc {rc})"
+    plain = [ln for ln in lines if not ln.startswith("{")]
+    last = _exception(plain)
+    if last is None and not own:
+        last = next((ln for ln in reversed(plain) if not any(c in ln for c in _CHATTER)
+                     and not _FRAME.match(ln) and not _LOG_HEAD.search(ln[:80])
+                     and _ERRORISH.search(ln)), None)
+    wd = watchdog or {}
+    if last is None and not errors and wd.get("count"):
+        last = (f"torch's watchdog: collective {wd.get('op') or '?'} (SeqNum {wd.get('seq')}) "
+                f"timed out on {wd['count']} rank(s)")
+    tail = errors[-1] if errors else last
+    if own:
+        return f"{own} (rc {rc})" + (f"; then: {tail}" if tail else "")
+    return f"worker failed (rc {rc}): {tail or 'no message'}"
+
+
+def part_outcome(rc, log, steps, own=None, watchdog=None, timeout=None):
+    """failure_reason, then where each rank got to and when, from steps.log (steps_summary)."""
+    why = failure_reason(rc, log, own, watchdog, timeout)
+    if why is None or not steps:
+        return why
+    where = steps_summary(steps)
+    return f"{why} [{where}]" if where else why
 
 
 def part_failure(label, rc, log, steps, timeout):
-    """Why this host's part of run ``label`` failed, in one line, or '' when it exited 0: from
-    its exit code (the launch's ``rc`` file), worker.log and steps.log. The watchdog's or the
-    stop's line when there is one, else the worker's own error, else the log's last line that
-    is not NCCL's or torch's chatter; then where each rank got to (steps_summary)."""
-    rc = (rc or "").strip()
-    if rc == "0":
-        return ""
-    errors = []
-    lines = (log or "").splitlines()
-    for line in lines:
-        if _ERROR_LINE.match(line):
-            try:
-                error = json.loads(line).get("error")
-            except (ValueError, AttributeError):
-                continue
-            if error:
-                errors.append(str(error))
-    error = next(iter([e for e in errors if _FIRST_ERROR.match(e)] + errors), "")
-    said = [line.strip() for line in lines if line.strip()]
-    last = next(iter([line for line in said if not _CHATTER.match(line)][::-1]), "")
-    if rc in ("124", "137") and not error:
-        what = f"timed out after {timeout}s (a peer never joined or hung)"
-    else:
-        what = f"worker failed (rc {rc}): {error or last or 'no message'}"
-    where = steps_summary(steps)
-    return f"{label}: {what}" + (f" [{where}]" if where else "")
+    """The role's one line for a host's part of run ``label`` that failed ('' when it exited
+    0): the judge's reason (part_outcome) without the NCCL log's parse, which the control
+    host adds."""
+    why = part_outcome(rc, log, steps, timeout=timeout)
+    return f"{label}: {why}" if why else ""

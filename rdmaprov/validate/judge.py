@@ -40,7 +40,6 @@ from rdmaprov.validate.report import CompareRow, HostResult, Pair, Pairwise, Rep
 # rdmaprov validate's --pair-fraction (plugins/module_utils/ranges.py VALIDATE says why).
 DEFAULT_PAIR_FRACTION: float = collection.ranges.SETTINGS["pair_fraction"].default
 # Exit statuses of `timeout`: 124 its TERM, 137 the KILL after its grace.
-KILLED = ("124", "137")
 
 
 class BadResults(UserError):
@@ -96,19 +95,11 @@ def port_facts(ports: list[dict[str, Any]]) -> dict[str, Any]:
     return {"rdma": {"devices": [{"name": n, "ports": ps} for n, ps in sorted(devices.items())]}}
 
 
-# Our worker's own one-line errors, naming the run's cause when no NCCL error does.
-_OWN = ("watchdog:", "stopped:")
 # Error kinds a host shows when another thing failed first (a peer gone, an abort, a timeout):
 # never the start of a failed host's reason while its log has a cause.
 _CONSEQUENCES = frozenset({"proxy", "nccl_error", "remote_error", "timeout", "system_error",
                            "comm_abort", "no_libibverbs"})
 _WEAK = frozenset({"socket", "peer_lost"})  # a lost peer: a cause only when nothing else is
-_EXC = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Exit|Interrupt)\b:?\s*(.*)$")
-_ERRORISH = re.compile(r"error|fail|exception|fatal|abort|killed|segmentation|timed? ?out|"
-                       r"refused|denied|unreachable|cannot|could not", re.I)
-_LOG_HEAD = re.compile(r"[\w.-]+:\d+:\d+ \[\d*")  # NCCL's "host:pid:tid [dev]", maybe cut
-_FRAME = re.compile(r"^(?:frame #\d+|#\d+\s|0x[0-9a-f]+|Exception raised from |"
-                    r"File \"|Traceback |terminate called|\^+$|~+)")
 
 
 def _nccl_text(line: str) -> str:
@@ -132,79 +123,16 @@ def first_nccl_error(report: Any) -> str | None:
     return None
 
 
-def _exception(lines: list[str]) -> str | None:
-    """The Python/C++ exception that ended the worker: a ``what():`` text or an ``XError: ...``
-    line, never a stack frame printed after an abort."""
-    for ln in lines:
-        if ln.startswith("what():"):
-            return ln[7:].strip()
-    found = None
-    for ln in lines:
-        if _FRAME.match(ln):
-            continue
-        m = _EXC.match(ln)
-        if m and m.group(1):
-            found = ln
-    return found
-
-
 def worker_outcome(rc: str | None, log: str | None, report: Any = None,
                    steps: str | None = None) -> str | None:
-    """Why a host's part of a run failed, in one line; None when it succeeded. It starts with
-    the host's own first NCCL error from its log (the parser's list), then the worker's and the
-    launch's one-line JSON errors (a ``watchdog:`` line: the worker hung and was killed; a
-    ``stopped:`` line: a peer could not run), then the exception that ended it, then, from its
-    steps.log, where each rank got to and when (validate_launch.steps_summary)."""
-    why = _outcome(rc, log, report)
-    if why is None or not steps:
-        return why
+    """Why a host's part of a run failed, in one line; None when it succeeded: the rule the
+    nccl_validate role's own failure line uses too (validate_launch.part_outcome), led by the
+    host's own first NCCL error from its log (the parser's list) and with torch's watchdog as
+    the parser read it."""
     from rdmaprov import collection
 
-    where = collection.validate_launch.steps_summary(steps)
-    return f"{why} [{where}]" if where else why
-
-
-def _outcome(rc: str | None, log: str | None, report: Any = None) -> str | None:
-    rc = (rc or "").strip()
-    if rc == "0":
-        return None
-    own = first_nccl_error(report)
-    lead = f"{own}; " if own else ""
-    lines = [ln.strip() for ln in (log or "").splitlines() if ln.strip()]
-    errors = []
-    for ln in lines:
-        if ln.startswith("{") and '"error"' in ln:
-            try:
-                err = json.loads(ln).get("error")
-            except (ValueError, AttributeError):
-                continue
-            if err:
-                errors.append(str(err))
-    why = next((e for e in errors if e.startswith(_OWN)), None)
-    if not rc:
-        return lead + "no exit status: the run did not finish on this host (connection lost?)"
-    if rc in KILLED:
-        return lead + ("worker hung: killed at the run's timeout (a peer never joined, or "
-                       "NCCL/gloo hung)" + (f": {why}" if why else "")
-                       + ("" if lines else "; its log is empty"))
-    if why:
-        return f"{lead}{why} (rc {rc})"
-    chatter = ("NCCL INFO", "NCCL WARN", " INFO ", " WARN ", "NCCL version", "[rank", "[W",
-               "[I", "[E", "W0", "I0", "E0")
-    plain = [ln for ln in lines if not ln.startswith("{")]
-    last = _exception(plain)
-    if last is None and not own:
-        last = next((ln for ln in reversed(plain) if not any(c in ln for c in chatter)
-                     and not _FRAME.match(ln) and not _LOG_HEAD.search(ln[:80])
-                     and _ERRORISH.search(ln)), None)
-    wd = getattr(report, "watchdog", None) or {}
-    if last is None and not errors and wd.get("count"):
-        last = (f"torch's watchdog: collective {wd.get('op') or '?'} (SeqNum {wd.get('seq')}) "
-                f"timed out on {wd['count']} rank(s)")
-    tail = errors[-1] if errors else last
-    if own:
-        return f"{own} (rc {rc})" + (f"; then: {tail}" if tail else "")
-    return f"worker failed (rc {rc}): {tail or 'no message'}"
+    return collection.validate_launch.part_outcome(
+        rc, log, steps, first_nccl_error(report), getattr(report, "watchdog", None))
 
 
 @dataclass

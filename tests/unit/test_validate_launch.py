@@ -671,7 +671,7 @@ def test_part_failure_prefers_the_watchdog_or_the_stop():
            '{"ok": false, "error": "stopped: c could not run (its worker exited 2)"}\n'
            "[rank0]: Traceback (most recent call last):\n")
     assert vl.part_failure("fabric", "143", log, STEPS, 600) == (
-        "fabric: worker failed (rc 143): stopped: c could not run (its worker exited 2) "
+        "fabric: stopped: c could not run (its worker exited 2) (rc 143) "
         "[rank0: last step 'rendezvous at env://' at +5 s, exit 1 at +126 s; launch exit 1 "
         "at +126 s]")
     log = '{"error": "gloo: timed out"}\n{not json "error"\n'
@@ -685,11 +685,18 @@ def test_part_failure_last_line_and_timeouts():
     assert vl.part_failure("fabric", "1", log, "", 600) == (
         "fabric: worker failed (rc 1): RuntimeError: No route to host")
     assert vl.part_failure("fabric", "124", log, "", 600) == (
-        "fabric: timed out after 600s (a peer never joined or hung)")
+        "fabric: worker hung: killed at the run's timeout of 600s (a peer never joined, or "
+        "NCCL/gloo hung)")
     assert vl.part_failure("fabric", "137", '{"error": "watchdog: no progress"}', "", 600) == (
-        "fabric: worker failed (rc 137): watchdog: no progress")
+        "fabric: worker hung: killed at the run's timeout of 600s (a peer never joined, or "
+        "NCCL/gloo hung): watchdog: no progress")
     assert vl.part_failure("socket", "", "", "", 600) == (
-        "socket: worker failed (rc ): no message")
+        "socket: no exit status: the run did not finish on this host (connection lost?)")
+    # The judge words a part the same way, led by the host's first NCCL error that its parse
+    # of the log finds (the role on a host has no parser) and without the run's timeout.
+    assert vl.part_outcome("124", log, "", own="NCCL WARN x") == (
+        "NCCL WARN x; worker hung: killed at the run's timeout (a peer never joined, or "
+        "NCCL/gloo hung)")
 
 
 # --- the modules' own parts: the rendezvous route, a run's files, the wait ----------------------
@@ -741,10 +748,11 @@ def test_probe_reads_a_parts_files(tmp_path):
     (tmp_path / "steps.log").write_text("10 launch start\n12 rank0 barrier\n")
     part = probe.part({"dir": str(tmp_path), "label": "fabric", "timeout": 600})
     assert part == {"rc": "1", "reason": (
-        "fabric: worker failed (rc 1): watchdog: no progress in barrier [rank0: last step "
+        "fabric: watchdog: no progress in barrier (rc 1) [rank0: last step "
         "'barrier' at +2 s; the launch never exited (its host lost or the wait given up)]")}
     assert probe.part({"dir": str(tmp_path / "none"), "label": "fabric", "timeout": 600}) == {
-        "rc": "", "reason": "fabric: worker failed (rc ): no message"}
+        "rc": "", "reason": "fabric: no exit status: the run did not finish on this host "
+        "(connection lost?)"}
 
 
 def _wait_action(monkeypatch, jobs, args):
