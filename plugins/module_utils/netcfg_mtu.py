@@ -3,7 +3,7 @@
 # Apache-2.0
 """Pure logic of the net_mtu role: the merged interfaces, which network manager persists an
 interface's MTU, the MTU's range, the ifupdown stanza edit, what to refuse (plan()), and the
-DF-ping verdict.
+path proof: which peers to DF-ping, the ping's argv and its verdict (run by module net_mtu_verify).
 
 No I/O here: the role's probe module (net_mtu_probe) gathers the facts and runs plan(), which
 decides; the role acts on the plan. Unit-tested in tests/unit/test_net_mtu.py.
@@ -163,11 +163,32 @@ def mtu_drift(wanted, probed):
     return [w["name"] for w in wanted or [] if current.get(w["name"]) != int(w["mtu"])]
 
 
-def ping_pair(result, src, src_addr, peer_addrs, mtu):
-    """One looped `ping` task result (item = peer name) → ping_verdict for that pair."""
-    dst = result.get("item")
-    return ping_verdict(src, src_addr, dst, (peer_addrs or {}).get(dst), mtu, result.get("rc"),
-                        result.get("stdout", ""), result.get("stderr", ""))
+def ping_targets(src_addr, peers, check_mode=False, unproven=False):
+    """The peers this host DF-pings, sorted by inventory name: [{name, address}].
+
+    ``peers``: one entry per peer, each ``{name, address, drift}`` as the peer settled it (an
+    empty entry for a peer that did not). A pair is left out when either side has no fabric
+    address, and under --check when either side's MTU change (``unproven`` for this host: its
+    drift, or ping only to be installed) was only reported, not made: a ping then proves nothing.
+    """
+    if not src_addr or (check_mode and unproven):
+        return []
+    out = []
+    for peer in sorted((p for p in peers or [] if p and p.get("name")), key=lambda p: str(p["name"])):
+        if not peer.get("address") or (check_mode and peer.get("drift")):
+            continue
+        out.append({"name": str(peer["name"]), "address": str(peer["address"])})
+    return out
+
+
+def ping_argv(src_addr, dst_addr, mtu, count, timeout):
+    """The DF ping of one pair as an argv (no shell): ``count`` packets of exactly ``mtu`` bytes
+    from ``src_addr``. An address that ping would read as an option is refused."""
+    for addr in (src_addr, dst_addr):
+        if str(addr).startswith("-"):
+            raise ValueError(f"{addr!r} is not an address")
+    return ["ping", "-M", "do", "-s", str(df_payload(mtu)), "-c", str(int(count)), "-i", "0.2",
+            "-W", str(int(timeout)), "-I", str(src_addr), str(dst_addr)]
 
 
 # ----- plan (the role's decisions for one host) -----------------------------------------------
