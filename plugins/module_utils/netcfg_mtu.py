@@ -230,8 +230,8 @@ def plan(probe: dict, settings: dict) -> dict:
     """One host's probe (module net_mtu_probe) + the role's settings -> what the role does.
 
     settings: ``interfaces``, ``interfaces_group``, ``interfaces_host`` (the three layers),
-    ``default``, ``allow_connection_interface``, ``persist``, ``verify`` (the role's net_mtu_*
-    variables), ``host`` (the inventory name, for the messages) and ``address`` (the address
+    ``default``, ``allow_connection_interface``, ``persist``, ``verify``, ``verify_interface``,
+    ``fabric_address`` (the role's net_mtu_* variables), ``host`` (the inventory name, for the messages) and ``address`` (the address
     Ansible connects to).
 
     Returns ``wanted`` ([{name, mtu, link_type}], merged), ``mtu`` (name -> MTU), ``runtime`` (the
@@ -241,7 +241,9 @@ def plan(probe: dict, settings: dict) -> dict:
     ``networkd`` and ``ifupdown`` (each interface's file and, for ifupdown, its new text),
     ``ifcfg`` (the files), ``persist_drift`` (lines: what persistence differs or is not probed;
     the boot unit's is the role's, which renders it), ``errors`` (what to refuse, one line each),
-    ``report`` (where each MTU persists) and ``host_drift`` (anything to do or refuse).
+    ``report`` (where each MTU persists), ``host_drift`` (anything to do or refuse) and
+    ``verify`` (what the path proof needs of this host - ``{name, interface, address, mtu,
+    drift}``, the entry its peers ping - or None when there is nothing to prove).
     """
     host = settings.get("host") or "?"
     address = settings.get("address") or host
@@ -310,12 +312,23 @@ def plan(probe: dict, settings: dict) -> dict:
     report = [f"{i['name']}: {backends[i['name']]['backend'] or 'not persisted'}, MTU {i['mtu']} "
               f"({backends[i['name']]['reason']})" for i in wanted]
     needs_ping = bool(settings.get("verify", True)) and bool(wanted) and not probe.get("ping")
+    verify = None
+    if wanted:
+        # The proof runs over one interface: net_mtu_verify_interface, else the first one set.
+        iface = settings.get("verify_interface") or wanted[0]["name"]
+        mtus = {i["name"]: i["mtu"] for i in wanted}
+        if iface in mtus:
+            verify = {"name": host, "interface": iface, "mtu": mtus[iface], "drift": bool(drift),
+                      "address": (settings.get("fabric_address")
+                                  or (info.get(iface) or {}).get("ipv4") or "")}
+        elif settings.get("verify", True):
+            errors.append(f"{host}: net_mtu_verify_interface {iface} is not one of the "
+                          "interfaces net_mtu sets: nothing to prove its MTU against")
     return {
         "wanted": wanted, "mtu": {i["name"]: i["mtu"] for i in wanted},
-        # The DF ping's payload that fills each MTU (ping -M do -s), for the path proof.
-        "payload": {i["name"]: df_payload(i["mtu"]) for i in wanted}, "runtime": runtime,
+        "runtime": runtime,
         "drift": drift, "backends": backends, "by_backend": by_backend,
         "networkmanager": networkmanager, "networkd": networkd, "ifupdown": ifupdown,
         "ifcfg": ifcfg, "persist_drift": persist_drift, "errors": errors, "report": report,
-        "host_drift": bool(drift or persist_drift or needs_ping or errors),
+        "host_drift": bool(drift or persist_drift or needs_ping or errors), "verify": verify,
     }

@@ -181,7 +181,6 @@ def test_plan_merges_the_layers_by_name_later_wins():
                               {"name": "ens2", "mtu": 1500, "link_type": "auto"},
                               {"name": "ib0", "mtu": 2044, "link_type": "ipoib_datagram"}]
     assert plan["mtu"] == {"ens1": 9000, "ens2": 1500, "ib0": 2044}
-    assert plan["payload"] == {"ens1": 8972, "ens2": 1472, "ib0": 2016}  # the DF ping's -s
     # The default MTU for an entry that gives none; a later layer's entry replaces the whole entry.
     assert mtu.merge_interfaces([[{"name": "a"}], [], []], 9000) == [
         {"name": "a", "mtu": 9000, "link_type": "auto"}]
@@ -190,6 +189,35 @@ def test_plan_merges_the_layers_by_name_later_wins():
         {"name": "a", "mtu": 1500, "link_type": "auto"}]
     assert mtu.merge_interfaces([[], [{"name": "a", "mtu": "9000.0"}]], 1) == [
         {"name": "a", "mtu": 9000, "link_type": "auto"}]
+
+
+def test_plan_verify_is_the_entry_the_peers_ping():
+    probe = _probe(_iface("eth0", 1500, ipv4="10.0.0.1"), _iface("ens1", 1500, ipv4="10.1.0.1"),
+                   _iface("ens2", 9000, ipv4="10.2.0.1"))
+    settings = _settings(interfaces=[{"name": "ens1"}, {"name": "ens2", "mtu": 4000}],
+                         persist="none")
+    # The first interface set, its IPv4, its MTU; drift is this host's runtime MTU to change.
+    assert mtu.plan(probe, settings)["verify"] == {
+        "name": "node1", "interface": "ens1", "address": "10.1.0.1", "mtu": 9000, "drift": True}
+    other = mtu.plan(probe, {**settings, "verify_interface": "ens2"})["verify"]
+    assert (other["interface"], other["address"], other["mtu"]) == ("ens2", "10.2.0.1", 4000)
+    given = mtu.plan(probe, {**settings, "fabric_address": "10.9.9.9"})["verify"]
+    assert given["address"] == "10.9.9.9" and given["interface"] == "ens1"
+    # No IPv4 and none given: an empty address, which leaves every pair out.
+    bare = mtu.plan(_probe(_iface("ens1", 9000)), {**settings, "interfaces": [{"name": "ens1"}]})
+    assert bare["verify"]["address"] == "" and bare["verify"]["drift"] is False
+    assert mtu.plan(probe, _settings())["verify"] is None
+
+
+def test_plan_refuses_a_verify_interface_it_does_not_set():
+    probe = _probe(_iface("eth0", 1500), _iface("ens1", 9000))
+    settings = _settings(interfaces=[{"name": "ens1"}], persist="none", verify_interface="ens9")
+    plan = mtu.plan(probe, settings)
+    assert plan["errors"] == ["node1: net_mtu_verify_interface ens9 is not one of the interfaces "
+                              "net_mtu sets: nothing to prove its MTU against"]
+    assert plan["verify"] is None and plan["host_drift"] is True
+    # Without the proof there is nothing to refuse.
+    assert mtu.plan(probe, {**settings, "verify": False})["errors"] == []
 
 
 def test_plan_nothing_to_do_on_a_converged_host():
