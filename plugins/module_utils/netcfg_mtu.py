@@ -231,7 +231,7 @@ def plan(probe: dict, settings: dict) -> dict:
 
     settings: ``interfaces``, ``interfaces_group``, ``interfaces_host`` (the three layers),
     ``default``, ``allow_connection_interface``, ``persist``, ``verify``, ``verify_interface``,
-    ``fabric_address`` (the role's net_mtu_* variables), ``host`` (the inventory name, for the messages) and ``address`` (the address
+    ``fabric_address``, ``ping_package`` (the role's net_mtu_* variables), ``host`` (the inventory name, for the messages) and ``address`` (the address
     Ansible connects to).
 
     Returns ``wanted`` ([{name, mtu, link_type}], merged), ``mtu`` (name -> MTU), ``runtime`` (the
@@ -241,7 +241,8 @@ def plan(probe: dict, settings: dict) -> dict:
     ``networkd`` and ``ifupdown`` (each interface's file and, for ifupdown, its new text),
     ``ifcfg`` (the files), ``persist_drift`` (lines: what persistence differs or is not probed;
     the boot unit's is the role's, which renders it), ``errors`` (what to refuse, one line each),
-    ``report`` (where each MTU persists), ``host_drift`` (anything to do or refuse) and
+    ``report`` (where each MTU persists), ``ping_package`` (the package that gives the proof its
+    ping where it is missing, else None), ``host_drift`` (anything to do or refuse) and
     ``verify`` (what the path proof needs of this host - ``{name, interface, address, mtu,
     drift}``, the entry its peers ping - or None when there is nothing to prove).
     """
@@ -330,5 +331,9 @@ def plan(probe: dict, settings: dict) -> dict:
         "drift": drift, "backends": backends, "by_backend": by_backend,
         "networkmanager": networkmanager, "networkd": networkd, "ifupdown": ifupdown,
         "ifcfg": ifcfg, "persist_drift": persist_drift, "errors": errors, "report": report,
+        # net_mtu_ping_package, else the distribution's name for it (apt: iputils-ping).
+        "ping_package": ((settings.get("ping_package")
+                          or ("iputils-ping" if probe.get("apt") else "iputils"))
+                         if needs_ping else None),
         "host_drift": bool(drift or persist_drift or needs_ping or errors), "verify": verify,
     }

@@ -247,6 +247,17 @@ def test_plan_missing_ping_is_something_to_do_only_when_verifying():
     assert mtu.plan(_probe(ping=None), _settings(persist="none"))["host_drift"] is False
 
 
+def test_plan_ping_package_only_where_ping_is_missing_for_the_proof():
+    probe = _probe(_iface("eth0", 1500), _iface("ens1", 9000), ping=None)
+    settings = _settings(interfaces=[{"name": "ens1"}], persist="none")
+    assert mtu.plan(probe, settings)["ping_package"] == "iputils-ping"
+    assert mtu.plan({**probe, "apt": False}, settings)["ping_package"] == "iputils"
+    assert mtu.plan(probe, {**settings, "ping_package": "inetutils-ping"})["ping_package"] == \
+        "inetutils-ping"
+    assert mtu.plan(probe, {**settings, "verify": False})["ping_package"] is None
+    assert mtu.plan({**probe, "ping": "/bin/ping"}, settings)["ping_package"] is None
+
+
 def test_plan_errors_word_for_word():
     probe = _probe(
         _iface("eth0", 1500), _iface("ens1", 1500), _iface("gone", None),
