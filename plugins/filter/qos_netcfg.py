@@ -1,17 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: rdmaprov developers
 # Apache-2.0
-"""Filters of the network roles (net_mtu, roce_qos). The logic lives in
-plugins/module_utils/netcfg_*.py, where the unit tests reach it without Ansible."""
+"""The qos_tos filter (DSCP -> the IP TOS byte), for a user's own playbooks. The logic lives in
+plugins/module_utils/netcfg_qos.py, where the unit tests reach it without Ansible."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.rdmaprov.cluster.plugins.module_utils import (
-    netcfg_mtu as mtu,
-    netcfg_qos as qos,
-)
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import netcfg_qos as qos
 
 
 def _wrap(func):
@@ -28,6 +25,5 @@ def _wrap(func):
 class FilterModule:
     def filters(self):
         return {
-            "netcfg_ping_pair": _wrap(mtu.ping_pair),
             "qos_tos": _wrap(qos.tos_from_dscp),
         }

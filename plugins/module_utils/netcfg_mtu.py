@@ -3,7 +3,7 @@
 # Apache-2.0
 """Pure logic of the net_mtu role: the merged interfaces, which network manager persists an
 interface's MTU, the MTU's range, the ifupdown stanza edit, what to refuse (plan()), and the
-DF-ping verdict.
+path proof: which peers to DF-ping, the ping's argv and its verdict (run by module net_mtu_verify).
 
 No I/O here: the role's probe module (net_mtu_probe) gathers the facts and runs plan(), which
 decides; the role acts on the plan. Unit-tested in tests/unit/test_net_mtu.py.
@@ -163,11 +163,32 @@ def mtu_drift(wanted, probed):
     return [w["name"] for w in wanted or [] if current.get(w["name"]) != int(w["mtu"])]
 
 
-def ping_pair(result, src, src_addr, peer_addrs, mtu):
-    """One looped `ping` task result (item = peer name) → ping_verdict for that pair."""
-    dst = result.get("item")
-    return ping_verdict(src, src_addr, dst, (peer_addrs or {}).get(dst), mtu, result.get("rc"),
-                        result.get("stdout", ""), result.get("stderr", ""))
+def ping_targets(src_addr, peers, check_mode=False, unproven=False):
+    """The peers this host DF-pings, sorted by inventory name: [{name, address}].
+
+    ``peers``: one entry per peer, each ``{name, address, drift}`` as the peer settled it (an
+    empty entry for a peer that did not). A pair is left out when either side has no fabric
+    address, and under --check when either side's MTU change (``unproven`` for this host: its
+    drift, or ping only to be installed) was only reported, not made: a ping then proves nothing.
+    """
+    if not src_addr or (check_mode and unproven):
+        return []
+    out = []
+    for peer in sorted((p for p in peers or [] if p and p.get("name")), key=lambda p: str(p["name"])):
+        if not peer.get("address") or (check_mode and peer.get("drift")):
+            continue
+        out.append({"name": str(peer["name"]), "address": str(peer["address"])})
+    return out
+
+
+def ping_argv(src_addr, dst_addr, mtu, count, timeout):
+    """The DF ping of one pair as an argv (no shell): ``count`` packets of exactly ``mtu`` bytes
+    from ``src_addr``. An address that ping would read as an option is refused."""
+    for addr in (src_addr, dst_addr):
+        if str(addr).startswith("-"):
+            raise ValueError(f"{addr!r} is not an address")
+    return ["ping", "-M", "do", "-s", str(df_payload(mtu)), "-c", str(int(count)), "-i", "0.2",
+            "-W", str(int(timeout)), "-I", str(src_addr), str(dst_addr)]
 
 
 # ----- plan (the role's decisions for one host) -----------------------------------------------
@@ -209,8 +230,8 @@ def plan(probe: dict, settings: dict) -> dict:
     """One host's probe (module net_mtu_probe) + the role's settings -> what the role does.
 
     settings: ``interfaces``, ``interfaces_group``, ``interfaces_host`` (the three layers),
-    ``default``, ``allow_connection_interface``, ``persist``, ``verify`` (the role's net_mtu_*
-    variables), ``host`` (the inventory name, for the messages) and ``address`` (the address
+    ``default``, ``allow_connection_interface``, ``persist``, ``verify``, ``verify_interface``,
+    ``fabric_address``, ``ping_package`` (the role's net_mtu_* variables), ``host`` (the inventory name, for the messages) and ``address`` (the address
     Ansible connects to).
 
     Returns ``wanted`` ([{name, mtu, link_type}], merged), ``mtu`` (name -> MTU), ``runtime`` (the
@@ -220,7 +241,10 @@ def plan(probe: dict, settings: dict) -> dict:
     ``networkd`` and ``ifupdown`` (each interface's file and, for ifupdown, its new text),
     ``ifcfg`` (the files), ``persist_drift`` (lines: what persistence differs or is not probed;
     the boot unit's is the role's, which renders it), ``errors`` (what to refuse, one line each),
-    ``report`` (where each MTU persists) and ``host_drift`` (anything to do or refuse).
+    ``report`` (where each MTU persists), ``ping_package`` (the package that gives the proof its
+    ping where it is missing, else None), ``host_drift`` (anything to do or refuse) and
+    ``verify`` (what the path proof needs of this host - ``{name, interface, address, mtu,
+    drift}``, the entry its peers ping - or None when there is nothing to prove).
     """
     host = settings.get("host") or "?"
     address = settings.get("address") or host
@@ -289,12 +313,27 @@ def plan(probe: dict, settings: dict) -> dict:
     report = [f"{i['name']}: {backends[i['name']]['backend'] or 'not persisted'}, MTU {i['mtu']} "
               f"({backends[i['name']]['reason']})" for i in wanted]
     needs_ping = bool(settings.get("verify", True)) and bool(wanted) and not probe.get("ping")
+    verify = None
+    if wanted:
+        # The proof runs over one interface: net_mtu_verify_interface, else the first one set.
+        iface = settings.get("verify_interface") or wanted[0]["name"]
+        mtus = {i["name"]: i["mtu"] for i in wanted}
+        if iface in mtus:
+            verify = {"name": host, "interface": iface, "mtu": mtus[iface], "drift": bool(drift),
+                      "address": (settings.get("fabric_address")
+                                  or (info.get(iface) or {}).get("ipv4") or "")}
+        elif settings.get("verify", True):
+            errors.append(f"{host}: net_mtu_verify_interface {iface} is not one of the "
+                          "interfaces net_mtu sets: nothing to prove its MTU against")
     return {
         "wanted": wanted, "mtu": {i["name"]: i["mtu"] for i in wanted},
-        # The DF ping's payload that fills each MTU (ping -M do -s), for the path proof.
-        "payload": {i["name"]: df_payload(i["mtu"]) for i in wanted}, "runtime": runtime,
+        "runtime": runtime,
         "drift": drift, "backends": backends, "by_backend": by_backend,
         "networkmanager": networkmanager, "networkd": networkd, "ifupdown": ifupdown,
         "ifcfg": ifcfg, "persist_drift": persist_drift, "errors": errors, "report": report,
-        "host_drift": bool(drift or persist_drift or needs_ping or errors),
+        # net_mtu_ping_package, else the distribution's name for it (apt: iputils-ping).
+        "ping_package": ((settings.get("ping_package")
+                          or ("iputils-ping" if probe.get("apt") else "iputils"))
+                         if needs_ping else None),
+        "host_drift": bool(drift or persist_drift or needs_ping or errors), "verify": verify,
     }

@@ -64,6 +64,18 @@ options:
         description: net_mtu_verify (the proof needs C(ping)).
         type: bool
         default: true
+      verify_interface:
+        description: net_mtu_verify_interface, the interface the path proof runs over; empty means the first one set.
+        type: str
+        default: ""
+      fabric_address:
+        description: net_mtu_fabric_address, the address the peers ping; empty means the verify interface's IPv4.
+        type: str
+        default: ""
+      ping_package:
+        description: net_mtu_ping_package, the package giving the proof its ping; empty means iputils-ping with apt, iputils elsewhere.
+        type: str
+        default: ""
       host:
         description: The host's inventory name, which the refusals name.
         type: str
@@ -125,7 +137,10 @@ plan:
       interfaces), C(mtu) (name to MTU), C(runtime) and C(drift) (the runtime MTUs that differ),
       C(backends) and C(by_backend) (each interface's persistence and why), C(networkmanager),
       C(networkd), C(ifupdown) and C(ifcfg) (the persistence edits), C(persist_drift),
-      C(errors) (what to refuse, one line each), C(report) and C(host_drift).
+      C(errors) (what to refuse, one line each), C(report), C(ping_package) (the package to
+      install where ping is missing, else null), C(host_drift) and C(verify) (the
+      path proof's entry for this host - C(name), C(interface), C(address), C(mtu), C(drift) -
+      or null when there is nothing to prove).
   returned: when O(settings) is given
   type: dict
   sample: {wanted: [{name: eth1, mtu: 9000, link_type: auto}], drift: [eth1], errors: [], host_drift: true}
@@ -144,6 +159,9 @@ SETTINGS_SPEC = {
     "allow_connection_interface": {"type": "bool", "default": False},
     "persist": {"type": "str", "default": "auto"},
     "verify": {"type": "bool", "default": True},
+    "verify_interface": {"type": "str", "default": ""},
+    "fabric_address": {"type": "str", "default": ""},
+    "ping_package": {"type": "str", "default": ""},
     "host": {"type": "str", "default": ""},
 }
 

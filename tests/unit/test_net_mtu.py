@@ -96,6 +96,47 @@ def test_ping_verdict_names_the_pair():
     assert mtu.ping_verdict("a", "1", "b", "2", 9000, 0, "", "")["ok"]
 
 
+PEERS = [{"name": "node3", "address": "10.0.0.3", "drift": False},
+         {"name": "node1", "address": "10.0.0.1", "drift": True},
+         {"name": "node4", "address": "", "drift": False},
+         {}]
+
+
+def test_ping_targets_are_sorted_by_peer_name_and_need_both_addresses():
+    assert mtu.ping_targets("10.0.0.2", PEERS) == [
+        {"name": "node1", "address": "10.0.0.1"}, {"name": "node3", "address": "10.0.0.3"}]
+    assert mtu.ping_targets("", PEERS) == []
+    assert mtu.ping_targets("10.0.0.2", []) == []
+
+
+def test_ping_targets_under_check_leave_out_what_was_only_reported():
+    assert mtu.ping_targets("10.0.0.2", PEERS, check_mode=True) == [
+        {"name": "node3", "address": "10.0.0.3"}]
+    assert mtu.ping_targets("10.0.0.2", PEERS, check_mode=True, unproven=True) == []
+    # Outside --check this host's drift is set by now: every pair is pinged.
+    assert len(mtu.ping_targets("10.0.0.2", PEERS, check_mode=False, unproven=True)) == 2
+
+
+def test_ping_argv_is_a_df_ping_of_exactly_the_mtu():
+    assert mtu.ping_argv("10.0.0.2", "10.0.0.1", 9000, 3, 2) == [
+        "ping", "-M", "do", "-s", "8972", "-c", "3", "-i", "0.2", "-W", "2",
+        "-I", "10.0.0.2", "10.0.0.1"]
+    hostile = "10.0.0.1; touch /tmp/x"
+    assert mtu.ping_argv("10.0.0.2", hostile, 1500, 1, 1)[-1] == hostile
+
+
+def test_ping_argv_refuses_an_address_ping_would_read_as_an_option():
+    with pytest.raises(ValueError, match="'-f' is not an address"):
+        mtu.ping_argv("10.0.0.2", "-f", 9000, 3, 2)
+    with pytest.raises(ValueError):
+        mtu.ping_argv("-c1000", "10.0.0.1", 9000, 3, 2)
+
+
+def test_ping_verdict_pass_line_word_for_word():
+    ok = mtu.ping_verdict("node2", "10.198.250.12", "node1", "10.198.250.11", 9000, 0, "", "")
+    assert ok["msg"] == "node2 (10.198.250.12) -> node1 (10.198.250.11): 9000-byte DF packets pass"
+
+
 def test_drift():
     assert mtu.mtu_drift([{"name": "eth0", "mtu": 9000}],
                          [{"name": "eth0", "mtu": 1500}]) == ["eth0"]
@@ -140,7 +181,6 @@ def test_plan_merges_the_layers_by_name_later_wins():
                               {"name": "ens2", "mtu": 1500, "link_type": "auto"},
                               {"name": "ib0", "mtu": 2044, "link_type": "ipoib_datagram"}]
     assert plan["mtu"] == {"ens1": 9000, "ens2": 1500, "ib0": 2044}
-    assert plan["payload"] == {"ens1": 8972, "ens2": 1472, "ib0": 2016}  # the DF ping's -s
     # The default MTU for an entry that gives none; a later layer's entry replaces the whole entry.
     assert mtu.merge_interfaces([[{"name": "a"}], [], []], 9000) == [
         {"name": "a", "mtu": 9000, "link_type": "auto"}]
@@ -149,6 +189,35 @@ def test_plan_merges_the_layers_by_name_later_wins():
         {"name": "a", "mtu": 1500, "link_type": "auto"}]
     assert mtu.merge_interfaces([[], [{"name": "a", "mtu": "9000.0"}]], 1) == [
         {"name": "a", "mtu": 9000, "link_type": "auto"}]
+
+
+def test_plan_verify_is_the_entry_the_peers_ping():
+    probe = _probe(_iface("eth0", 1500, ipv4="10.0.0.1"), _iface("ens1", 1500, ipv4="10.1.0.1"),
+                   _iface("ens2", 9000, ipv4="10.2.0.1"))
+    settings = _settings(interfaces=[{"name": "ens1"}, {"name": "ens2", "mtu": 4000}],
+                         persist="none")
+    # The first interface set, its IPv4, its MTU; drift is this host's runtime MTU to change.
+    assert mtu.plan(probe, settings)["verify"] == {
+        "name": "node1", "interface": "ens1", "address": "10.1.0.1", "mtu": 9000, "drift": True}
+    other = mtu.plan(probe, {**settings, "verify_interface": "ens2"})["verify"]
+    assert (other["interface"], other["address"], other["mtu"]) == ("ens2", "10.2.0.1", 4000)
+    given = mtu.plan(probe, {**settings, "fabric_address": "10.9.9.9"})["verify"]
+    assert given["address"] == "10.9.9.9" and given["interface"] == "ens1"
+    # No IPv4 and none given: an empty address, which leaves every pair out.
+    bare = mtu.plan(_probe(_iface("ens1", 9000)), {**settings, "interfaces": [{"name": "ens1"}]})
+    assert bare["verify"]["address"] == "" and bare["verify"]["drift"] is False
+    assert mtu.plan(probe, _settings())["verify"] is None
+
+
+def test_plan_refuses_a_verify_interface_it_does_not_set():
+    probe = _probe(_iface("eth0", 1500), _iface("ens1", 9000))
+    settings = _settings(interfaces=[{"name": "ens1"}], persist="none", verify_interface="ens9")
+    plan = mtu.plan(probe, settings)
+    assert plan["errors"] == ["node1: net_mtu_verify_interface ens9 is not one of the interfaces "
+                              "net_mtu sets: nothing to prove its MTU against"]
+    assert plan["verify"] is None and plan["host_drift"] is True
+    # Without the proof there is nothing to refuse.
+    assert mtu.plan(probe, {**settings, "verify": False})["errors"] == []
 
 
 def test_plan_nothing_to_do_on_a_converged_host():
@@ -176,6 +245,17 @@ def test_plan_missing_ping_is_something_to_do_only_when_verifying():
     assert mtu.plan(probe, settings)["host_drift"] is True
     assert mtu.plan(probe, {**settings, "verify": False})["host_drift"] is False
     assert mtu.plan(_probe(ping=None), _settings(persist="none"))["host_drift"] is False
+
+
+def test_plan_ping_package_only_where_ping_is_missing_for_the_proof():
+    probe = _probe(_iface("eth0", 1500), _iface("ens1", 9000), ping=None)
+    settings = _settings(interfaces=[{"name": "ens1"}], persist="none")
+    assert mtu.plan(probe, settings)["ping_package"] == "iputils-ping"
+    assert mtu.plan({**probe, "apt": False}, settings)["ping_package"] == "iputils"
+    assert mtu.plan(probe, {**settings, "ping_package": "inetutils-ping"})["ping_package"] == \
+        "inetutils-ping"
+    assert mtu.plan(probe, {**settings, "verify": False})["ping_package"] is None
+    assert mtu.plan({**probe, "ping": "/bin/ping"}, settings)["ping_package"] is None
 
 
 def test_plan_errors_word_for_word():
@@ -328,3 +408,71 @@ def test_argument_specs_match_defaults(role):
         assert options[name]["default"] == value, name
         assert options[name].get("description"), name
         assert name.startswith(role + "_"), name
+
+
+def _run_verify(tmp_path: Path, args: dict, ping: bool = True) -> tuple[int, dict, list]:
+    """Run module net_mtu_verify as Ansible runs it on a node, with a stand-in `ping` first on
+    PATH that records its argv and loses every packet to 10.0.0.3."""
+    import json
+    import subprocess
+    import sys
+
+    from rdmaprov.resources import collection_root
+
+    root = tmp_path / "ansible_collections" / "rdmaprov"
+    root.mkdir(parents=True)
+    (root / "cluster").symlink_to(collection_root())
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    calls = tmp_path / "calls.jsonl"
+    if ping:
+        fake = bindir / "ping"
+        fake.write_text(
+            f"#!{sys.executable}\nimport json, sys\n"
+            f"open({str(calls)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+            "if sys.argv[-1] == '10.0.0.3':\n"
+            "    print('3 packets transmitted, 0 received, 100% packet loss'); sys.exit(1)\n")
+        fake.chmod(0o755)
+    argfile = tmp_path / "args.json"
+    argfile.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    module = collection_root() / "plugins" / "modules" / "net_mtu_verify.py"
+    env = {"PYTHONPATH": str(tmp_path), "PATH": f"{bindir}:/nonexistent"}
+    proc = subprocess.run([sys.executable, str(module), str(argfile)], capture_output=True,
+                          text=True, check=False, env=env)
+    seen = [json.loads(line) for line in calls.read_text().splitlines()] if calls.exists() else []
+    return proc.returncode, json.loads(proc.stdout), seen
+
+
+def test_verify_module_pings_each_pair_as_argv_and_names_the_failing_one(tmp_path: Path) -> None:
+    args = {"host": "node2", "address": "10.0.0.2", "mtu": 9000, "count": 3, "timeout": 2,
+            "peers": PEERS}
+    rc, out, seen = _run_verify(tmp_path, args)
+    assert rc == 0 and out["changed"] is False, out
+    assert [s[-1] for s in seen] == ["10.0.0.1", "10.0.0.3"]
+    assert seen[0] == ["-M", "do", "-s", "8972", "-c", "3", "-i", "0.2", "-W", "2",
+                       "-I", "10.0.0.2", "10.0.0.1"]
+    assert out["lines"][0] == "node2 (10.0.0.2) -> node1 (10.0.0.1): 9000-byte DF packets pass"
+    assert out["failures"] == [
+        "node2 (10.0.0.2) -> node3 (10.0.0.3): 9000-byte DF packets do NOT pass (ping -M do -s "
+        "8972): no reply: a hop on the path (switch port, bridge, the peer's interface) drops "
+        "the frame"]
+    assert [r["dst"] for r in out["report"]] == ["node1", "node3"]
+
+
+def test_verify_module_in_check_mode_pings_only_what_was_made(tmp_path: Path) -> None:
+    args = {"host": "node2", "address": "10.0.0.2", "mtu": 9000, "peers": PEERS,
+            "_ansible_check_mode": True}
+    rc, out, seen = _run_verify(tmp_path / "a", args)
+    assert rc == 0 and [s[-1] for s in seen] == ["10.0.0.3"], out
+    rc, out, seen = _run_verify(tmp_path / "b", {**args, "drift": True})
+    assert rc == 0 and seen == [] and out["report"] == []
+    # ping not there yet (only reported for installation under --check): nothing proves anything.
+    rc, out, seen = _run_verify(tmp_path / "c", args, ping=False)
+    assert rc == 0 and out["report"] == []
+
+
+def test_verify_module_refuses_an_option_as_an_address(tmp_path: Path) -> None:
+    args = {"host": "node2", "address": "10.0.0.2", "mtu": 9000,
+            "peers": [{"name": "evil", "address": "-f", "drift": False}]}
+    rc, out, seen = _run_verify(tmp_path, args)
+    assert rc != 0 and out["msg"] == "net_mtu verify: '-f' is not an address" and seen == []
