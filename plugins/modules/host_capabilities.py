@@ -15,13 +15,13 @@ description:
   - NVIDIA GPUs as the driver shows them (/proc/driver/nvidia/gpus, /dev/nvidiaN); lspci is not needed.
   - For one network interface, the devices and drivers below it (through bonds and VLANs), and
     whether an RDMA driver restart would take it down.
-  - With O(preflight), also the preflight role's plan (RV(plan)): the interface carrying the
-    connection (traced as O(interface) is), the report lines and what the host lacks.
-version_added: "0.1.0"
-author: rdmaprov developers (!UNKNOWN)
   - Sets C(ansible_facts.rdmaprov), the facts the other roles of the collection read (see
     RETURN); with O(rdma), also C(ansible_facts.rdma) as M(rdmaprov.cluster.rdma_facts) does, so
     one call reads the whole host.
+  - With O(preflight), also the preflight role's plan, RV(plan), with the interface carrying the
+    connection (traced as O(interface) is), the report lines and what to refuse.
+version_added: "0.1.0"
+author: rdmaprov developers (!UNKNOWN)
 options:
   interface:
     description: Network interface to trace to its drivers (e.g. the one carrying the Ansible connection).
