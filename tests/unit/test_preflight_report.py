@@ -121,7 +121,8 @@ def test_plan_passes_a_supported_host_and_reports_it() -> None:
     got = report_mod.plan(H200, caps, conn, SUPPORTED | {"connection_type": "local"})
     assert got["errors"] == []
     # The report's lines, then the apt note (the system python3 without python3-apt).
-    assert got["report"] == report_mod.report(H200, caps, conn, "local") + [
+    assert got["report"] == [
+        *report_mod.report(H200, caps, conn, "local"),
         "python3-apt: not installed; Ansible's apt module installs it at its first use"]
     assert got["connection"] == conn and got["apt"]["usable"] is True
     assert report_mod.plan(H200, caps, conn, SUPPORTED | {"connection_type": "local"},
