@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: rdmaprov developers
 # Apache-2.0
-"""Filters of the preflight and rdma_modules roles. The logic lives in
+"""The filter of the rdma_modules role. The logic lives in
 plugins/module_utils/driver_plan.py, where the unit tests reach it without Ansible."""
 
 from __future__ import annotations
@@ -25,6 +25,5 @@ def _wrap(func):
 class FilterModule:
     def filters(self):
         return {
-            "connection_interface": _wrap(plan.connection_interface),
             "combine_modules": _wrap(plan.combine_modules),
         }

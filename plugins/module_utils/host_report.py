@@ -1,8 +1,9 @@
 # Copyright: rdmaprov developers
 # Apache-2.0
-"""The preflight role's per-host report and the facts it finds missing: pure functions over what
-Ansible gathered, so a host without iproute2, a local connection or an interface called
-enp1s0f0.100 gives a line that says so instead of a template error.
+"""The preflight role's plan: its per-host report, the facts it finds missing and what it refuses;
+pure functions over what Ansible gathered, so a host without iproute2, a local connection or an
+interface called enp1s0f0.100 gives a line that says so instead of a template error.
+host_capabilities runs plan() (its preflight option) and returns it.
 
 facts: ansible_facts (min + network subsets, plus ansible_facts.rdma from rdma_facts);
 caps: the host_capabilities module's result; connection: driver_plan.connection_interface's.
@@ -147,3 +148,41 @@ def report(facts: dict, caps: dict, connection: dict, connection_type: str | Non
         _rdma_line(rdma),
     ]
     return lines
+
+
+NO_GPU = "no NVIDIA GPU visible (no /proc/driver/nvidia/gpus/*, no /dev/nvidiaN): is the driver loaded?"
+
+
+def plan(facts: dict, caps: dict, connection: dict, settings: dict,
+         check_mode: bool = False) -> dict:
+    """The preflight role's decisions for one host: ``errors`` (each a line of the one assert's
+    failure; empty: the host passes), ``report`` (the lines of its success message, the apt note
+    last), ``apt`` (apt_plan's) and ``connection`` (as given).
+
+    ``settings``: connection_type (ansible_connection), os_families and distributions (the
+    supported ones), require_gpus, require_rdma_devices (the role's preflight_* variables)."""
+    connection_type = settings.get("connection_type")
+    rdma = facts.get("rdma") or {}
+    apt = apt_plan(str(facts.get("os_family")), caps.get("python") or {}, check_mode)
+    errors = []
+    lacks = [] if connection_type == "local" else missing(facts, connection_type)
+    if lacks:
+        errors.append("; ".join(lacks) + "; rdmaprov needs them to find the interface carrying"
+                      " the connection and keep it up")
+    distributions = list(settings.get("distributions") or [])
+    if not (facts.get("os_family") in (settings.get("os_families") or [])
+            and facts.get("distribution") in distributions):
+        errors.append(f"unsupported OS: {facts.get('distribution')} "
+                      f"{facts.get('distribution_version')} (family {facts.get('os_family')}); "
+                      f"rdmaprov supports {', '.join(distributions)}")
+    if settings.get("require_gpus") and not (caps.get("gpus") or {}).get("count"):
+        errors.append(NO_GPU)
+    if settings.get("require_rdma_devices") and not rdma.get("devices"):
+        errors.append("no RDMA device: " + str((rdma.get("kernel") or {}).get("reason")
+                                               or "none found in /sys/class/infiniband"))
+    if apt["error"]:
+        errors.append(apt["error"])
+    lines = report(facts, caps, connection, connection_type)
+    if apt["note"]:
+        lines.append(apt["note"])
+    return {"errors": errors, "report": lines, "apt": apt, "connection": connection}

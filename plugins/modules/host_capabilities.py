@@ -15,11 +15,13 @@ description:
   - NVIDIA GPUs as the driver shows them (/proc/driver/nvidia/gpus, /dev/nvidiaN); lspci is not needed.
   - For one network interface, the devices and drivers below it (through bonds and VLANs), and
     whether an RDMA driver restart would take it down.
-version_added: "0.1.0"
-author: rdmaprov developers (!UNKNOWN)
   - Sets C(ansible_facts.rdmaprov), the facts the other roles of the collection read (see
     RETURN); with O(rdma), also C(ansible_facts.rdma) as M(rdmaprov.cluster.rdma_facts) does, so
     one call reads the whole host.
+  - With O(preflight), also the preflight role's plan, RV(plan), with the interface carrying the
+    connection (traced as O(interface) is), the report lines and what to refuse.
+version_added: "0.1.0"
+author: rdmaprov developers (!UNKNOWN)
 options:
   interface:
     description: Network interface to trace to its drivers (e.g. the one carrying the Ansible connection).
@@ -30,6 +32,42 @@ options:
         rdma-core / OFED versions, as M(rdmaprov.cluster.rdma_facts) with its defaults does.
     type: bool
     default: false
+  preflight:
+    description:
+      - The preflight role's inputs; the module then returns RV(plan)
+        (C(host_report.plan) in plugins/module_utils). Under check mode the plan says the apt
+        tasks are skipped where python3-apt is missing.
+    type: dict
+    suboptions:
+      facts:
+        description: The gathered facts (C(ansible_facts), min and network subsets).
+        type: dict
+        required: true
+      ansible_host:
+        description: The address Ansible connects to (resolved on this host when a name).
+        type: str
+      connection:
+        description: C(ansible_connection); C(local) has no network path to keep up.
+        type: str
+        default: ssh
+      os_families:
+        description: The supported OS families (preflight_supported_os_families).
+        type: list
+        elements: str
+        default: []
+      distributions:
+        description: The supported distributions (preflight_supported_distributions).
+        type: list
+        elements: str
+        default: []
+      require_gpus:
+        description: Refuse a host with no NVIDIA GPU visible (preflight_require_gpus).
+        type: bool
+        default: false
+      require_rdma_devices:
+        description: Refuse a host with no RDMA device (preflight_require_rdma_devices).
+        type: bool
+        default: false
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -77,6 +115,16 @@ interface:
   returned: when interface is given
   type: dict
   sample: {name: bond0, exists: true, rdma_backed: true, devices: [{name: bond0, driver: null, rdma: false, virtual: true}]}
+plan:
+  description:
+    - The preflight role's plan; C(errors) are the lines of its refusal (empty, the host passes),
+      C(report) the lines of its report, C(apt) what it says about python3-apt (error, note,
+      usable) and C(connection) the interface carrying the connection (name, address, method).
+  returned: when preflight is given
+  type: dict
+  sample: {errors: [], report: ["Debian 12 (Debian family), kernel 6.1.0-28-amd64"],
+           apt: {error: null, note: null, usable: true},
+           connection: {name: eth0, address: 10.0.0.5, method: SSH_CONNECTION}}
 ansible_facts:
   description: C(rdmaprov) always (the contract with the other roles); C(rdma) with O(rdma).
   returned: always
@@ -101,7 +149,11 @@ import sys
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.rdmaprov.cluster.plugins.module_utils import kernel_caps
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import (
+    driver_plan,
+    host_report,
+    kernel_caps,
+)
 from ansible_collections.rdmaprov.cluster.plugins.module_utils.rdma_pyverbs import (
     gather,
     module_runner,
@@ -140,11 +192,33 @@ def _python() -> dict:
             "system_apt": system_apt}
 
 
+PREFLIGHT_OPTIONS = {
+    "facts": {"type": "dict", "required": True},
+    "ansible_host": {"type": "str"},
+    "connection": {"type": "str", "default": "ssh"},
+    "os_families": {"type": "list", "elements": "str", "default": []},
+    "distributions": {"type": "list", "elements": "str", "default": []},
+    "require_gpus": {"type": "bool", "default": False},
+    "require_rdma_devices": {"type": "bool", "default": False},
+}
+
+
 def main() -> None:
     module = AnsibleModule(
-        argument_spec={"interface": {"type": "str"}, "rdma": {"type": "bool", "default": False}},
+        argument_spec={
+            "interface": {"type": "str"},
+            "rdma": {"type": "bool", "default": False},
+            "preflight": {"type": "dict", "options": PREFLIGHT_OPTIONS},
+        },
         supports_check_mode=True,
     )
+    preflight = module.params["preflight"]
+    connection = None
+    if preflight:
+        connection = driver_plan.connection_interface(
+            preflight["facts"], preflight["ansible_host"], preflight["connection"])
+        if not module.params["interface"]:
+            module.params["interface"] = connection["name"]
     release = os.uname().release
     result = {
         "changed": False,
@@ -168,6 +242,12 @@ def main() -> None:
         "ssh_interface_rdma": bool(result.get("interface", {}).get("rdma_backed")),
         "python_apt": bool(result["python"]["apt"] or result["python"]["system_apt"]),
     }
+    if preflight:
+        settings = {"connection_type": preflight["connection"],
+                    **{k: preflight[k] for k in ("os_families", "distributions", "require_gpus",
+                                                 "require_rdma_devices")}}
+        seen = {**preflight["facts"], **({"rdma": facts["rdma"]} if "rdma" in facts else {})}
+        result["plan"] = host_report.plan(seen, result, connection, settings, module.check_mode)
     module.exit_json(ansible_facts=facts, **result)
 
 

@@ -108,3 +108,52 @@ def test_apt_bindings_elsewhere_are_not_judged() -> None:
     assert report_mod.apt_plan("RedHat", VENV_NO_APT, True)["error"] is None
     assert report_mod.apt_plan("Debian", {**SYSTEM_NO_APT, "apt": True}, True) == {
         "error": None, "note": None, "usable": True}
+
+
+# host_report.plan: what host_capabilities returns to the preflight role (its preflight option).
+SUPPORTED = {"os_families": ["Debian", "RedHat"],
+             "distributions": ["Debian", "Ubuntu", "RedHat", "Rocky", "AlmaLinux"]}
+
+
+def test_plan_passes_a_supported_host_and_reports_it() -> None:
+    caps = CAPS | {"python": SYSTEM_NO_APT}
+    conn = collection.driver_plan.connection_interface(H200, None, "local")
+    got = report_mod.plan(H200, caps, conn, SUPPORTED | {"connection_type": "local"})
+    assert got["errors"] == []
+    # The report's lines, then the apt note (the system python3 without python3-apt).
+    assert got["report"] == [
+        *report_mod.report(H200, caps, conn, "local"),
+        "python3-apt: not installed; Ansible's apt module installs it at its first use"]
+    assert got["connection"] == conn and got["apt"]["usable"] is True
+    assert report_mod.plan(H200, caps, conn, SUPPORTED | {"connection_type": "local"},
+                           check_mode=True)["apt"]["usable"] is False
+
+
+def test_plan_refuses_in_the_words_of_the_role() -> None:
+    facts = {"distribution": "Arch", "distribution_version": "rolling", "os_family": "Archlinux",
+             "rdma": {"devices": [], "kernel": {"reason": "no RDMA driver loaded"}}}
+    caps = {"gpus": {"count": 0}, "python": {**VENV_NO_APT, "system_apt": None}}
+    settings = SUPPORTED | {"connection_type": "ssh", "require_gpus": True,
+                            "require_rdma_devices": True}
+    got = report_mod.plan(facts, caps, {"name": None}, settings)
+    assert got["errors"] == [
+        "no network interface facts: " + report_mod.IPROUTE2 + "; rdmaprov needs them to find "
+        "the interface carrying the connection and keep it up",
+        "unsupported OS: Arch rolling (family Archlinux); rdmaprov supports Debian, Ubuntu, "
+        "RedHat, Rocky, AlmaLinux",
+        "no NVIDIA GPU visible (no /proc/driver/nvidia/gpus/*, no /dev/nvidiaN): is the driver "
+        "loaded?",
+        "no RDMA device: no RDMA driver loaded",
+    ]  # not Debian: python3-apt is not judged
+    # A local connection needs no network facts; the apt error of a Debian host comes last.
+    debian = {**facts, "os_family": "Debian", "distribution": "Debian", "rdma": {}}
+    got = report_mod.plan(debian, caps, {"name": None}, settings | {"connection_type": "local"})
+    assert got["errors"][0].startswith("no NVIDIA GPU visible")
+    assert got["errors"][1] == "no RDMA device: none found in /sys/class/infiniband"
+    assert got["errors"][2].startswith("the Python Ansible runs with on this host "
+                                       "(/opt/torch/bin/python) cannot import apt")
+    assert len(got["errors"]) == 3
+    # Not required: neither GPUs nor RDMA devices are refused.
+    got = report_mod.plan(debian, caps | {"python": SYSTEM_NO_APT}, {"name": None},
+                          SUPPORTED | {"connection_type": "local"})
+    assert got["errors"] == []
