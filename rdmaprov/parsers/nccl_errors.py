@@ -1,16 +1,45 @@
 """What an NCCL error means: the explanation table for each error NcclLogParser collects (the
 rules table's cause when it states one, else the error's own class), and PyTorch's watchdog
-timeouts. Split from nccl_log.py, which reads the lines; this file says what they mean."""
+timeouts, and the error record itself (NcclError). Split from nccl_log.py, which reads the
+lines; this file says what they are and mean."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from rdmaprov.parsers import rules
 from rdmaprov.parsers._common import Finding
 
-if TYPE_CHECKING:
-    from rdmaprov.parsers.nccl_log import NcclError
+
+@dataclass
+class NcclError:
+    kind: str
+    line: str
+    count: int = 1
+    status: int | None = None
+    vendor_err: int | None = None
+    verb: str | None = None
+    errno_text: str | None = None
+    errno: int | None = None
+    qp_state: str | None = None  # the state a failed ibv_modify_qp tried to reach (RTR, RTS)
+    gid_index: int | None = None
+    local_gid: str | None = None
+    peer: str | None = None  # the address at the other end of a failed socket
+    detail: str | None = None  # NCCL's "Last error:" text under a PyTorch error
+    host: str | None = None  # where it was first seen
+    rank: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": self.kind, "line": self.line, "count": self.count}
+        for k in ("status", "vendor_err", "verb", "errno_text", "errno", "qp_state",
+                  "gid_index", "local_gid", "peer", "detail", "host", "rank"):
+            v = getattr(self, k)
+            if v is not None:
+                d[k] = v
+        if self.status is not None:
+            d["status_text"] = rules.WC_STATUS.get(self.status)
+        return d
 
 
 def explain_error(e: NcclError, env: dict[str, str], consequence: bool = False) -> Finding:

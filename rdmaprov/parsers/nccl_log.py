@@ -37,6 +37,7 @@ from typing import Any
 
 from rdmaprov.parsers import nccl_env, nccl_errors, rules
 from rdmaprov.parsers._common import Finding, VerbsWarnings
+from rdmaprov.parsers.nccl_errors import NcclError
 
 # Caps keep memory flat however many ranks and hosts log the same thing.
 _MAX_ERRORS = 50
@@ -98,36 +99,6 @@ CONTEXT_CODES = frozenset({
 
 # ibv_wc_status names: one table, in rules (kept here under its old name).
 WC_STATUS = rules.WC_STATUS
-
-
-@dataclass
-class NcclError:
-    kind: str
-    line: str
-    count: int = 1
-    status: int | None = None
-    vendor_err: int | None = None
-    verb: str | None = None
-    errno_text: str | None = None
-    errno: int | None = None
-    qp_state: str | None = None  # the state a failed ibv_modify_qp tried to reach (RTR, RTS)
-    gid_index: int | None = None
-    local_gid: str | None = None
-    peer: str | None = None  # the address at the other end of a failed socket
-    detail: str | None = None  # NCCL's "Last error:" text under a PyTorch error
-    host: str | None = None  # where it was first seen
-    rank: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"kind": self.kind, "line": self.line, "count": self.count}
-        for k in ("status", "vendor_err", "verb", "errno_text", "errno", "qp_state",
-                  "gid_index", "local_gid", "peer", "detail", "host", "rank"):
-            v = getattr(self, k)
-            if v is not None:
-                d[k] = v
-        if self.status is not None:
-            d["status_text"] = WC_STATUS.get(self.status)
-        return d
 
 
 @dataclass
