@@ -10,19 +10,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.rdmaprov.cluster.plugins.module_utils import nccl_names
-
-_V4MAPPED = re.compile(r"^0000:0000:0000:0000:0000:ffff:[0-9a-f]{4}:[0-9a-f]{4}$")
-
-
-def _kind(gid: str) -> str:
-    gid = gid.lower()
-    if _V4MAPPED.match(gid):
-        return "ipv4-mapped"
-    if gid.startswith("fe80:0000:0000:0000:"):
-        return "link-local"
-    return "ipv6"
-
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import nccl_names, rdma_ports
 
 def _ports(rdma: dict | None):
     for dev in (rdma or {}).get("devices", []):
@@ -40,7 +28,7 @@ def roce_v2_ipv4_index(port: dict) -> int | None:
     """The lowest GID index holding a RoCE v2, IPv4-mapped GID: what NCCL_IB_GID_INDEX needs
     on RoCE (v1 is not routable; link-local and IPv6 GIDs do not match IPv4 peers)."""
     for gid in sorted(port.get("gids", []), key=lambda g: g["index"]):
-        if gid.get("type") == "RoCE v2" and _kind(gid["gid"]) == "ipv4-mapped":
+        if gid.get("type") == "RoCE v2" and rdma_ports.gid_kind(gid["gid"]) == "ipv4-mapped":
             return gid["index"]
     return None
 
@@ -232,11 +220,11 @@ def _lint_gid(env: dict[str, str], rdma: dict) -> list[dict]:
             out.append(_finding("error", "NCCL_IB_GID_INDEX",
                                 f"NCCL_IB_GID_INDEX={index}: on {where} that GID is "
                                 f"{gid.get('type')}, which is not routable{hint}"))
-        elif _kind(gid["gid"]) == "link-local":
+        elif rdma_ports.gid_kind(gid["gid"]) == "link-local":
             out.append(_finding("error", "NCCL_IB_GID_INDEX",
                                 f"NCCL_IB_GID_INDEX={index}: on {where} that GID is link-local "
                                 f"({gid['gid']}){hint}"))
-        elif _kind(gid["gid"]) == "ipv6":
+        elif rdma_ports.gid_kind(gid["gid"]) == "ipv6":
             out.append(_finding("warning", "NCCL_IB_GID_INDEX",
                                 f"NCCL_IB_GID_INDEX={index}: on {where} that GID is IPv6; every "
                                 f"peer needs IPv6 on its fabric ports{hint}"))

@@ -20,6 +20,7 @@ import os
 import re
 import sys
 
+ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec")
 _NUMBERED = re.compile(r"^\s*(\d+)\s*:\s*(.*?)\s*$")
 IB_CLASS = "class/infiniband"
@@ -87,6 +88,60 @@ def port_netdev(ib_dir, device, port):
         if dev_port is not None and dev_port.isdigit() and int(dev_port) == port - 1:
             return name
     return candidates[0] if len(candidates) == 1 else None
+
+
+def normalise_gid_type(raw, link_layer):
+    """sysfs says 'IB/RoCE v1' for both IB and RoCE v1 GIDs; the link layer tells them apart."""
+    if raw is None:
+        return None
+    if raw == "IB/RoCE v1":
+        return "IB" if link_layer == "InfiniBand" else "RoCE v1"
+    return raw
+
+
+def gid_kind(gid):
+    """'ipv4-mapped' (::ffff:a.b.c.d), 'link-local' (fe80::/64), 'zero', 'invalid' or 'ipv6'."""
+    groups = gid.lower().split(":")
+    if len(groups) != 8:
+        return "invalid"
+    if gid.lower() == ZERO_GID:
+        return "zero"
+    if groups[:6] == ["0000"] * 5 + ["ffff"]:
+        return "ipv4-mapped"
+    if groups[0] == "fe80" and groups[1:4] == ["0000"] * 3:
+        return "link-local"
+    return "ipv6"
+
+
+def read_gids(port_dir, link_layer):
+    """The port's populated GIDs in index order: index, gid, type (normalise_gid_type) and the
+    netdev it belongs to (RoCE)."""
+    gids = []
+    for index in sorted((n for n in listdir(os.path.join(port_dir, "gids")) if n.isdigit()),
+                        key=int):
+        gid = (read(os.path.join(port_dir, "gids", index)) or "").lower()
+        if not gid or gid_kind(gid) in ("zero", "invalid"):
+            continue
+        raw_type = read(os.path.join(port_dir, "gid_attrs/types", index))
+        entry = {"index": int(index), "gid": gid,
+                 "type": normalise_gid_type(raw_type, link_layer)}
+        ndev = read(os.path.join(port_dir, "gid_attrs/ndevs", index))
+        if ndev:
+            entry["netdev"] = ndev
+        gids.append(entry)
+    return gids
+
+
+def roce_gid_index(ib_dir, device, port):
+    """The GID index a RoCE connection of ours needs (ib_write_bw's -x): a RoCE v2 GID, an
+    IPv4-mapped one first (what NCCL picks by default); None on InfiniBand or when none is."""
+    port_dir = os.path.join(ib_dir, device, "ports", str(port))
+    link_layer = read(os.path.join(port_dir, "link_layer"))
+    if (link_layer or "").lower() != "ethernet":
+        return None
+    found = [(0 if gid_kind(g["gid"]) == "ipv4-mapped" else 1, g["index"])
+             for g in read_gids(port_dir, link_layer) if g["type"] == "RoCE v2"]
+    return min(found)[1] if found else None
 
 
 def counters(path, names=None):

@@ -24,7 +24,7 @@ IB_MTUS = (256, 512, 1024, 2048, 4096)
 PORT_STATES = ("NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER")
 PHYS_STATES = {1: "Sleep", 2: "Polling", 3: "Disabled", 4: "PortConfigurationTraining",
                5: "LinkUp", 6: "LinkErrorRecovery", 7: "Phy Test"}
-ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
+ZERO_GID = rdma_ports.ZERO_GID
 # Counters worth carrying into facts: the PMA error counters (ports/N/counters/) and mlx5's
 # RoCE congestion / loss counters (ports/N/hw_counters/). Everything else there is traffic volume.
 ERROR_COUNTERS = ("symbol_error", "link_error_recovery", "link_downed", "port_rcv_errors",
@@ -43,6 +43,9 @@ _listdir = rdma_ports.listdir
 parse_rate = rdma_ports.parse_rate
 parse_state = rdma_ports.parse_state
 _counters = rdma_ports.counters
+normalise_gid_type = rdma_ports.normalise_gid_type
+gid_kind = rdma_ports.gid_kind
+read_gids = rdma_ports.read_gids
 
 
 def port_netdev(sysfs_root: str, device: str, port: int) -> str | None:
@@ -59,29 +62,6 @@ def parse_lid(text: str | None) -> int | None:
         return int(text, 16) if text else None
     except ValueError:
         return None
-
-
-def normalise_gid_type(raw: str | None, link_layer: str | None) -> str | None:
-    """sysfs says 'IB/RoCE v1' for both IB and RoCE v1 GIDs; the link layer tells them apart."""
-    if raw is None:
-        return None
-    if raw == "IB/RoCE v1":
-        return "IB" if link_layer == "InfiniBand" else "RoCE v1"
-    return raw
-
-
-def gid_kind(gid: str) -> str:
-    """'ipv4-mapped' (::ffff:a.b.c.d), 'link-local' (fe80::/64), 'zero' or 'ipv6'."""
-    groups = gid.lower().split(":")
-    if len(groups) != 8:
-        return "invalid"
-    if gid.lower() == ZERO_GID:
-        return "zero"
-    if groups[:6] == ["0000"] * 5 + ["ffff"]:
-        return "ipv4-mapped"
-    if groups[0] == "fe80" and groups[1:4] == ["0000"] * 3:
-        return "link-local"
-    return "ipv6"
 
 
 def roce_active_mtu(netdev_mtu: int | None) -> int | None:
@@ -146,22 +126,6 @@ def bond_of(sysfs_root: str, netdev: str | None) -> str | None:
         if upper and os.path.isdir(os.path.join(net, upper, "bonding")):
             return upper
     return None
-
-
-def read_gids(port_dir: str, link_layer: str | None) -> list[dict]:
-    gids = []
-    for index in _sorted_numeric(_listdir(os.path.join(port_dir, "gids"))):
-        gid = (read(os.path.join(port_dir, "gids", index)) or "").lower()
-        if not gid or gid_kind(gid) in ("zero", "invalid"):
-            continue
-        raw_type = read(os.path.join(port_dir, "gid_attrs/types", index))
-        entry = {"index": int(index), "gid": gid,
-                 "type": normalise_gid_type(raw_type, link_layer)}
-        ndev = read(os.path.join(port_dir, "gid_attrs/ndevs", index))
-        if ndev:
-            entry["netdev"] = ndev
-        gids.append(entry)
-    return gids
 
 
 def read_port(sysfs_root: str, device: str, port: int) -> dict:

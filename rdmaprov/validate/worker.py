@@ -778,21 +778,8 @@ def _listening(port: int) -> bool:
 
 
 def roce_gid_index(hca: str, port: int, root: str | None = None) -> int | None:
-    """The GID index ib_write_bw needs (-x) on a RoCE port: a RoCE v2 GID, an IPv4-mapped one
-    first (what NCCL picks by default); None on InfiniBand or when none is found."""
-    base = os.path.join(root or _SYS_IB, hca, "ports", str(port))
-    if (_read(os.path.join(base, "link_layer")) or "").lower() != "ethernet":
-        return None
-    tdir = os.path.join(base, "gid_attrs", "types")
-    found: list[tuple[int, int]] = []
-    for name in os.listdir(tdir) if os.path.isdir(tdir) else []:
-        if not name.isdecimal() or (_read(os.path.join(tdir, name)) or "").lower() != "roce v2":
-            continue
-        gid = (_read(os.path.join(base, "gids", name)) or "").lower()
-        if not gid or set(gid) <= {"0", ":"}:
-            continue
-        found.append((0 if gid.startswith("0000:0000:0000:0000:0000:ffff:") else 1, int(name)))
-    return min(found)[1] if found else None
+    """The GID index ib_write_bw needs (-x) on a RoCE port (rdma_ports.roce_gid_index)."""
+    return _ports().roce_gid_index(root or _SYS_IB, hca, port)
 
 
 def _start(argv: list[str], out: str) -> tuple[Any, Any] | None:
