@@ -22,6 +22,10 @@ import json
 import os
 import re
 
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import rdma_ports
+
+_read = rdma_ports.read  # a sysfs/configfs attribute, stripped; None when unreadable
+
 KIND = "rdmaprov.io/rdma"
 CDI_VERSION = "0.3.0"
 SPEC_PATH = "/etc/cdi/rdmaprov-rdma.yaml"
@@ -32,14 +36,6 @@ HEADER = ("# Written by rdmaprov (container_runtime role) from this host's HCAs 
 NO_HCA = "no RDMA device: the spec carries only the NCCL settings"
 # A CDI device name: alphanumeric at both ends, [-_.] between (SPEC.md, "CDI Devices").
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*[A-Za-z0-9]$|^[A-Za-z]$")
-
-
-def _read(path):
-    try:
-        with open(path, encoding="ascii", errors="replace") as fh:
-            return fh.read().strip()
-    except OSError:
-        return None
 
 
 def _listdir(path):

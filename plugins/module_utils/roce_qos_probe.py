@@ -1,14 +1,18 @@
 # -*- coding: utf-8 -*-
 # Copyright: rdmaprov developers
 # Apache-2.0
-"""Read-only probe of the roce_qos role (module roce_qos_probe): raw tool output per interface;
-parsing happens in the qos filters on the control host."""
+"""Read-only probe of the roce_qos role (module roce_qos_probe): raw tool output per interface,
+which the module then plans with (netcfg_qos.plan, on the host)."""
 from __future__ import annotations
 
 import glob
 import os
 import shutil
 import subprocess
+
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import rdma_ports
+
+read = rdma_ports.read  # a sysfs/configfs attribute, stripped; None when unreadable
 
 
 def run(argv):
@@ -17,14 +21,6 @@ def run(argv):
     proc = subprocess.run(argv, capture_output=True, text=True, check=False,
                           env={**os.environ, "LC_ALL": "C"})
     return {"rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
-
-
-def read(path):
-    try:
-        with open(path, encoding="ascii", errors="replace") as fh:
-            return fh.read().strip()
-    except OSError:
-        return None
 
 
 def probe(names):
