@@ -10,7 +10,7 @@ module: roce_qos_probe
 short_description: "Read each NIC's QoS state (mlnx_qos, dcb, ECN, RoCE ToS)"
 description:
   - "Runs C(mlnx_qos -i) and C(dcb pfc/app show) and reads the ECN and rdma_cm configfs nodes of each interface; changes nothing (check mode safe)."
-  - "The raw answers are parsed on the control host by the qos filters."
+  - "With O(settings) the raw answers are planned on the host (see below); without, they are returned as read."
   - With O(files) and O(units), also reads the files and units the role keeps, so that one call
     tells the control host whether a converged host needs any further task.
   - With O(settings), also plans each interface on the host (C(plan) in module_utils/netcfg_qos.py), giving RV(plans), the
