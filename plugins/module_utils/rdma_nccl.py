@@ -12,6 +12,7 @@ import re
 
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import nccl_names, rdma_ports
 
+
 def _ports(rdma: dict | None):
     for dev in (rdma or {}).get("devices", []):
         for port in dev.get("ports", []):
