@@ -146,6 +146,6 @@ def test_the_nodes_own_answers_fill_qos_firewall_runtime_and_validation(tmp_path
     assert doc["mtu"] == {} and doc["gpus"] == 0
 
 
-def test_a_command_that_is_missing_or_hangs_is_no_answer() -> None:
+def test_a_missing_command_is_no_answer_and_a_present_one_answers_in_full() -> None:
     assert probe.run(["rdmaprov-no-such-command"]) == probe.MISSING
     assert probe.run(["sh", "-c", "echo C; exit 3"]) == (3, "C\n")
