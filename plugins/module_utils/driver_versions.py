@@ -157,6 +157,15 @@ _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 _BUNDLE_EXT = re.compile(r"\.(tgz|tar\.gz|iso)$")
 
 
+# The settings the plan reads that are rdma_ofed_* variables (without the prefix; the probe's
+# action plugin fills them from the role's variables). The role gives the rest: the OS's package
+# lists and pin separator, the OS's name and the connection's interface.
+SETTINGS = ("source", "inbox_packages", "inbox_extra_packages", "inbox_version", "doca_packages",
+            "doca_version", "doca_repo_url", "doca_gpg_key_url", "doca_repo_trusted",
+            "mlnx_ofed_src", "mlnx_ofed_sha256", "mlnx_ofed_version", "mlnx_ofed_workdir",
+            "restart_openibd", "reboot_ok", "allow_connection_interface_down")
+
+
 def wanted_packages(s: dict) -> list[str]:
     """The packages the source installs: the inbox list (the user's, else the OS's) and its
     extras, once each in order; DOCA's list; none for an MLNX_OFED bundle."""

@@ -345,6 +345,13 @@ def describe_listeners(items):
                      for i in items)
 
 
+# The settings the plan reads: the firewall_* variables without the prefix, the host's name and
+# its connection (the probe's action plugin fills them from the role's variables and the play).
+SETTINGS = ("backend", "policy", "cluster_subnets", "allow_control_host", "ssh_sources",
+            "ssh_port", "rendezvous_ports", "nccl_port_range", "roce_udp_port", "slurm", "allow",
+            "waive", "host", "connection")
+
+
 def plan(probe, settings, firewalld_policy=None):
     """The probe of one host + the role's settings → everything the backends render and the
     preflight checks: sources, port sets, Slurm's ports, allow entries, what would be cut, what

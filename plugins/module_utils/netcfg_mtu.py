@@ -226,6 +226,13 @@ def connection_error(host: str, address: str, name: str, current, mtu: int,
             "ready.")
 
 
+# The settings the plan reads: the net_mtu_* variables without the prefix and the host's name
+# (the probe's action plugin fills them from the role's variables and the play).
+SETTINGS = ("interfaces", "interfaces_group", "interfaces_host", "default",
+            "allow_connection_interface", "persist", "verify", "verify_interface",
+            "fabric_address", "ping_package", "host")
+
+
 def plan(probe: dict, settings: dict) -> dict:
     """One host's probe (module net_mtu_probe) + the role's settings -> what the role does.
 

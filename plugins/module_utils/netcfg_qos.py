@@ -156,6 +156,12 @@ def qos_state(probe):
     return state
 
 
+# The settings the plan reads: the roce_qos_* variables without the prefix (the probe's action
+# plugin fills them from the role's variables).
+SETTINGS = ("pfc_priority", "dscp", "ecn", "ecn_codepoint", "cnp_dscp", "cnp_priority", "roce_v2",
+            "backend")
+
+
 def desired(settings):
     """The role's variables → what every capable interface should show."""
     prio = int(settings["pfc_priority"])

@@ -48,6 +48,10 @@ options:
       - The container_runtime role's settings (its C(container_runtime_*) variables without the
         prefix), with the host's inventory name, its OS family and whether the play runs under
         --check. Given, the module returns RV(plan). Omit to read only.
+      - In a task, every key it lacks is filled on the control host by the module's action
+        plugin (plugins/plugin_utils/role_settings.py), from the role variable
+        C(container_runtime_<key>) where one is defined, else from the play (C(host), C(address),
+        C(hosts), C(check_mode), C(connection)). C({}) gives the role's settings whole.
     type: dict
     suboptions:
       host:

@@ -35,6 +35,10 @@ options:
         and waive, as the role's firewall_* variables hold them; host, the inventory name the
         refusals start with; connection, Ansible's connection type). Given, the module returns
         RV(plan) and RV(rdmaprov_report); a setting it cannot use fails the module.
+      - In a task, every key it lacks is filled on the control host by the module's action
+        plugin (plugins/plugin_utils/role_settings.py), from the role variable
+        C(firewall_<key>) where one is defined, else from the play (C(host), C(address),
+        C(hosts), C(check_mode), C(connection)). C({}) gives the role's settings whole.
     type: dict
   verify:
     description:

@@ -54,6 +54,10 @@ options:
         module_utils/validate_launch.py). With them the module takes O(engine),
         O(local_address), O(cdi_spec), O(rendezvous_port) and O(remote_dir) from the settings
         and returns RV(plan) (validate_launch.plan()).
+      - In a task, every key it lacks is filled on the control host by the module's action
+        plugin (plugins/plugin_utils/role_settings.py), from the role variable
+        C(nccl_validate_<key>) where one is defined, else from the play (C(host), C(address),
+        C(hosts), C(check_mode), C(connection)). C({}) gives the role's settings whole.
     type: dict
   rendezvous:
     description:

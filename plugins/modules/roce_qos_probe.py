@@ -29,6 +29,10 @@ options:
       - The role's QoS settings (C(pfc_priority), C(dscp), C(ecn), C(ecn_codepoint),
         C(cnp_dscp), C(cnp_priority), C(roce_v2), C(backend)), as C(plan) in
         module_utils/netcfg_qos.py takes them. Omit to read only.
+      - In a task, every key it lacks is filled on the control host by the module's action
+        plugin (plugins/plugin_utils/role_settings.py), from the role variable
+        C(roce_qos_<key>) where one is defined, else from the play (C(host), C(address),
+        C(hosts), C(check_mode), C(connection)). C({}) gives the role's settings whole.
     type: dict
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
