@@ -59,7 +59,7 @@ def test_fill_takes_role_variables_templated_then_the_plays_context():
 
 
 def test_fill_refuses_settings_that_are_not_a_dict():
-    with pytest.raises(ValueError, match="settings must be a dict .* not list"):
+    with pytest.raises(ValueError, match=r"settings must be a dict .* not list"):
         role_settings().fill("roce_qos", ("dscp",), [], {}, lambda v: v)
 
 
@@ -105,7 +105,7 @@ def test_every_setting_has_a_source(module):
     # And no call lists by hand what the role's variables give.
     for call in calls:
         for key, value in (call["settings"] or {}).items():
-            assert not re.fullmatch(r"\{\{\s*%s_%s\s*\}\}" % (role, key), str(value)), (
+            assert not re.fullmatch(rf"\{{\{{\s*{role}_{key}\s*\}}\}}", str(value)), (
                 f"{module}: {key} is passed by hand")
 
 
