@@ -20,6 +20,9 @@ description:
     one call reads the whole host.
   - With O(preflight), also the preflight role's plan, RV(plan), with the interface carrying the
     connection (traced as O(interface) is), the report lines and what to refuse.
+  - With O(gather_subset), also Ansible's own facts of those subsets, gathered in this call as
+    M(ansible.builtin.setup) gathers them (the same collectors, the same C(ansible_facts)), so
+    one call reads the whole host.
 version_added: "0.1.0"
 author: rdmaprov developers (!UNKNOWN)
 options:
@@ -32,6 +35,18 @@ options:
         rdma-core / OFED versions, as M(rdmaprov.cluster.rdma_facts) with its defaults does.
     type: bool
     default: false
+  gather_subset:
+    description:
+      - Ansible's fact subsets to gather in this call, as M(ansible.builtin.setup)'s option of
+        that name takes them (the preflight role gives C(["!all", "min", "network"])). They are
+        returned in C(ansible_facts) as setup returns them, and O(preflight) plans with them.
+      - Omitted, no Ansible facts are gathered.
+    type: list
+    elements: str
+  fact_path:
+    description: Where the C(local) subset reads custom facts, as M(ansible.builtin.setup)'s option.
+    type: path
+    default: /etc/ansible/facts.d
   preflight:
     description:
       - The preflight role's inputs; the module then returns RV(plan)
@@ -40,9 +55,11 @@ options:
     type: dict
     suboptions:
       facts:
-        description: The gathered facts (C(ansible_facts), min and network subsets).
+        description:
+          - The gathered facts (C(ansible_facts), min and network subsets); the facts this call
+            gathers (O(gather_subset)) are laid over them.
         type: dict
-        required: true
+        default: {}
       ansible_host:
         description: The address Ansible connects to (resolved on this host when a name).
         type: str
@@ -148,6 +165,8 @@ import subprocess
 import sys
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.facts import ansible_collector, default_collectors
+from ansible.module_utils.facts.namespace import PrefixFactNamespace
 
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import (
     driver_plan,
@@ -192,8 +211,28 @@ def _python() -> dict:
             "system_apt": system_apt}
 
 
+# What ansible.builtin.setup's "min" subset is (its minimal_gather_subset).
+MINIMAL_GATHER_SUBSET = frozenset((
+    "apparmor", "caps", "cmdline", "date_time", "distribution", "dns", "env", "fips", "local",
+    "lsb", "pkg_mgr", "platform", "python", "selinux", "service_mgr", "ssh_pub_keys", "user"))
+
+
+def _ansible_facts(module) -> dict:
+    """Ansible's facts of O(gather_subset), collected as ansible.builtin.setup collects them
+    (its collectors, its ansible_ prefix), so that the host is read in one module call."""
+    try:
+        collector = ansible_collector.get_ansible_collector(
+            all_collector_classes=default_collectors.collectors,
+            namespace=PrefixFactNamespace(namespace_name="ansible", prefix="ansible_"),
+            filter_spec=[], gather_subset=module.params["gather_subset"], gather_timeout=10,
+            minimal_gather_subset=MINIMAL_GATHER_SUBSET)
+    except Exception as exc:  # a bad subset name: setup's own words
+        module.fail_json(msg="gather_subset: %s" % exc)
+    return collector.collect(module=module)
+
+
 PREFLIGHT_OPTIONS = {
-    "facts": {"type": "dict", "required": True},
+    "facts": {"type": "dict", "default": {}},
     "ansible_host": {"type": "str"},
     "connection": {"type": "str", "default": "ssh"},
     "os_families": {"type": "list", "elements": "str", "default": []},
@@ -209,14 +248,20 @@ def main() -> None:
             "interface": {"type": "str"},
             "rdma": {"type": "bool", "default": False},
             "preflight": {"type": "dict", "options": PREFLIGHT_OPTIONS},
+            "gather_subset": {"type": "list", "elements": "str"},
+            "fact_path": {"type": "path", "default": "/etc/ansible/facts.d"},
         },
         supports_check_mode=True,
     )
     preflight = module.params["preflight"]
+    gathered = _ansible_facts(module) if module.params["gather_subset"] is not None else {}
+    seen = {**(preflight or {}).get("facts", {}),
+            **{k[len("ansible_"):] if k.startswith("ansible_") else k: v
+               for k, v in gathered.items()}}
     connection = None
     if preflight:
         connection = driver_plan.connection_interface(
-            preflight["facts"], preflight["ansible_host"], preflight["connection"])
+            seen, preflight["ansible_host"], preflight["connection"])
         if not module.params["interface"]:
             module.params["interface"] = connection["name"]
     release = os.uname().release
@@ -246,9 +291,9 @@ def main() -> None:
         settings = {"connection_type": preflight["connection"],
                     **{k: preflight[k] for k in ("os_families", "distributions", "require_gpus",
                                                  "require_rdma_devices")}}
-        seen = {**preflight["facts"], **({"rdma": facts["rdma"]} if "rdma" in facts else {})}
+        seen.update({"rdma": facts["rdma"]} if "rdma" in facts else {})
         result["plan"] = host_report.plan(seen, result, connection, settings, module.check_mode)
-    module.exit_json(ansible_facts=facts, **result)
+    module.exit_json(ansible_facts={**gathered, **facts}, **result)
 
 
 if __name__ == "__main__":
