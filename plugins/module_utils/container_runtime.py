@@ -441,7 +441,7 @@ def plan(facts: dict, settings: dict) -> dict:
 
     Returns ``engine``, ``gpu``, ``packages``, ``install_engine``, ``install`` (the engine or
     NVIDIA's toolkit), ``apt_module`` (the apt module may run: python3-apt there, or not under
-    --check), ``apt_cache_valid_time`` (0 where apt's index has no candidate for the engine),
+    --check), ``apt_install_engine`` (both), ``apt_cache_valid_time`` (0 where apt's index has no candidate for the engine),
     ``docker_cli_check``, ``setup_tasks`` (the OS family's install tasks), ``pids_limit``
     (None: no line), ``memlock_why``, ``storage`` (storage_plan, with ``conf_text``,
     ``ask_podman`` and ``info_argv``), ``dirs`` (of the drop-ins), ``dropins`` and
@@ -565,12 +565,14 @@ def plan(facts: dict, settings: dict) -> dict:
     # the install refreshes it whatever its age.
     candidate = facts.get("apt_candidate")
     engine_packages = packages(settings, engine, storage["driver"])
+    apt_module = bool(settings.get("python_apt", True)) or not settings.get("check_mode")
     return {
         "engine": engine, "gpu": gpu, "container_engine": container_engine,
         "packages": engine_packages,
         "install_engine": install_engine, "install": install_engine or gpu,
         # Without python3-apt the apt module installs it, which --check must not.
-        "apt_module": bool(settings.get("python_apt", True)) or not settings.get("check_mode"),
+        "apt_module": apt_module,
+        "apt_install_engine": install_engine and apt_module,
         "apt_cache_valid_time": (settings.get("apt_cache_valid_time")
                                  if candidate or not (apt and install_engine) else 0),
         # Debian 13 split docker's client out of docker.io: whether to look for docker-cli

@@ -245,16 +245,21 @@ plan:
   description:
     - "What the container_runtime role does here (C(plan) in module_utils/container_runtime.py).
       Keys: engine, gpu, container_engine, packages, install_engine, install, apt_module,
-      apt_cache_valid_time, docker_cli_check, setup_tasks, start_docker, pids_limit,
-      pids_controller, memlock_why, storage, systemd, dirs, dropins, systemd_dropin, files,
-      writes, rdma_cdi_content, remove, nvidia_cdi, nvidia_source, daemon_json, images_to_copy,
-      image_dirs, images_to_load, cdi, verify, drift, drift_why, errors, refusal, report."
+      apt_install_engine, apt_cache_valid_time, docker_cli_check, setup_tasks, start_docker,
+      pids_limit, pids_controller, memlock_why, storage, systemd, dirs, dropins,
+      systemd_dropin, files, writes, rdma_cdi_content, remove, nvidia_cdi, nvidia_source,
+      daemon_json, images_to_copy, image_dirs, images_to_load, cdi, verify, drift, drift_why,
+      errors, refusal, report."
   returned: when O(settings) is given
   type: dict
 daemon_json:
   description: docker's daemon.json as read (C(text), null when absent; C(error) when unreadable).
   returned: when O(settings) is given and the engine is docker
   type: dict
+apt_candidate:
+  description: Whether apt's index has a candidate for the engine's first package (C(apt-cache policy)).
+  returned: when O(settings) is given, the role installs the engine and the OS family is not RedHat
+  type: bool
 images_missing:
   description: The O(images) the engine does not have.
   returned: always

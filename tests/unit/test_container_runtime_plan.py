@@ -288,6 +288,10 @@ def test_apt_runs_without_python3_apt_only_outside_check_mode() -> None:
     assert cr.plan(facts(), settings(python_apt=True, check_mode=True))["apt_module"]
     assert cr.plan(facts(), settings(python_apt=False))["apt_module"]
     assert not cr.plan(facts(), settings(python_apt=False, check_mode=True))["apt_module"]
+    # The engine through apt: only where it installs the engine at all.
+    assert cr.plan(facts(), settings(python_apt=False))["apt_install_engine"]
+    assert not cr.plan(facts(), settings(python_apt=False, check_mode=True))["apt_install_engine"]
+    assert not cr.plan(facts(), settings(install=False))["apt_install_engine"]
 
 
 def test_an_index_without_the_engine_is_refreshed_whatever_its_age() -> None:
