@@ -7,18 +7,18 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: container_runtime_verify
-short_description: Prove podman's storage, or start the check container and say what a container gets here
+short_description: Prove podman's storage, or what a container gets here
 description:
   - The container_runtime role's proofs on one host, each as container_runtime_probe planned it.
   - With O(storage), asks podman which storage driver it runs (C(podman info), the plan's
     C(storage.info_argv)) and fails with one line where podman cannot use its storage
     (module_utils/container_runtime.py C(judge_storage)).
-  - With O(verify), runs the check container that
-    container_runtime_probe planned (its plan's C(verify): an argv, no shell) and judges what it printed (module_utils/container_runtime.py
+  - With O(verify), runs the check container that container_runtime_probe planned (the plan's
+    C(verify.argv), no shell) and judges what it printed (module_utils/container_runtime.py
     C(judge_check)) - its locked-memory limit, its /dev/infiniband entries and, through the
-    RDMA CDI spec, the NCCL settings it sees at /etc/nccl.conf.
-  - Fails with one line where the container does not start or does not see what the host
-    gives it; otherwise reports what it saw.
+    RDMA CDI spec, the NCCL settings it sees at /etc/nccl.conf. It fails with one line where
+    the container does not start or does not see what the host gives it.
+  - Passed, it reports the driver podman runs, or what the container saw.
   - Changes nothing on the host (the container is removed); does nothing in check mode.
 version_added: "0.4.0"
 author: rdmaprov developers (!UNKNOWN)
