@@ -500,7 +500,8 @@ def plan(facts: dict, settings: dict) -> dict:
                                     facts.get("daemon_json") or {})
                         if engine == "docker" else (None, None))
     container_engine = engine in ENGINES
-    images = settings.get("images") or [] if container_engine else []
+    # No engine: no image to copy or load.
+    images = (settings.get("images") or []) if container_engine else []
     images_to_copy = [i for i in images if "src" in i]
     missing = facts.get("images_missing") or []
 
