@@ -110,6 +110,15 @@ SETTINGS: dict[str, dict] = {
                        "description": "container_runtime_verify_timeout."},
     "verify_args": {"type": "list", "elements": "str", "default": [],
                     "description": "container_runtime_verify_args."},
+    "managed": {"type": "str", "default": "Ansible managed",
+                "description": ("The first comment line of rdmaprov's drop-ins (Ansible's"
+                                " DEFAULT_MANAGED_STR, as ansible_managed).")},
+    "python_apt": {"type": "bool", "default": True,
+                   "description": ("Whether python3-apt is there (the preflight role's fact):"
+                                   " without it the apt module installs it, which --check must"
+                                   " not.")},
+    "apt_cache_valid_time": {"type": "int", "default": 3600,
+                             "description": "container_runtime_apt_cache_valid_time."},
 }
 
 
@@ -170,6 +179,13 @@ def memlock_why(memlock: dict) -> str:
                else "the kernel refused to raise it"))
 
 
+def engine_packages(facts: dict, settings: dict) -> list[str]:
+    """The engine's packages as plan() picks them (the probe asks apt about the first)."""
+    engine = pick_engine(settings.get("engine") or "auto", facts.get("engines") or {})
+    return packages(settings, engine,
+                    storage_plan(settings, engine, facts.get("storage") or {}, "")["driver"])
+
+
 def packages(settings: dict, engine: str, storage_driver: str) -> list[str]:
     """The engine's packages here (the role's lists win), fuse-overlayfs where podman needs it."""
     table = OS_PACKAGES.get(settings.get("os_family") or "Debian") or OS_PACKAGES["Debian"]
@@ -190,20 +206,21 @@ def storage_plan(settings: dict, engine: str, storage: dict, host: str) -> dict:
     shown = driver or "as configured"
     tail = f" ({'set by rdmaprov' if driver else OWN_CHOICE}: {why})"
     conf = storage.get("conf") or {}
-    return {
+    out = {
         "driver": driver, "why": why, "shown": shown, "tail": tail,
         "report": f"podman storage: {shown}{tail}",
         # storage.conf's driver line: fuse-overlayfs is the overlay driver with its mount program.
         "conf_driver": "overlay" if driver == "fuse-overlayfs" else driver,
         "mount_program": storage.get("fuse_overlayfs") or FUSE_MOUNT_PROGRAM,
         "write_conf": bool(driver) and not conf.get("exists"),
-        "edit_conf": bool(driver) and bool(conf.get("exists")),
-        "edit_mount_program": driver == "fuse-overlayfs" and bool(conf.get("exists")),
+        "conf_path": conf.get("path") or "/etc/containers/storage.conf",
         "graphroot": storage.get("graphroot"),
         "failure": (f"{host}: podman cannot use its storage (driver "
                     f"{driver or 'of ' + OWN_CHOICE}, "
                     f"{storage.get('graphroot')} on {storage.get('fstype')})"),
     }
+    out["edits"] = storage_edits(out, bool(conf.get("exists")))
+    return out
 
 
 def nvidia_source(settings: dict) -> dict:
@@ -262,6 +279,65 @@ def daemon_json(settings: dict, gpu: bool, docker_feature: bool, current: dict) 
     return json.dumps(merged, indent=2, sort_keys=True, separators=(",", ": ")) + "\n", None
 
 
+def limits_conf(managed: str) -> str:
+    """limits.d: unlimited locked memory for every login session."""
+    return (f"# {managed}\n"
+            "# RDMA pins memory: unlimited locked memory for every login ('*' does not cover"
+            " root).\n"
+            "*    soft memlock unlimited\n*    hard memlock unlimited\n"
+            "root soft memlock unlimited\nroot hard memlock unlimited\n")
+
+
+def systemd_conf(managed: str) -> str:
+    """system.conf.d: unlimited locked memory for services."""
+    return (f"# {managed}\n"
+            "# RDMA pins memory: unlimited locked memory for services (the engine daemons,"
+            " slurmd).\n[Manager]\nDefaultLimitMEMLOCK=infinity\n")
+
+
+def podman_conf(managed: str, memlock: str, pids, pids_controller: bool) -> str:
+    """containers.conf.d: the engine's default ulimits (memlock unlimited) and pids_limit
+    (None: no line)."""
+    text = f"# {managed}\n[containers]\n"
+    if memlock == "unlimited":
+        text += '# RDMA pins memory.\ndefault_ulimits = ["memlock=-1:-1"]\n'
+    if pids is not None:
+        if not pids_controller:
+            text += ("# This host's cgroup has no pids controller: any pids limit makes every"
+                     " container fail to start.\n")
+        text += f"pids_limit = {pids}\n"
+    return text
+
+
+def storage_conf(managed: str, storage: dict) -> str:
+    """podman's storage.conf where there is none yet: the driver (fuse-overlayfs: overlay
+    with its mount program) and where podman keeps its images."""
+    text = (f"# {managed}\n"
+            "# containers-storage: where podman keeps images and containers, and with which"
+            " driver.\n[storage]\n"
+            f'driver = "{storage["conf_driver"]}"\nrunroot = "/run/containers/storage"\n'
+            f'graphroot = "{storage["graphroot"] or ""}"\n')
+    if storage["driver"] == "fuse-overlayfs":
+        text += f'\n[storage.options.overlay]\nmount_program = "{storage["mount_program"]}"\n'
+    return text
+
+
+def storage_edits(storage: dict, conf_exists: bool) -> list[dict]:
+    """A site's own storage.conf: the lineinfile edits ({regexp, line, after}) that set the
+    driver, and fuse-overlayfs as the overlay driver's mount program."""
+    if not storage["driver"] or not conf_exists:
+        return []
+    edits = [{"regexp": r"^\s*driver\s*=", "line": f'driver = "{storage["conf_driver"]}"',
+              "after": r"^\[storage\]\s*$"}]
+    if storage["driver"] == "fuse-overlayfs":
+        edits += [{"regexp": r"^\[storage\.options\.overlay\]\s*$",
+                   "line": "[storage.options.overlay]", "after": "EOF"},
+                  {"regexp": r"^\s*#?\s*mount_program\s*=",
+                   "line": f'mount_program = "{storage["mount_program"]}"',
+                   "after": r"^\[storage\.options\.overlay\]\s*$"}]
+    return edits
+
+
 def verify_plan(settings: dict, facts: dict, engine: str, cdi: dict, memlock_note: str) -> dict:
     """The check container: whether it runs, its argv, what it must see, the messages' parts."""
     host = settings.get("host") or "?"
@@ -301,7 +377,7 @@ def verify_plan(settings: dict, facts: dict, engine: str, cdi: dict, memlock_not
         wanted = f"; the host has {len(wanted_ib)} RDMA device files"
     return {
         "run": engine in ENGINES and not settings.get("check_mode") and bool(image),
-        "argv": argv, "cdi": cdi["verify"], "wanted_ib": sorted(wanted_ib),
+        "host": host, "argv": argv, "cdi": cdi["verify"], "wanted_ib": sorted(wanted_ib),
         "wanted_nccl": sorted(wanted_nccl), "unlimited": settings.get("memlock") == "unlimited",
         "label": f"{engine} container" + (f" with {kind}=all" if cdi["verify"] else ""),
         "memlock_note": memlock_note, "wanted": wanted,
@@ -310,23 +386,74 @@ def verify_plan(settings: dict, facts: dict, engine: str, cdi: dict, memlock_not
     }
 
 
+def seen_in_check(stdout: str) -> dict:
+    """What the check container printed (CHECK_SCRIPT): memlock, ib, conf, and nccl (its
+    NCCL_* lines)."""
+    lines = stdout.splitlines()
+    seen: dict = {"memlock": "", "ib": "", "conf": ""}
+    seen.update(line.split("=", 1) for line in lines
+                if line.split("=", 1)[0] in ("memlock", "ib", "conf") and "=" in line)
+    seen["nccl"] = [line[len("nccl="):] for line in lines if line.startswith("nccl=")]
+    return seen
+
+
+def judge_check(verify: dict, rc: int, stdout: str, stderr: str) -> tuple[str | None, str]:
+    """(failure, report) of the check container (verify_plan's ``verify``, its exit status and
+    output): the failure names what the container did not start with or did not see (None:
+    none); the report says what a container gets here."""
+    if rc != 0:
+        said = [line for line in stderr.splitlines() if line]
+        return (f"{verify['start_failure']} ({'timed out' if rc == 124 else f'exit {rc}'}): "
+                f"{said[-1] if said else 'no message'}{verify['hint']}"), ""
+    seen = seen_in_check(stdout)
+    ib = seen["ib"].strip()
+    ok = (sorted(ib.split()) == sorted(verify["wanted_ib"])
+          and (not verify["unlimited"] or seen["memlock"] == "unlimited")
+          and (not verify["cdi"] or sorted(seen["nccl"]) == sorted(verify["wanted_nccl"])))
+    if not ok:
+        return (f"{verify['host']}: the container sees memlock {seen['memlock']}, /dev/infiniband"
+                f" [{ib}]" + (f" and NCCL settings [{', '.join(seen['nccl'])}]"
+                              if verify["cdi"] else "") + verify["wanted"]), ""
+    report = (f"{verify['label']}: ulimit -l {seen['memlock']}"
+              + (verify["memlock_note"] if seen["memlock"] != "unlimited" else "")
+              + f"; /dev/infiniband: {ib or 'not applicable on this host: no /dev/infiniband'}")
+    if verify["cdi"]:
+        report += (f"; /etc/nccl.conf: {len(seen['nccl'])} NCCL settings, as on the host"
+                   f" (NCCL_CONF_FILE={seen['conf']})")
+    return None, report
+
+
+def judge_storage(storage: dict, rc: int, stdout: str, stderr: str) -> tuple[str | None, str]:
+    """(failure, report) of `podman info`'s storage driver (storage_plan's ``info_argv``): the
+    failure says podman cannot use its storage (None: it can); the report names the driver
+    podman runs."""
+    if rc != 0:
+        said = [line for line in stderr.splitlines() if line]
+        return (f"{storage['failure']}: {said[-1] if said else f'exit {rc}'}; set"
+                " container_runtime_podman_storage_driver (vfs works on any filesystem)"), ""
+    return None, f"podman storage: {stdout.strip() or storage['shown']}{storage['tail']}"
+
+
 def plan(facts: dict, settings: dict) -> dict:
     """One host's probe (engines, nvidia, infiniband_devices, memlock, pids_controller, systemd,
     storage, images_missing, file_state, rdma_cdi as cdi_spec plans it, daemon_json as read) +
     the role's settings (SETTINGS) -> what the role does here.
 
     Returns ``engine``, ``gpu``, ``packages``, ``install_engine``, ``install`` (the engine or
-    NVIDIA's toolkit), ``setup_tasks`` (the OS family's install tasks), ``pids_limit`` (None: no
-    line), ``memlock_why``, ``storage`` (storage_plan), ``dirs`` (of the drop-ins),
-    ``templates`` (the drop-ins the role renders: [{path, src}]), ``files`` (those rendered
-    here: the RDMA CDI spec, enroot's: [{path, mode, content}]), ``rdma_cdi_content`` (the
-    spec's text, None: remove it), ``enroot_files`` and ``enroot_dirs``, ``nvidia_cdi``,
-    ``nvidia_source``, ``daemon_json`` (its text, None: not docker), ``images_to_copy`` and
-    ``image_dirs``, ``cdi`` ({engine, ready, verify}), ``verify`` (verify_plan), ``drift``
-    (anything to do, but for the rendered drop-ins, which the role compares) and ``drift_why``,
-    ``errors`` (what to refuse, one line each), ``report`` (the host's report where nothing
-    converges) and ``report_converging`` (where something does: podman info reports the storage
-    then).
+    NVIDIA's toolkit), ``apt_module`` (the apt module may run: python3-apt there, or not under
+    --check), ``apt_install_engine`` (both), ``apt_cache_valid_time`` (0 where apt's index has no candidate for the engine),
+    ``docker_cli_check``, ``setup_tasks`` (the OS family's install tasks), ``pids_limit``
+    (None: no line), ``memlock_why``, ``storage`` (storage_plan, with ``conf_text``,
+    ``ask_podman`` and ``info_argv``), ``dirs`` (of the drop-ins), ``dropins`` and
+    ``systemd_dropin`` (rdmaprov's drop-ins: [{path, mode, content}]), ``files`` (the RDMA CDI
+    spec, enroot's: [{path, mode, content}]), ``file_dirs``, ``remove`` (the RDMA CDI spec
+    when nothing goes in it), ``rdma_cdi_content`` (the spec's text, None: remove it),
+    ``nvidia_cdi``, ``nvidia_source``, ``daemon_json`` (its text, None: not docker),
+    ``images_to_copy``, ``image_dirs`` and ``images_to_load``, ``cdi`` ({engine, ready,
+    verify}), ``verify`` (verify_plan), ``drift`` (anything to do) and ``drift_why``,
+    ``errors`` (what to refuse, one line each) and ``refusal`` (them in one line), ``report``
+    (the host's report lines: where something converges, and not under --check, without
+    podman's storage, which podman info reports then).
     """
     host = settings.get("host") or "?"
     engines = facts.get("engines") or {}
@@ -340,11 +467,18 @@ def plan(facts: dict, settings: dict) -> dict:
     install_engine = bool(settings.get("install")) and engine != "none"
     systemd = bool(facts.get("systemd"))
 
-    templates = [{"path": settings.get("limits_file"), "src": "limits-memlock.conf.j2"}]
-    if systemd:
-        templates.append({"path": settings.get("systemd_dropin"), "src": "systemd-memlock.conf.j2"})
+    managed = settings.get("managed") or "Ansible managed"
+    pids = pids_limit(settings.get("pids_limit", "auto"), bool(facts.get("pids_controller")))
+    # rdmaprov's drop-ins, as the configure tasks write them (the systemd one re-executes
+    # systemd, so it comes apart from the others).
+    dropins = [{"path": settings.get("limits_file"), "mode": "0644",
+                "content": limits_conf(managed)}]
     if engine == "podman":
-        templates.append({"path": settings.get("podman_conf"), "src": "podman-containers.conf.j2"})
+        dropins.append({"path": settings.get("podman_conf"), "mode": "0644",
+                        "content": podman_conf(managed, str(settings.get("memlock")), pids,
+                                               bool(facts.get("pids_controller")))})
+    systemd_dropin = ([{"path": settings.get("systemd_dropin"), "mode": "0644",
+                        "content": systemd_conf(managed)}] if systemd else [])
 
     content = rdma.get("content") if rdma else None
     enroot_files = [{"path": path, "mode": "0644", "content": text}
@@ -365,7 +499,11 @@ def plan(facts: dict, settings: dict) -> dict:
     text, json_error = (daemon_json(settings, gpu, bool(rdma.get("docker_feature")),
                                     facts.get("daemon_json") or {})
                         if engine == "docker" else (None, None))
-    images_to_copy = [i for i in settings.get("images") or [] if "src" in i]
+    container_engine = engine in ENGINES
+    # No engine: no image to copy or load.
+    images = (settings.get("images") or []) if container_engine else []
+    images_to_copy = [i for i in images if "src" in i]
+    missing = facts.get("images_missing") or []
 
     errors = []
     if engine != "none" and not settings.get("install") and engine not in engines:
@@ -395,7 +533,8 @@ def plan(facts: dict, settings: dict) -> dict:
     if images_to_copy:
         drift_why.append("image files are copied from the control host")
     drift_why += [f"image {name} is missing" for name in facts.get("images_missing") or []]
-    drift_why += state_drift.compare(facts.get("file_state") or {}, {}, files, [])
+    drift_why += state_drift.compare(facts.get("file_state") or {}, {},
+                                     dropins + systemd_dropin + files, [])
     drift_why += list(rdma.get("drift") or [])
     drift = bool(drift_why)
 
@@ -417,30 +556,65 @@ def plan(facts: dict, settings: dict) -> dict:
     report = converging + ([storage["report"]] if engine == "podman" else []) + tail
 
     memlock_note = f" ({why_memlock if not memlock.get('can_raise') else 'memlock policy host'})"
+    storage.update(
+        conf_text=(storage_conf(managed, storage) if storage["write_conf"] else None),
+        # Read-only; not under --check, where a storage.conf to be written is not there yet.
+        ask_podman=engine == "podman" and not settings.get("check_mode"),
+        info_argv=["podman", "info", "--format", "{{.Store.GraphDriverName}}"])
+    apt = settings.get("os_family") != "RedHat"
+    # A fresh image can carry an index that is recent by its date but lists nothing: then
+    # the install refreshes it whatever its age.
+    candidate = facts.get("apt_candidate")
+    engine_packages = packages(settings, engine, storage["driver"])
+    apt_module = bool(settings.get("python_apt", True)) or not settings.get("check_mode")
     return {
-        "engine": engine, "gpu": gpu, "container_engine": engine in ENGINES,
-        "packages": packages(settings, engine, storage["driver"]),
+        "engine": engine, "gpu": gpu, "container_engine": container_engine,
+        "packages": engine_packages,
         "install_engine": install_engine, "install": install_engine or gpu,
+        # Without python3-apt the apt module installs it, which --check must not.
+        "apt_module": apt_module,
+        "apt_install_engine": install_engine and apt_module,
+        "apt_cache_valid_time": (settings.get("apt_cache_valid_time")
+                                 if candidate or not (apt and install_engine) else 0),
+        # Debian 13 split docker's client out of docker.io: whether to look for docker-cli
+        # after the install (the role's own docker packages stay as given).
+        "docker_cli_check": (apt and install_engine and engine == "docker"
+                             and not settings.get("docker_packages")),
         # The install tasks of the OS family (Debian's where there are none of its own).
         "setup_tasks": ("setup-RedHat.yml" if settings.get("os_family") == "RedHat"
                         else "setup-Debian.yml"),
         "start_docker": engine == "docker" and systemd,
-        "pids_limit": pids_limit(settings.get("pids_limit", "auto"),
-                                 bool(facts.get("pids_controller"))),
+        "pids_limit": pids,
         "pids_controller": bool(facts.get("pids_controller")),
         "memlock_why": why_memlock, "storage": storage, "systemd": systemd,
-        "dirs": [posixpath.dirname(t["path"]) for t in templates],
-        "templates": templates, "files": files, "rdma_cdi": bool(settings.get("rdma_cdi")),
+        # The directories of the drop-ins, of the RDMA CDI spec and of enroot's files.
+        "dirs": ([posixpath.dirname(t["path"]) for t in dropins[:1] + systemd_dropin + dropins[1:]]
+                 + list(dict.fromkeys(posixpath.dirname(f["path"]) for f in files))),
+        "dropins": dropins, "systemd_dropin": systemd_dropin, "files": files,
+        # What the role writes as the plan renders it ({path, mode, content}): the drop-ins but
+        # systemd's (which re-executes systemd), storage.conf where there is none yet, the RDMA
+        # CDI spec and enroot's files.
+        "writes": (dropins + ([{"path": storage["conf_path"], "mode": "0644",
+                                "content": storage["conf_text"]}] if storage["write_conf"] else [])
+                   + files),
         "rdma_cdi_content": content,
-        "enroot_files": enroot_files,
-        "enroot_dirs": list(dict.fromkeys(posixpath.dirname(f["path"]) for f in enroot_files)),
+        # The RDMA CDI spec to remove (nothing to put in it).
+        "remove": ([settings.get("rdma_cdi_spec")]
+                   if settings.get("rdma_cdi") and content is None else []),
         "nvidia_cdi": gpu and settings.get("nvidia_mode") in ("cdi", "both"),
         "nvidia_source": nvidia_source(settings),
         "daemon_json": text,
         "images_to_copy": images_to_copy,
         "image_dirs": list(dict.fromkeys(posixpath.dirname(i["archive"]) for i in images_to_copy)),
+        # The images the engine did not have when probed: loaded from their files.
+        "images_to_load": [{"name": i.get("name"), "archive": i.get("archive"),
+                            "format": i.get("format") or "auto"}
+                           for i in images if i.get("name") in missing],
         "cdi": cdi,
         "verify": verify_plan(settings, facts, engine, cdi, memlock_note),
         "drift": drift, "drift_why": drift_why, "errors": errors,
-        "report": report, "report_converging": converging + tail,
+        "refusal": "; ".join(errors),
+        # Where something converges (and not under --check), podman info reports podman's
+        # storage (configure.yml), so the plan's line for it goes.
+        "report": converging + tail if drift and not settings.get("check_mode") else report,
     }

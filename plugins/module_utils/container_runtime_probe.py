@@ -207,6 +207,13 @@ def rdma_cdi(settings, found_engines):
     return out
 
 
+def apt_candidate(package):
+    """Whether apt's index has a candidate for PACKAGE (a fresh image's index can be recent by
+    its date and list nothing); False where apt-cache is missing or fails."""
+    out = run(["apt-cache", "policy", package]) if shutil.which("apt-cache") else None
+    return bool(out) and "Candidate:" in out and "Candidate: (none)" not in out
+
+
 def read_text(path):
     """{text} of a file, {text: None} when absent, {error} when unreadable (daemon.json)."""
     try:

@@ -19,7 +19,10 @@ description:
     packages, podman's storage driver, the files to write, docker's daemon.json, the check
     container, what differs, what to refuse and why, the report lines - so that the role acts
     only on what the plan says. The engine, the images, the RDMA CDI spec and the files read
-    then come from O(settings) (O(engine), O(images), O(rdma_cdi) and O(files) are not needed).
+    then come from O(settings) (O(engine), O(images), O(rdma_cdi) and O(files) are not needed);
+    the plan renders rdmaprov's drop-ins and compares them with the files read. On a Debian
+    family host where the role installs the engine, it also asks apt whether its index has a
+    candidate for the engine's package (C(apt-cache policy), read-only).
 version_added: "0.2.0"
 author: rdmaprov developers (!UNKNOWN)
 options:
@@ -189,6 +192,18 @@ options:
         type: list
         elements: str
         default: []
+      managed:
+        description: The first comment line of rdmaprov's drop-ins (Ansible's DEFAULT_MANAGED_STR, as ansible_managed).
+        type: str
+        default: Ansible managed
+      python_apt:
+        description: Whether python3-apt is there (the preflight role's fact); without it the apt module installs it, which --check must not.
+        type: bool
+        default: true
+      apt_cache_valid_time:
+        description: container_runtime_apt_cache_valid_time.
+        type: int
+        default: 3600
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - rdmaprov.cluster.state_probe
@@ -233,18 +248,22 @@ rdma_cdi:
 plan:
   description:
     - "What the container_runtime role does here (C(plan) in module_utils/container_runtime.py).
-      Keys: engine, gpu, container_engine, packages, install_engine, install, setup_tasks,
-      start_docker, pids_limit, pids_controller, memlock_why, storage, systemd, dirs, templates,
-      files, rdma_cdi, rdma_cdi_content, enroot_files, enroot_dirs, nvidia_cdi, nvidia_source,
-      daemon_json,
-      images_to_copy, image_dirs, cdi, verify, drift, drift_why, errors, report,
-      report_converging."
+      Keys: engine, gpu, container_engine, packages, install_engine, install, apt_module,
+      apt_install_engine, apt_cache_valid_time, docker_cli_check, setup_tasks, start_docker,
+      pids_limit, pids_controller, memlock_why, storage, systemd, dirs, dropins,
+      systemd_dropin, files, writes, rdma_cdi_content, remove, nvidia_cdi, nvidia_source,
+      daemon_json, images_to_copy, image_dirs, images_to_load, cdi, verify, drift, drift_why,
+      errors, refusal, report."
   returned: when O(settings) is given
   type: dict
 daemon_json:
   description: docker's daemon.json as read (C(text), null when absent; C(error) when unreadable).
   returned: when O(settings) is given and the engine is docker
   type: dict
+apt_candidate:
+  description: Whether apt's index has a candidate for the engine's first package (C(apt-cache policy)).
+  returned: when O(settings) is given, the role installs the engine and the OS family is not RedHat
+  type: bool
 images_missing:
   description: The O(images) the engine does not have.
   returned: always
@@ -298,6 +317,9 @@ def main() -> None:
     if settings is not None:
         if engine == "docker":
             result["daemon_json"] = probe.read_text(settings["docker_daemon_json"])
+        if settings["install"] and engine != "none" and settings["os_family"] != "RedHat":
+            result["apt_candidate"] = probe.apt_candidate(
+                container_runtime.engine_packages(result, settings)[0])
         try:
             result["plan"] = container_runtime.plan(result, settings)
         except (ValueError, KeyError, TypeError) as exc:

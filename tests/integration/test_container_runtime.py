@@ -275,7 +275,9 @@ def test_check_image_from_a_docker_archive_or_none(lab, tmp_path: Path) -> None:
 # -- the RDMA CDI spec: what a job's container gets ---------------------------------------------
 
 CDI_SPEC = "/etc/cdi/rdmaprov-rdma.yaml"
-SPEC_TASK = "container_runtime : Write the RDMA CDI spec (regenerated when the HCAs change)"
+# The task that writes what the plan renders: the drop-ins, storage.conf, the spec, enroot's.
+SPEC_TASK = ("container_runtime : Write the drop-ins, storage.conf, the RDMA CDI spec and"
+             " enroot's files")
 
 
 def apply_with_nccl_env(lab, tmp: Path, extravars: dict, check: bool = False,
@@ -294,6 +296,15 @@ def _changed_tasks(events: list, host: str) -> list[str]:
     return [f"{d.get('role')} : {d.get('task')}" for ev in events
             for d in [ev.get("event_data") or {}]
             if ev.get("event") == "runner_on_ok" and d.get("host") == host
+            and (d.get("res") or {}).get("changed")]
+
+
+def _changed_items(events: list, host: str, task: str) -> list[str]:
+    """The items (their paths) a looped task changed on the host."""
+    return [str(((d.get("res") or {}).get("item") or {}).get("path")) for ev in events
+            for d in [ev.get("event_data") or {}]
+            if ev.get("event") == "runner_item_on_ok" and d.get("host") == host
+            and f"{d.get('role')} : {d.get('task')}" == task
             and (d.get("res") or {}).get("changed")]
 
 
@@ -331,6 +342,7 @@ def test_cdi_spec_gives_a_users_container_the_hosts_nccl_settings(lab, tmp_path:
     dry = apply_with_nccl_env(lab, tmp_path, LAB_VARS, check=True, events=dry_events, limit=node)
     assert dry.ok
     assert _changed_tasks(dry_events, node) == [SPEC_TASK]
+    assert _changed_items(dry_events, node, SPEC_TASK) == [CDI_SPEC]
     assert lab.exec(node, ["test", "-e", CDI_SPEC], check=False).returncode == 1
     fixed = apply_with_nccl_env(lab, tmp_path, LAB_VARS, limit=node)
     assert fixed.ok and lab.exec(node, ["cat", CDI_SPEC]).stdout == spec

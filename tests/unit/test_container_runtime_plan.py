@@ -39,8 +39,26 @@ def settings(**over) -> dict:
     return out
 
 
+# rdmaprov's drop-ins as the role's templates wrote them (ansible_managed at its default).
+LIMITS = ("# Ansible managed\n# RDMA pins memory: unlimited locked memory for every login ('*'"
+          " does not cover root).\n*    soft memlock unlimited\n*    hard memlock unlimited\n"
+          "root soft memlock unlimited\nroot hard memlock unlimited\n")
+SYSTEMD = ("# Ansible managed\n# RDMA pins memory: unlimited locked memory for services (the"
+           " engine daemons, slurmd).\n[Manager]\nDefaultLimitMEMLOCK=infinity\n")
+# memlock host, the engine's pids limit left alone.
+PODMAN_HOST = "# Ansible managed\n[containers]\n"
+
+
+def file_state(texts: dict) -> dict:
+    """The probe's file_state (state_drift.read_files) for files with these texts, root 0644."""
+    return {path: {"exists": True, "sha1": collection.state_drift.sha1(text.encode()),
+                   "mode": "0644", "owner": "root", "group": "root"}
+            for path, text in texts.items()}
+
+
 # A lab node as the probe reads it: podman installed, no GPU, no /dev/infiniband, a hard memlock
-# limit it cannot raise (no CAP_SYS_RESOURCE), ext4 under podman's storage, systemd.
+# limit it cannot raise (no CAP_SYS_RESOURCE), ext4 under podman's storage, systemd, and
+# rdmaprov's drop-ins as a converge with memlock host left them.
 LAB_NODE = {
     "engines": {"podman": {"path": "/usr/bin/podman", "version": "4.3.1", "usable": True}},
     "nvidia": {"gpus": 0, "driver": False, "ctk": None, "peermem": False},
@@ -54,7 +72,9 @@ LAB_NODE = {
                 "fstype": "ext4", "fuse_overlayfs": None, "auto_driver": "",
                 "auto_why": "/var/lib/containers/storage is on ext4 (/var/lib/containers)"},
     "images_missing": [],
-    "file_state": {},
+    "file_state": file_state({DEFAULTS["container_runtime_limits_file"]: LIMITS,
+                              DEFAULTS["container_runtime_systemd_dropin"]: SYSTEMD,
+                              DEFAULTS["container_runtime_podman_conf"]: PODMAN_HOST}),
 }
 
 
@@ -172,7 +192,15 @@ def test_overlayfs_root_gets_fuse_overlayfs_through_the_overlay_driver() -> None
     st = plan["storage"]
     assert (st["driver"], st["conf_driver"], st["mount_program"]) == (
         "fuse-overlayfs", "overlay", "/usr/bin/fuse-overlayfs")
-    assert st["write_conf"] and not st["edit_conf"] and not st["edit_mount_program"]
+    assert st["write_conf"] and st["edits"] == []
+    # Written whole where there is none: overlay with fuse-overlayfs as its mount program.
+    assert st["conf_text"] == (
+        "# Ansible managed\n# containers-storage: where podman keeps images and containers, and"
+        ' with which driver.\n[storage]\ndriver = "overlay"\nrunroot = "/run/containers/storage"'
+        '\ngraphroot = "/var/lib/containers/storage"\n\n[storage.options.overlay]\n'
+        'mount_program = "/usr/bin/fuse-overlayfs"\n')
+    assert {"path": "/etc/containers/storage.conf", "mode": "0644",
+            "content": st["conf_text"]} in plan["writes"]
     assert plan["packages"] == ["podman", "runc", "fuse-overlayfs"]
     assert plan["drift"] and any("storage driver" in w for w in plan["drift_why"])
     assert st["report"] == ("podman storage: fuse-overlayfs (set by rdmaprov: "
@@ -183,19 +211,33 @@ def test_overlayfs_root_gets_fuse_overlayfs_through_the_overlay_driver() -> None
 def test_a_sites_storage_conf_is_edited_not_replaced() -> None:
     store = _overlay(None)
     store["conf"]["exists"] = True
-    st = cr.plan(facts(storage=store), settings())["storage"]
+    plan = cr.plan(facts(storage=store), settings())
+    st = plan["storage"]
     assert st["driver"] == "vfs" and st["conf_driver"] == "vfs"
-    assert st["edit_conf"] and not st["write_conf"] and not st["edit_mount_program"]
+    assert not st["write_conf"] and st["conf_text"] is None
+    assert "/etc/containers/storage.conf" not in [w["path"] for w in plan["writes"]]
+    # Only the driver line, under [storage].
+    assert st["edits"] == [{"regexp": r"^\s*driver\s*=", "line": 'driver = "vfs"',
+                            "after": r"^\[storage\]\s*$"}]
     assert st["mount_program"] == cr.FUSE_MOUNT_PROGRAM
     fuse = cr.plan(facts(storage=store), settings(podman_storage_driver="fuse-overlayfs"))
-    assert fuse["storage"]["edit_mount_program"]
+    # fuse-overlayfs: the overlay driver, and its mount program in [storage.options.overlay]
+    # (the section added at the end where the file has none).
+    assert fuse["storage"]["edits"] == [
+        {"regexp": r"^\s*driver\s*=", "line": 'driver = "overlay"',
+         "after": r"^\[storage\]\s*$"},
+        {"regexp": r"^\[storage\.options\.overlay\]\s*$", "line": "[storage.options.overlay]",
+         "after": "EOF"},
+        {"regexp": r"^\s*#?\s*mount_program\s*=",
+         "line": f'mount_program = "{cr.FUSE_MOUNT_PROGRAM}"',
+         "after": r"^\[storage\.options\.overlay\]\s*$"}]
     assert fuse["storage"]["why"] == "container_runtime_podman_storage_driver is fuse-overlayfs"
 
 
 def test_podmans_own_choice_on_ext4_is_reported_not_set() -> None:
     plan = cr.plan(facts(), settings())
     st = plan["storage"]
-    assert st["driver"] == "" and not (st["write_conf"] or st["edit_conf"])
+    assert st["driver"] == "" and not st["write_conf"] and st["edits"] == []
     assert st["report"] == ("podman storage: as configured (podman's own choice: "
                             "/var/lib/containers/storage is on ext4 (/var/lib/containers))")
     assert st["failure"] == ("node1: podman cannot use its storage (driver of podman's own "
@@ -232,6 +274,82 @@ def test_an_engine_missing_without_install_and_a_gpu_missing_are_refused() -> No
     assert cr.plan(facts(engines={}), settings(memlock="host"))["errors"] == []
     assert cr.plan(facts(engines={}), settings(memlock="host", install=False,
                                                engine="none"))["errors"] == []
+
+
+def test_the_refusal_is_every_error_in_one_line() -> None:
+    plan = cr.plan(facts(engines={}), settings(install=False, nvidia=True))
+    assert len(plan["errors"]) == 3 and plan["refusal"] == "; ".join(plan["errors"])
+    assert cr.plan(facts(), settings(memlock="host"))["refusal"] == ""
+
+
+# -- the install -----------------------------------------------------------------------------------
+
+def test_apt_runs_without_python3_apt_only_outside_check_mode() -> None:
+    assert cr.plan(facts(), settings(python_apt=True, check_mode=True))["apt_module"]
+    assert cr.plan(facts(), settings(python_apt=False))["apt_module"]
+    assert not cr.plan(facts(), settings(python_apt=False, check_mode=True))["apt_module"]
+    # The engine through apt: only where it installs the engine at all.
+    assert cr.plan(facts(), settings(python_apt=False))["apt_install_engine"]
+    assert not cr.plan(facts(), settings(python_apt=False, check_mode=True))["apt_install_engine"]
+    assert not cr.plan(facts(), settings(install=False))["apt_install_engine"]
+
+
+def test_an_index_without_the_engine_is_refreshed_whatever_its_age() -> None:
+    def valid(f, **s):
+        return cr.plan(f, settings(memlock="host", **s))["apt_cache_valid_time"]
+    assert valid(facts(apt_candidate=True)) == DEFAULTS["container_runtime_apt_cache_valid_time"]
+    assert valid(facts(apt_candidate=True), apt_cache_valid_time=60) == 60
+    assert valid(facts(apt_candidate=False)) == 0
+    # Not asked (the probe asks only where apt installs the engine): the setting stands.
+    assert valid(facts(), os_family="RedHat") == 3600
+    assert valid(facts(), install=False) == 3600
+    # The package the probe asks apt about: the engine's first, as the plan installs it.
+    assert cr.engine_packages(facts(), settings()) == ["podman", "runc"]
+    over = facts(storage=_overlay("/usr/bin/fuse-overlayfs"))
+    assert cr.engine_packages(over, settings()) == cr.plan(over, settings())["packages"]
+    docker = {"docker": {"path": "/usr/bin/docker", "version": "26.1.5", "usable": True}}
+    assert cr.engine_packages(facts(engines=docker), settings()) == ["docker.io"]
+
+
+def test_apt_candidate_reads_apt_cache_policy(monkeypatch) -> None:
+    asked = []
+
+    def policy(out):
+        monkeypatch.setattr(crp, "run", lambda argv: asked.append(argv) or out)
+        return crp.apt_candidate("podman")
+    monkeypatch.setattr(crp.shutil, "which", lambda name: "/usr/bin/" + name)
+    assert policy("podman:\n  Installed: (none)\n  Candidate: 4.3.1+ds1-8+deb12u1\n")
+    assert asked == [["apt-cache", "policy", "podman"]]
+    assert not policy("podman:\n  Installed: (none)\n  Candidate: (none)\n")
+    assert not policy("") and not policy(None)
+    monkeypatch.setattr(crp.shutil, "which", lambda name: None)
+    asked.clear()
+    assert not policy("Candidate: 1") and asked == []
+
+
+def test_docker_cli_is_looked_for_only_where_apt_installs_docker_io() -> None:
+    docker = facts(engines={})
+    assert cr.plan(docker, settings(engine="docker"))["docker_cli_check"]
+    assert not cr.plan(docker, settings(engine="docker", docker_packages=["docker-ce"]))[
+        "docker_cli_check"]
+    assert not cr.plan(docker, settings(engine="docker", os_family="RedHat"))["docker_cli_check"]
+    assert not cr.plan(docker, settings(engine="docker", install=False))["docker_cli_check"]
+    assert not cr.plan(docker, settings())["docker_cli_check"]
+
+
+def test_the_missing_images_are_loaded_from_their_files() -> None:
+    images = [{"name": "localhost/w:1", "archive": "/srv/w.tar"},
+              {"name": "localhost/r:1", "archive": "/srv/r.tar", "format": "rootfs"},
+              {"name": "localhost/here:1", "archive": "/srv/here.tar"}]
+    plan = cr.plan(facts(images_missing=["localhost/w:1", "localhost/r:1"]),
+                   settings(memlock="host", images=images))
+    assert plan["images_to_load"] == [
+        {"name": "localhost/w:1", "archive": "/srv/w.tar", "format": "auto"},
+        {"name": "localhost/r:1", "archive": "/srv/r.tar", "format": "rootfs"}]
+    # No engine to load them into: no image is copied or loaded.
+    none = cr.plan(facts(images_missing=[]), settings(
+        memlock="host", engine="none", images=[{**images[0], "src": "/srv/w.tar"}]))
+    assert none["images_to_load"] == none["images_to_copy"] == none["image_dirs"] == []
 
 
 # -- docker's daemon.json -----------------------------------------------------------------------
@@ -290,17 +408,48 @@ def test_daemon_json_that_is_not_json_is_refused_in_one_line() -> None:
 def test_a_converged_lab_node_has_nothing_to_do() -> None:
     plan = cr.plan(facts(), settings(memlock="host"))
     assert not plan["drift"] and plan["drift_why"] == []
-    assert plan["templates"] == [
-        {"path": DEFAULTS["container_runtime_limits_file"], "src": "limits-memlock.conf.j2"},
-        {"path": DEFAULTS["container_runtime_systemd_dropin"], "src": "systemd-memlock.conf.j2"},
-        {"path": DEFAULTS["container_runtime_podman_conf"], "src": "podman-containers.conf.j2"}]
+    assert plan["dropins"] == [
+        {"path": DEFAULTS["container_runtime_limits_file"], "mode": "0644", "content": LIMITS},
+        {"path": DEFAULTS["container_runtime_podman_conf"], "mode": "0644",
+         "content": PODMAN_HOST}]
+    assert plan["systemd_dropin"] == [
+        {"path": DEFAULTS["container_runtime_systemd_dropin"], "mode": "0644",
+         "content": SYSTEMD}]
+    assert plan["writes"] == plan["dropins"] and plan["images_to_load"] == []
     assert plan["dirs"] == ["/etc/security/limits.d", "/etc/systemd/system.conf.d",
                             "/etc/containers/containers.conf.d"]
     # No systemd, docker: neither its drop-in nor podman's.
     docker = {"docker": {"path": "/usr/bin/docker", "version": "26.1.5", "usable": True}}
     other = cr.plan(facts(systemd=False, engines=docker), settings(memlock="host"))
-    assert [t["src"] for t in other["templates"]] == ["limits-memlock.conf.j2"]
+    assert [t["path"] for t in other["writes"]] == [DEFAULTS["container_runtime_limits_file"]]
+    assert other["systemd_dropin"] == []
     assert other["dirs"] == ["/etc/security/limits.d"] and not other["start_docker"]
+
+
+def test_the_drop_ins_as_the_templates_wrote_them() -> None:
+    podman = DEFAULTS["container_runtime_podman_conf"]
+
+    def conf(f=None, **s):
+        return {d["path"]: d["content"] for d in cr.plan(f or facts(), settings(**s))["dropins"]}
+    # memlock unlimited: the engine's default ulimits; no pids controller: pids_limit 0, and why.
+    assert conf(facts(pids_controller=False))[podman] == (
+        '# Ansible managed\n[containers]\n# RDMA pins memory.\ndefault_ulimits = '
+        '["memlock=-1:-1"]\n# This host\'s cgroup has no pids controller: any pids limit makes'
+        ' every container fail to start.\npids_limit = 0\n')
+    assert conf(memlock="host", pids_limit=2048)[podman] == (
+        "# Ansible managed\n[containers]\npids_limit = 2048\n")
+    # A site's ansible_managed heads each of them.
+    mine = conf(memlock="host", managed="managed by the site's Ansible")
+    assert mine[DEFAULTS["container_runtime_limits_file"]] == LIMITS.replace(
+        "Ansible managed", "managed by the site's Ansible")
+    # A drop-in that differs, or is gone, is something to do.
+    state = dict(LAB_NODE["file_state"])
+    del state[podman]
+    changed = {**state, DEFAULTS["container_runtime_limits_file"]: {
+        **state[DEFAULTS["container_runtime_limits_file"]], "sha1": "0" * 40}}
+    plan = cr.plan(facts(file_state=changed), settings(memlock="host"))
+    assert plan["drift_why"] == [f"{DEFAULTS['container_runtime_limits_file']}: content differs",
+                                 f"{podman}: not probed"]
 
 
 def test_each_thing_to_do_is_drift() -> None:
@@ -335,13 +484,15 @@ def test_the_rdma_cdi_spec_and_enroots_files_are_written_and_compared(gpu_host) 
     f2 = {**f, "engines": engines, "rdma_cdi": rdma}
     paths = cr.probed_paths(s)
     plan2 = cr.plan(f2, s)
-    assert [e["path"] for e in plan2["enroot_files"]] == cr.enroot_paths(s)
-    assert plan2["enroot_dirs"] == [s["enroot_conf_dir"] + "/mounts.d",
-                                    s["enroot_conf_dir"] + "/environ.d"]
+    assert [e["path"] for e in plan2["files"]] == [spec_path, *cr.enroot_paths(s)]
+    # Written after the drop-ins, in their directories (the spec's, enroot's two).
+    assert plan2["writes"] == plan2["dropins"] + plan2["files"]
+    assert plan2["dirs"][-3:] == [str(Path(spec_path).parent), s["enroot_conf_dir"] + "/mounts.d",
+                                  s["enroot_conf_dir"] + "/environ.d"]
+    assert plan2["remove"] == []
     assert set(paths) >= {spec_path, *cr.enroot_paths(s)}
     written = {e["path"]: e["content"] for e in plan2["files"]}
-    state = {p: {"exists": True, "sha1": collection.state_drift.sha1(t.encode()), "mode": "0644"}
-             for p, t in written.items()}
+    state = {**LAB_NODE["file_state"], **file_state(written)}
     plan3 = cr.plan({**f2, "file_state": state}, s)
     assert plan3["drift_why"] == ["docker's daemon.json and daemon are not probed",
                                   "NVIDIA's toolkit and CDI spec are not probed"]
@@ -354,7 +505,7 @@ def test_no_rdma_cdi_plans_no_spec() -> None:
                                   DEFAULTS["container_runtime_systemd_dropin"],
                                   DEFAULTS["container_runtime_podman_conf"]]
     plan = cr.plan(facts(), s)
-    assert plan["files"] == [] and plan["rdma_cdi_content"] is None and not plan["rdma_cdi"]
+    assert plan["files"] == [] and plan["rdma_cdi_content"] is None and plan["remove"] == []
     assert not plan["cdi"]["ready"] and not plan["verify"]["cdi"]
 
 
@@ -366,13 +517,18 @@ def test_the_lab_nodes_report_lines() -> None:
                "/var/lib/containers/storage is on ext4 (/var/lib/containers))")
     memlock = ("memlock cannot be made unlimited here: hard limit 8192 KiB, no CAP_SYS_RESOURCE:"
                " containers keep the host limit (engine default ulimits not written)")
+    # Nothing converges: the plan's line for podman's storage.
     assert plan["report"] == [cr.NO_GPU, cr.NO_IB, memlock, storage]
-    assert plan["report_converging"] == [cr.NO_GPU, cr.NO_IB, memlock]
+    # Something converges: podman info reports the storage then, so the plan's line goes; not
+    # under --check, where podman is not asked.
+    gone = facts(images_missing=["localhost/w:1"])
+    assert cr.plan(gone, settings(memlock="host"))["report"] == [cr.NO_GPU, cr.NO_IB, memlock]
+    assert cr.plan(gone, settings(memlock="host", check_mode=True))["report"] == plan["report"]
+    tail = ("podman container: not checked: container_runtime_verify_image is empty, so memlock"
+            " and /dev/infiniband inside containers are unproven on this host")
     empty = cr.plan(facts(), settings(memlock="host", verify_image=""))
-    assert empty["report"][-1] == (
-        "podman container: not checked: container_runtime_verify_image is empty, so memlock"
-        " and /dev/infiniband inside containers are unproven on this host")
-    assert empty["report_converging"][-1] == empty["report"][-1]
+    assert empty["report"][-1] == tail
+    assert cr.plan(gone, settings(memlock="host", verify_image=""))["report"][-1] == tail
     assert not empty["verify"]["run"]
 
 
@@ -444,6 +600,94 @@ def test_check_container_with_the_devices_one_by_one(gpu_host) -> None:
     assert not cr.plan(facts(), settings(check_mode=True))["verify"]["run"]
 
 
+# -- what the check container and podman info say (container_runtime_verify) ----------------------
+
+def _check_out(memlock: str, ib: str, nccl: list[str] = (), conf: str = "") -> str:
+    return "\n".join([f"memlock={memlock}", f"ib={ib}", f"conf={conf}"]
+                     + [f"nccl={n}" for n in nccl]) + "\n"
+
+
+def test_the_check_container_is_judged_on_what_it_saw(gpu_host) -> None:
+    lab = cr.plan(facts(), settings(memlock="host", rdma_cdi=False))["verify"]
+    # The lab node: no /dev/infiniband, the host's limit.
+    assert cr.judge_check(lab, 0, _check_out("8192", ""), "") == (None, (
+        "podman container: ulimit -l 8192 (memlock cannot be made unlimited here: hard limit 8192"
+        " KiB, no CAP_SYS_RESOURCE); /dev/infiniband: not applicable on this host: no"
+        " /dev/infiniband"))
+    # Did not start: the last line it said, or none; timed out; the registry hint.
+    assert cr.judge_check(lab, 125, "", "Trying to pull\nError: no such host\n\n") == ((
+        "node1: a podman container with image docker.io/library/busybox:1.36 did not start"
+        " (exit 125): Error: no such host" + cr.NO_REGISTRY), "")
+    assert cr.judge_check(lab, 124, "", "")[0].endswith("(timed out): no message" + cr.NO_REGISTRY)
+    # Devices it should not see.
+    assert cr.judge_check(lab, 0, _check_out("8192", "uverbs0 "), "")[0] == (
+        "node1: the container sees memlock 8192, /dev/infiniband [uverbs0]; the host has 0 RDMA"
+        " device files")
+    # Through the spec: the devices, the NCCL settings and unlimited memlock, in any order.
+    f, s = gpu_host["facts"], gpu_host["settings"]
+    v = cr.plan(f, {**s, "engine": "podman"})["verify"]
+    ib = " ".join(reversed(v["wanted_ib"])) + " "
+    nccl = list(reversed(v["wanted_nccl"]))
+    failure, report = cr.judge_check(v, 0, _check_out("unlimited", ib, nccl, "/etc/nccl.conf"), "")
+    assert failure is None and report == (
+        f"podman container with rdmaprov.io/rdma=all: ulimit -l unlimited; /dev/infiniband:"
+        f" {ib.strip()}; /etc/nccl.conf: 2 NCCL settings, as on the host"
+        " (NCCL_CONF_FILE=/etc/nccl.conf)")
+    failure, _ = cr.judge_check(v, 0, _check_out("8192", ib, nccl[:1]), "")
+    assert failure == (f"node1: the container sees memlock 8192, /dev/infiniband [{ib.strip()}]"
+                       f" and NCCL settings [{nccl[0]}]" + v["wanted"])
+    assert cr.judge_check(v, 0, _check_out("unlimited", ib, nccl[:1]), "")[0] is not None
+
+
+def test_podmans_storage_is_judged_on_what_podman_info_said() -> None:
+    st = cr.plan(facts(), settings(memlock="host"))["storage"]
+    assert st["ask_podman"] and st["info_argv"] == ["podman", "info", "--format",
+                                                    "{{.Store.GraphDriverName}}"]
+    assert not cr.plan(facts(), settings(check_mode=True))["storage"]["ask_podman"]
+    assert cr.judge_storage(st, 0, "overlay\n", "") == (None, (
+        "podman storage: overlay (podman's own choice: /var/lib/containers/storage is on ext4"
+        " (/var/lib/containers))"))
+    assert cr.judge_storage(st, 0, "", "")[1] == st["report"]
+    said = "time=x level=error\nError: 'overlay' is not supported over overlayfs\n"
+    assert cr.judge_storage(st, 125, "", said) == ((
+        "node1: podman cannot use its storage (driver of podman's own choice,"
+        " /var/lib/containers/storage on ext4): Error: 'overlay' is not supported over overlayfs;"
+        " set container_runtime_podman_storage_driver (vfs works on any filesystem)"), "")
+    assert cr.judge_storage(st, 2, "", "")[0].startswith(st["failure"] + ": exit 2; set")
+
+
+def test_the_verify_module_runs_the_argv_and_fails_in_one_line(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "ansible_collections" / "rdmaprov").mkdir(parents=True)
+    (tmp_path / "ansible_collections" / "rdmaprov" / "cluster").symlink_to(ROOT)
+
+    def run(args):
+        argfile = tmp_path / "args.json"
+        argfile.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+        module = ROOT / "plugins/modules/container_runtime_verify.py"
+        proc = subprocess.run([sys.executable, str(module), str(argfile)],
+                              capture_output=True, text=True, check=False,
+                              env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
+        return json.loads(proc.stdout)
+
+    v = cr.plan(facts(), settings(memlock="host", rdma_cdi=False))["verify"]
+    ok = run({"verify": {**v, "argv": ["sh", "-c", "printf 'memlock=8192\\nib=\\nconf=\\n'"]}})
+    assert ok["msg"].startswith("podman container: ulimit -l 8192 (memlock cannot")
+    assert ok["rdmaprov_report"] == [ok["msg"]] and not ok.get("failed") and not ok["changed"]
+    bad = run({"verify": {**v, "argv": ["sh", "-c", "echo oops >&2; exit 3"]}})
+    assert bad["failed"] and bad["msg"].endswith("did not start (exit 3): oops" + cr.NO_REGISTRY)
+    st = cr.plan(facts(), settings(memlock="host"))["storage"]
+    gone = run({"storage": {**st, "info_argv": [str(tmp_path / "no-podman"), "info"]}})
+    assert gone["failed"] and gone["msg"] == st["failure"] + (
+        ": exit 2; set container_runtime_podman_storage_driver (vfs works on any filesystem)")
+    assert run({"storage": {**st, "info_argv": ["echo", "vfs"]}})["msg"].startswith(
+        "podman storage: vfs (podman's own choice")
+    assert run({"verify": v, "_ansible_check_mode": True})["skipped"]
+    assert run({"verify": {}})["msg"] == "container_runtime verify: the plan has no 'argv'"
+
+
 # -- the module takes the table -----------------------------------------------------------------
 
 def test_the_modules_settings_option_is_the_table() -> None:
@@ -465,7 +709,8 @@ def test_the_modules_settings_option_is_the_table() -> None:
     # check_mode, or the host); the probe's action plugin fills them from the role's variables
     # (tests/unit/test_role_settings.py holds each to a source).
     for name in cr.SETTINGS:
-        if name not in ("host", "os_family", "check_mode", "architecture"):
+        if name not in ("host", "os_family", "check_mode", "architecture", "managed",
+                        "python_apt"):
             # pids_limit has none in the module: null is a value (leave the limit alone).
             want = DEFAULTS["container_runtime_" + name] if name != "pids_limit" else None
             assert cr.SETTINGS[name]["default"] == want, name
