@@ -38,7 +38,7 @@ options:
       - In a task, every key it lacks is filled on the control host by the module's action
         plugin (plugins/plugin_utils/role_settings.py), from the role variable
         C(firewall_<key>) where one is defined, else from the play (C(host), C(address),
-        C(hosts), C(check_mode), C(connection)). C({}) gives the role's settings whole.
+        C(hosts), C(check_mode), C(connection), C(managed)). C({}) gives the role's settings whole.
     type: dict
   verify:
     description:

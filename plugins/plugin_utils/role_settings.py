@@ -9,7 +9,7 @@ the plan's table of settings (the keys plan() reads). When the task gives ``sett
 ``{}`` for none of its own), every key of the table the task does not give is filled, on the
 control host, from the role variable ``<role>_<key>`` where one is defined, templated as a task
 argument would be, else from the play's context (CONTEXT: the host's name, its address, the
-play's hosts, check mode, the connection). A task without ``settings`` runs the module as it is
+play's hosts, check mode, the connection, the managed-file header). A task without ``settings`` runs the module as it is
 (the raw probe)."""
 
 from __future__ import annotations
@@ -22,6 +22,16 @@ def _address(variables, template):
     return template(variables.get("ansible_host", variables["inventory_hostname"]))
 
 
+def _managed(variables, template):
+    """The header of a file a plan renders, as a template would write {{ ansible_managed }}: the
+    variable where the inventory sets it, else ansible.cfg's (DEFAULT_MANAGED_STR)."""
+    if "ansible_managed" in variables:
+        return template(variables["ansible_managed"])
+    from ansible import constants
+
+    return constants.config.get_config_value("DEFAULT_MANAGED_STR")
+
+
 # Settings that are not role variables but the play's: read the same way by every role.
 CONTEXT = {
     "host": lambda v, t: v["inventory_hostname"],
@@ -29,6 +39,7 @@ CONTEXT = {
     "hosts": lambda v, t: list(t(v.get("ansible_play_hosts_all", [v["inventory_hostname"]]))),
     "check_mode": lambda v, t: bool(v.get("ansible_check_mode", False)),
     "connection": lambda v, t: t(v.get("ansible_connection", "ssh")) or "ssh",
+    "managed": _managed,
 }
 
 

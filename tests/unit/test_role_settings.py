@@ -56,6 +56,12 @@ def test_fill_takes_role_variables_templated_then_the_plays_context():
     out = rs.fill("net_mtu", ("address", "connection", "hosts"), {}, variables,
                   template_with(variables))
     assert out == {"address": "h200", "connection": "local", "hosts": ["h200"]}
+    # The managed-file header: the inventory's ansible_managed, else ansible.cfg's default.
+    assert rs.fill("x", ("managed",), {}, variables, template_with(variables)) == {
+        "managed": "Ansible managed"}
+    variables["ansible_managed"] = trusted("{{ 'Managed by ' ~ 'ops' }}")
+    assert rs.fill("x", ("managed",), {}, variables, template_with(variables)) == {
+        "managed": "Managed by ops"}
 
 
 def test_fill_refuses_settings_that_are_not_a_dict():
