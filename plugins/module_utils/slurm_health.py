@@ -152,8 +152,8 @@ def plan(probe_result: dict, settings: dict, controller: dict | None = None,
     s, p, c = settings, probe_result, controller or {}
     errors: list[str] = []
     refuse_all = ""
-    wheelhouse = s["install"] == "wheelhouse"
-    if (wheelhouse and not s["wheelhouse"]) or s["budget"] < 0 or s["healthcheck_interval"] <= 0:
+    from_wheels = s["install"] == "wheelhouse"
+    if (from_wheels and not s["wheelhouse"]) or s["budget"] < 0 or s["healthcheck_interval"] <= 0:
         errors.append("slurm_health: slurm_health_install=wheelhouse needs "
                       "slurm_health_wheelhouse (a directory of wheels on the controller); "
                       "slurm_health_budget must be >= 0 and slurm_health_healthcheck_interval > 0")
@@ -162,7 +162,7 @@ def plan(probe_result: dict, settings: dict, controller: dict | None = None,
                       "with rdmaprov probe INVENTORY --write-expectations DIR)")
     expect, source = _expect(s, c, errors)
     wheels = rdmaprov_wheels(c.get("wheels") or [])
-    if wheelhouse and len(wheels) != 1:
+    if from_wheels and len(wheels) != 1:
         errors.append(f"slurm_health_wheelhouse {s['wheelhouse']}: no single rdmaprov-*.whl in it")
     nhc = "nhc" in s["hooks"]
     if nhc and not p.get("nhc_dir"):
@@ -199,10 +199,10 @@ def plan(probe_result: dict, settings: dict, controller: dict | None = None,
         "nhc": nhc,
         "report": report(s, lines),
         "install": {
-            "venv_package": wheelhouse and not p.get("venv_ok", True)
+            "venv_package": from_wheels and not p.get("venv_ok", True)
             and (python_apt or not s["check_mode"]),
             "wheelhouse": house,
             "checksum": checksum,
-            "commands": commands if wheelhouse and p.get("installed", "") != checksum else [],
+            "commands": commands if from_wheels and p.get("installed", "") != checksum else [],
         },
     }
