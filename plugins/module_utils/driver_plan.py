@@ -34,6 +34,18 @@ def _addresses(facts: dict, iface: str) -> list:
     return [ip for ip in (_ip(a) for a in found) if ip is not None]
 
 
+def interface_holding(facts: dict, address) -> str | None:
+    """The interface that holds ``address`` (an IP, as text or parsed) in Ansible's network
+    facts (ipv4, its secondaries, ipv6), or None; a name that is not an IP holds nothing."""
+    ip = address if not isinstance(address, str) else _ip(address)
+    if ip is None:
+        return None
+    for name in facts.get("interfaces") or []:
+        if ip in _addresses(facts, name):
+            return name
+    return None
+
+
 def connection_interface(facts: dict, ansible_host: str | None = None,
                          connection: str | None = None) -> dict:
     """The interface carrying the Ansible connection: {"name", "address", "method"}.
@@ -43,7 +55,6 @@ def connection_interface(facts: dict, ansible_host: str | None = None,
     """
     if connection == "local":
         return {"name": None, "address": None, "method": "local connection: no interface"}
-    names = list(facts.get("interfaces") or [])
     candidates = []
     _client, server = ssh_session.endpoints((facts.get("env") or {}).get("SSH_CONNECTION") or "")
     if server is not None:
@@ -57,11 +68,9 @@ def connection_interface(facts: dict, ansible_host: str | None = None,
                 host_ip = None
         candidates.append(("ansible_host", host_ip))
     for method, ip in candidates:
-        if ip is None:
-            continue
-        for name in names:
-            if ip in _addresses(facts, name):
-                return {"name": name, "address": str(ip), "method": method}
+        name = interface_holding(facts, ip)
+        if name:
+            return {"name": name, "address": str(ip), "method": method}
     default = facts.get("default_ipv4") or {}
     if default.get("interface"):
         return {"name": default["interface"], "address": default.get("address"),

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.rdmaprov.cluster.plugins.module_utils import nccl_names, rdma_ports
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import (
+    driver_plan,
+    nccl_names,
+    rdma_ports,
+)
 
 
 def _ports(rdma: dict | None):
@@ -55,8 +59,8 @@ def fabric_ports(rdma: dict | None) -> tuple[list[tuple[str, dict]], list[str]]:
 def derive(rdma: dict | None, ib_tc: int | None = None, socket_ifname: str | None = None) -> dict:
     """{"env": {NAME: value}, "notes": [...]}: what /etc/nccl.conf should say on this host.
 
-    socket_ifname: the interface for NCCL's bootstrap/socket traffic (the role passes the one
-    that carries the host's address); ib_tc: the RoCE traffic class (the roce_qos role's
+    socket_ifname: the interface for NCCL's bootstrap/socket traffic (socket_ifname()'s
+    choice); ib_tc: the RoCE traffic class (the roce_qos role's
     roce_qos_nccl_ib_tc), used only when a RoCE port is in use.
     """
     env: dict[str, str] = {}
@@ -91,6 +95,38 @@ def derive(rdma: dict | None, ib_tc: int | None = None, socket_ifname: str | Non
         if ib_tc is not None:
             env["NCCL_IB_TC"] = str(int(ib_tc))
     return {"env": env, "notes": notes}
+
+
+def socket_ifname(given: str | None, facts: dict | None = None, address: str | None = None) -> str:
+    """The interface for NCCL's socket (bootstrap) traffic: the one given, the one carrying the
+    Ansible connection (preflight's finding, ansible_facts.rdmaprov.ssh_interface), the default
+    IPv4 route's, or the one holding ``address`` (the address Ansible connects to: a lab has no
+    default route) in ``facts`` (Ansible's network facts); "" when none is found."""
+    facts = facts or {}
+    return (given or (facts.get("rdmaprov") or {}).get("ssh_interface")
+            or (facts.get("default_ipv4") or {}).get("interface")
+            or driver_plan.interface_holding(facts, address or "") or "")
+
+
+def ib_tc(own: int | None, roce_qos: int | None = None) -> int | None:
+    """NCCL_IB_TC's value: ``own`` (nccl_env_ib_tc) when it is set (0 or more), else the roce_qos
+    role's roce_qos_nccl_ib_tc when that is, else None (no NCCL_IB_TC)."""
+    for value in (own, roce_qos):
+        if value is not None and int(value) >= 0:
+            return int(value)
+    return None
+
+
+def conf(derived: dict, extra: dict | None = None) -> dict:
+    """What /etc/nccl.conf holds: ``settings`` (the derived env with ``extra`` on top),
+    ``lines`` (NAME=value, sorted by name as the role's template writes them) and ``summary``
+    (what it sets, and the first note)."""
+    settings = {**derived["env"], **{str(k): str(v) for k, v in (extra or {}).items()}}
+    lines = [f"{k}={v}" for k, v in sorted(settings.items(), key=lambda kv: kv[0].lower())]
+    summary = "sets " + (", ".join(settings) or "no NCCL variable")
+    if derived.get("notes"):
+        summary += f" ({derived['notes'][0]})"
+    return {"settings": settings, "lines": lines, "summary": summary}
 
 
 # --- lint --------------------------------------------------------------------------------

@@ -41,12 +41,34 @@ options:
     description:
       - Interface for NCCL's socket (bootstrap) traffic, written as C(NCCL_SOCKET_IFNAME==name)
         in the derived C(nccl.env). Usually the one carrying the host's address.
+      - Empty or unset, with O(nccl_socket_facts) given, it is the interface carrying the
+        Ansible connection (C(rdmaprov.ssh_interface) in those facts), else the default IPv4
+        route's, else the one holding O(nccl_socket_address).
+    type: str
+  nccl_socket_facts:
+    description:
+      - Ansible's facts of this host (its network facts, and C(rdmaprov) from the preflight
+        role), to find the socket interface when O(nccl_socket_ifname) is empty.
+    type: dict
+  nccl_socket_address:
+    description: The address Ansible connects to (C(ansible_host)), for O(nccl_socket_facts).
     type: str
   nccl_ib_tc:
     description:
       - RoCE traffic class for C(NCCL_IB_TC) (the roce_qos role's C(roce_qos_nccl_ib_tc));
-        used only when a RoCE port is in use.
+        used only when a RoCE port is in use. A negative value sets none.
     type: int
+  nccl_ib_tc_roce_qos:
+    description:
+      - The roce_qos role's C(roce_qos_nccl_ib_tc), taken for C(NCCL_IB_TC) when O(nccl_ib_tc)
+        is unset or negative.
+    type: int
+  nccl_extra:
+    description:
+      - More NCCL_* settings to write (the nccl_env role's C(nccl_env_extra)), on top of the
+        derived ones in C(nccl.settings) and C(nccl.lines); linted as O(nccl_lint_env) is when
+        that is not given.
+    type: dict
   nccl_lint_env:
     description:
       - NCCL_* variables to check against this host (for example a container image's
@@ -94,12 +116,17 @@ RETURN = r"""
 nccl:
   description:
     - NCCL settings derived from the facts (C(env)), why ports were left out (C(notes)), and,
-      with C(nccl_lint_env), findings on the given variables (C(lint)).
+      with C(nccl_lint_env) or C(nccl_extra), findings on the given variables (C(lint)).
+    - What /etc/nccl.conf holds (rdma_nccl.conf, O(nccl_extra) on top of C(env)) as C(settings),
+      C(lines) (NAME=value, sorted by name) and C(summary) (what it sets, and the first note).
   returned: always
   type: dict
   sample:
     env: {NCCL_IB_HCA: "=mlx5_0:1,mlx5_1:1", NCCL_IB_GID_INDEX: "3", NCCL_SOCKET_IFNAME: "=eth0"}
     notes: ["mlx5_bond_0:1 left out: bond bond0 (front-end network)"]
+    settings: {NCCL_IB_HCA: "=mlx5_0:1,mlx5_1:1", NCCL_IB_GID_INDEX: "3", NCCL_SOCKET_IFNAME: "=eth0"}
+    lines: [NCCL_IB_GID_INDEX=3, "NCCL_IB_HCA==mlx5_0:1,mlx5_1:1", NCCL_SOCKET_IFNAME==eth0]
+    summary: "sets NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_IB_GID_INDEX (mlx5_bond_0:1 left out: bond bond0 (front-end network))"
     lint: [{level: error, variable: NCCL_IB_ENABLE, message: "NCCL_IB_ENABLE does not exist ..."}]
 rdma:
   description: The RDMA facts (also set as C(ansible_facts.rdma)).
@@ -183,7 +210,11 @@ def main() -> None:
             "use_pyverbs": {"type": "str", "choices": ["auto", "yes", "no"], "default": "auto"},
             "versions": {"type": "bool", "default": True},
             "nccl_socket_ifname": {"type": "str"},
+            "nccl_socket_facts": {"type": "dict"},
+            "nccl_socket_address": {"type": "str"},
             "nccl_ib_tc": {"type": "int"},
+            "nccl_ib_tc_roce_qos": {"type": "int"},
+            "nccl_extra": {"type": "dict"},
             "nccl_lint_env": {"type": "dict"},
             "nccl_lint_fail": {"type": "bool", "default": False},
         },
@@ -196,9 +227,18 @@ def main() -> None:
     except PyverbsMissing as exc:
         module.fail_json(msg=str(exc))
     params = module.params
-    nccl = rdma_nccl.derive(facts, params["nccl_ib_tc"], params["nccl_socket_ifname"])
-    if params["nccl_lint_env"] is not None:
-        env = {str(k): str(v) for k, v in params["nccl_lint_env"].items()}
+    socket = params["nccl_socket_ifname"]
+    if params["nccl_socket_facts"] is not None:
+        socket = rdma_nccl.socket_ifname(socket, params["nccl_socket_facts"],
+                                         params["nccl_socket_address"])
+    nccl = rdma_nccl.derive(facts, rdma_nccl.ib_tc(params["nccl_ib_tc"],
+                                                   params["nccl_ib_tc_roce_qos"]), socket)
+    nccl.update(rdma_nccl.conf(nccl, params["nccl_extra"]))
+    lint_env = params["nccl_lint_env"]
+    if lint_env is None:
+        lint_env = params["nccl_extra"]
+    if lint_env is not None:
+        env = {str(k): str(v) for k, v in lint_env.items()}
         nccl["lint"] = rdma_nccl.lint(env, facts, rdma_sysfs.list_netdevs(params["sysfs_root"]))
         errors = [f["message"] for f in nccl["lint"] if f["level"] == "error"]
         if params["nccl_lint_fail"] and errors:

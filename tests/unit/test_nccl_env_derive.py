@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
+import jinja2
 import pytest
 
 from rdmaprov.collection import rdma_nccl as nccl
@@ -75,6 +76,60 @@ def test_no_devices_says_why():
     got = nccl.derive(sysfs.collect("/nonexistent-sysfs"), socket_ifname="eth0")
     assert got["env"] == {"NCCL_SOCKET_IFNAME": "=eth0"}
     assert got["notes"][0].startswith("no RDMA devices: no /sys/class/infiniband_verbs")
+
+
+# --- the nccl_env role's choices (rdma_facts runs them) -----------------------------------------
+
+NET = {"interfaces": ["lo", "eth0", "eth1"],
+       "lo": {"ipv4": {"address": "127.0.0.1"}},
+       "eth0": {"ipv4": {"address": "192.0.2.5"}},
+       "eth1": {"ipv4": {"address": "10.0.0.7"}, "ipv4_secondaries": [{"address": "10.0.0.9"}]}}
+
+
+def test_socket_ifname_given_then_connection_then_default_route_then_address():
+    facts = {**NET, "rdmaprov": {"ssh_interface": "eth1"},
+             "default_ipv4": {"interface": "eth0", "address": "192.0.2.5"}}
+    assert nccl.socket_ifname("ib0", facts, "10.0.0.7") == "ib0"
+    assert nccl.socket_ifname("", facts, "10.0.0.7") == "eth1"
+    # preflight found none: the default route's, before the address's
+    facts["rdmaprov"] = {"ssh_interface": ""}
+    assert nccl.socket_ifname("", facts, "10.0.0.7") == "eth0"
+    # the lab: no default route, the interface holding ansible_host's address
+    del facts["default_ipv4"]
+    assert nccl.socket_ifname(None, facts, "10.0.0.7") == "eth1"
+    assert nccl.socket_ifname(None, facts, "10.0.0.9") == "eth1"  # a secondary address
+    # a name (not an address), an address no interface holds, no facts: none
+    assert nccl.socket_ifname("", facts, "node1") == ""
+    assert nccl.socket_ifname("", facts, "10.9.9.9") == ""
+    assert nccl.socket_ifname("", None, "10.0.0.7") == ""
+
+
+def test_ib_tc_own_then_roce_qos_then_none():
+    assert nccl.ib_tc(96, 106) == 96
+    assert nccl.ib_tc(0, 106) == 0
+    assert nccl.ib_tc(-1, 106) == 106
+    assert nccl.ib_tc(None, "106") == 106  # roce_qos_nccl_ib_tc is text (qos_tos)
+    assert nccl.ib_tc(-1, -1) is None
+    assert nccl.ib_tc(-1) is None
+
+
+def test_conf_puts_extra_on_top_sorted_by_name_with_the_first_note():
+    derived = nccl.derive(facts("ib_ndr"), socket_ifname="eno1")
+    got = nccl.conf(derived, {"NCCL_IB_TIMEOUT": 22, "nccl_debug": "WARN",
+                              "NCCL_SOCKET_IFNAME": "=eth9"})
+    assert got["settings"] == {"NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1,mlx5_2:1",
+                               "NCCL_SOCKET_IFNAME": "=eth9", "NCCL_IB_TIMEOUT": "22",
+                               "nccl_debug": "WARN"}
+    # by name, case folded: the order the role's template wrote with Jinja's dictsort
+    assert got["lines"] == ["nccl_debug=WARN", "NCCL_IB_HCA==mlx5_0:1,mlx5_1:1,mlx5_2:1",
+                            "NCCL_IB_TIMEOUT=22", "NCCL_SOCKET_IFNAME==eth9"]
+    dictsort = jinja2.Environment().from_string(
+        "{% for k, v in s | dictsort %}{{ k }}={{ v }}\n{% endfor %}")
+    assert got["lines"] == dictsort.render(s=got["settings"]).splitlines()
+    assert got["summary"] == ("sets NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_IB_TIMEOUT, nccl_debug"
+                              " (mlx5_3:1 left out: state DOWN, physical state Polling)")
+    bare = nccl.conf({"env": {}, "notes": []})
+    assert bare == {"settings": {}, "lines": [], "summary": "sets no NCCL variable"}
 
 
 # --- lint -----------------------------------------------------------------------------------------

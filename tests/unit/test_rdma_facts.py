@@ -367,7 +367,27 @@ def test_module_documentation_is_valid_yaml_and_matches_the_argument_spec():
             if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "").isupper()}
     parsed = {k: yaml.safe_load(v) for k, v in docs.items()}
     assert set(parsed["DOCUMENTATION"]["options"]) == {
-        "sysfs_root", "use_pyverbs", "versions", "nccl_socket_ifname", "nccl_ib_tc",
+        "sysfs_root", "use_pyverbs", "versions", "nccl_socket_ifname", "nccl_socket_facts",
+        "nccl_socket_address", "nccl_ib_tc", "nccl_ib_tc_roce_qos", "nccl_extra",
         "nccl_lint_env", "nccl_lint_fail"}
     assert set(parsed["RETURN"]) == {"rdma", "nccl"}
     assert parsed["EXAMPLES"][0]["rdmaprov.cluster.rdma_facts"] is None
+
+
+def test_module_derives_what_the_nccl_env_role_writes(tmp_path):
+    """The nccl_env role's call: the socket interface found in the facts, NCCL_IB_TC from
+    roce_qos, nccl_env_extra on top, linted."""
+    args = {"sysfs_root": str(FIXTURES / "roce"), "versions": False, "nccl_socket_ifname": "",
+            "nccl_socket_facts": {"interfaces": ["lo", "eth1"], "eth1": {"ipv4": {
+                "address": "10.0.0.7"}}, "rdmaprov": {"ssh_interface": ""}},
+            "nccl_socket_address": "10.0.0.7", "nccl_ib_tc": -1, "nccl_ib_tc_roce_qos": "106",
+            "nccl_extra": {"NCCL_IB_TIMEOUT": 22}, "nccl_lint_fail": True}
+    rc, res = _ansible(tmp_path, json.dumps(args))
+    assert rc == 0, res
+    assert res["nccl"]["lines"] == ["NCCL_IB_GID_INDEX=3", "NCCL_IB_HCA==mlx5_0:1",
+                                    "NCCL_IB_TC=106", "NCCL_IB_TIMEOUT=22",
+                                    "NCCL_SOCKET_IFNAME==eth1"]
+    assert res["nccl"]["lint"] == []
+    rc, res = _ansible(tmp_path / "bad", json.dumps({**args, "nccl_extra": {
+        "NCCL_IB_ENABLE": "1"}}))
+    assert rc != 0 and res["msg"].startswith("NCCL lint: NCCL_IB_ENABLE does not exist in NCCL")

@@ -208,9 +208,8 @@ def _fixtures(bad: str, workdir: Path) -> dict[str, Any]:
         # Probes and registered results, read field by field.
         **{name: data for name in ("_container_runtime_probe", "_nccl_validate_probe",
                                    "_nccl_validate_done", "_net_mtu_probe",
-                                   "_rdma_ofed_probe", "_slurm_health_wheels",
+                                   "_rdma_ofed_probe", "_slurm_health_probe",
                                    "ansible_facts", "hostvars", "item")},
-        "_slurm_health_wheel": bad,
         # Task vars of an import (import_tasks: vars:), which the walk does not follow.
         "_rdma_modules_combined": [{"name": bad, "options": bad}],
         "inventory_hostname": bad,

@@ -1,0 +1,75 @@
+# -*- coding: utf-8 -*-
+# Copyright: rdmaprov developers
+# Apache-2.0
+"""The slurm_health_probe module with O(controller) filled on the control host: the
+expectations directory's hosts.yml and this host's class file, the wheelhouse's wheels and the
+rdmaprov wheel's checksum (module doc: plugins/modules/slurm_health_probe.py). A relative
+directory is found as the file and fileglob lookups find it (the task's search path: beside the
+playbook, the role's files/). What to make of them is the module's plan
+(module_utils/slurm_health.py)."""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+
+import yaml
+from ansible.errors import AnsibleActionFail, AnsibleError
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import slurm_health
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _supports_check_mode = True
+
+    def _find(self, needle: str) -> str | None:
+        try:
+            return self._find_needle("files", needle)
+        except AnsibleError:
+            return None
+
+    def _yaml(self, needle: str) -> tuple[bool, object]:
+        """(found, parsed content) of a controller file; (False, None) when it is not there."""
+        path = self._find(needle)
+        if path is None or not os.path.isfile(path):
+            return False, None
+        try:
+            return True, yaml.safe_load(self._loader.get_text_file_contents(path))
+        except yaml.YAMLError as exc:
+            problem = str(getattr(exc, "problem", None) or exc).splitlines()[0]
+            raise AnsibleActionFail(f"{path}: not YAML ({problem})") from exc
+
+    def controller(self, settings: dict, host: str) -> dict:
+        out: dict = {}
+        folder = settings.get("expect_dir") or ""
+        if folder:
+            out["expect_index"], index = self._yaml(folder + "/" + slurm_health.INDEX)
+            out["expect_file"] = slurm_health.expect_file(index, host)
+            if out["expect_file"]:
+                out["expect_found"], out["expect"] = self._yaml(
+                    folder + "/" + out["expect_file"])
+        if settings.get("install") == "wheelhouse" and settings.get("wheelhouse"):
+            where = self._find(str(settings["wheelhouse"]))
+            paths = sorted(p for p in glob.glob(os.path.join(where, "*.whl"))
+                           if os.path.isfile(p)) if where else []
+            out["wheels"] = [os.path.basename(p) for p in paths]
+            ours = [p for p in paths if slurm_health.rdmaprov_wheels([p])]
+            if len(ours) == 1:
+                with open(ours[0], "rb") as fh:
+                    out["wheel_sha256"] = hashlib.sha256(fh.read()).hexdigest()
+        return out
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        args = dict(self._task.args)
+        settings = args.get("settings") or {}
+        host = settings.get("host") or task_vars.get("inventory_hostname", "")
+        args["controller"] = self.controller(settings, host)
+        module = getattr(self._task, "resolved_action", None) or self._task.action
+        result.update(self._execute_module(module_name=module, module_args=args,
+                                           task_vars=task_vars))
+        return result

@@ -1,0 +1,208 @@
+# -*- coding: utf-8 -*-
+# Copyright: rdmaprov developers
+# Apache-2.0
+"""The slurm_health role's decisions (module slurm_health_probe): what to install, which hooks
+and slurm.conf lines, the node's check.yml, what to refuse and why, and the line to print.
+
+probe() reads the node (standard library only); plan() is pure, over that probe, the role's
+settings and what the control host read for it (the module's action plugin: the expectations
+directory's index and this host's class file, the wheelhouse's wheels and the rdmaprov wheel's
+checksum)."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import subprocess
+
+# The settings plan() reads: the slurm_health_* variables without the prefix, the host's name
+# and whether the play runs in check mode.
+SETTINGS = ("install", "wheelhouse", "venv", "budget", "healthcheck_interval", "expect",
+            "expect_dir", "hooks", "script_dir", "nhc_dir", "edit_slurm_conf", "slurm_conf",
+            "host", "check_mode")
+
+INDEX = "hosts.yml"
+INSTALLED = ".rdmaprov-wheel.sha256"
+# The role's managed block in slurm.conf (blockinfile's markers), and a key= line outside it.
+BLOCK = re.compile(r"(?s)# BEGIN rdmaprov slurm_health.*# END rdmaprov slurm_health\n?")
+KEY = re.compile(r"(?m)^[ \t]*([A-Za-z]+)[ \t]*=")
+WHEEL = re.compile(r"^rdmaprov-[^/]*\.whl$")
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def _venv_ok() -> bool:
+    """Whether python3 can make a venv (Debian ships ensurepip in python3-venv)."""
+    try:
+        return subprocess.run(["python3", "-c", "import ensurepip, venv"], check=False,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def probe(settings: dict) -> dict:
+    """What only the node can tell, read only where the settings need it."""
+    out: dict = {}
+    if settings["install"] == "wheelhouse":
+        out["venv_ok"] = _venv_ok()
+        installed = _read(posixpath.join(settings["venv"], INSTALLED))
+        out["installed"] = (installed or "").rstrip("\r\n")
+    if "nhc" in settings["hooks"]:
+        out["nhc_dir"] = os.path.isdir(settings["nhc_dir"])
+    if settings["edit_slurm_conf"]:
+        out["slurm_conf"] = _read(settings["slurm_conf"])
+    return out
+
+
+def expect_file(index, host: str) -> str:
+    """The class file the expectations index (hosts.yml, parsed) names for ``host``: its base
+    name, "" when the index names none."""
+    hosts = index.get("hosts") if isinstance(index, dict) else None
+    if not isinstance(hosts, dict):
+        return ""
+    return posixpath.basename(str(hosts.get(host) or ""))
+
+
+def rdmaprov_wheels(names: list) -> list[str]:
+    """The rdmaprov wheels among a wheelhouse's files (base names)."""
+    return [n for n in (posixpath.basename(str(p)) for p in names) if WHEEL.match(n)]
+
+
+def conf_lines(settings: dict) -> list[str]:
+    """The slurm.conf lines the chosen hooks need."""
+    hooks, scripts = settings["hooks"], settings["script_dir"]
+    lines = []
+    if "prolog" in hooks:
+        lines.append(f"Prolog={scripts}/rdmaprov-prolog.sh")
+    if "healthcheck" in hooks:
+        lines += [f"HealthCheckProgram={scripts}/rdmaprov-healthcheck.sh",
+                  f"HealthCheckInterval={settings['healthcheck_interval']}"]
+    return lines
+
+
+def taken_keys(conf: str, lines: list[str]) -> list[str]:
+    """The keys of ``lines`` (lower case) that slurm.conf's text already sets outside rdmaprov's
+    block: slurm.conf keeps one value per key, so a second Prolog= would replace the site's."""
+    outside = {k.lower() for k in KEY.findall(BLOCK.sub("", conf))}
+    return [k for k in (ln.split("=", 1)[0].lower() for ln in lines) if k in outside]
+
+
+def _expect(settings: dict, controller: dict, errors: list[str]) -> tuple[dict, str]:
+    """check.yml's content (the class file, slurm_health_expect on top) and where it came from;
+    a refusal goes to ``errors``."""
+    folder, host = settings["expect_dir"], settings["host"]
+    if not folder:
+        return dict(settings["expect"]), "slurm_health_expect"
+    name = controller.get("expect_file") or ""
+    if not controller.get("expect_index"):
+        return {}, ""  # refused for the whole play (refuse_all)
+    if not name:
+        errors.append(f"slurm_health_expect_dir {folder}: {host} is not in its hosts.yml (not "
+                      "probed, or no RDMA port); run rdmaprov probe INVENTORY "
+                      "--write-expectations again, or leave slurm_health_expect_dir empty for "
+                      "this host")
+        return {}, ""
+    if not controller.get("expect_found"):
+        errors.append(f"slurm_health_expect_dir {folder}: {name}, which its hosts.yml names for "
+                      f"{host}, is not in it (write it with rdmaprov probe INVENTORY "
+                      "--write-expectations DIR)")
+        return {}, ""
+    found = controller.get("expect") or {}
+    if not isinstance(found, dict):
+        errors.append(f"slurm_health_expect_dir {folder}: {name} is not a mapping of check keys")
+        return {}, ""
+    return {**found, **settings["expect"]}, f"slurm_health_expect_dir {name}, slurm_health_expect"
+
+
+def report(settings: dict, lines: list[str]) -> str:
+    """The line to print where the role leaves slurm.conf to the site ("" where it edits it)."""
+    if settings["edit_slurm_conf"]:
+        return ""
+    words = ["Add to slurm.conf on every node and the controller, then scontrol reconfigure: "
+             + " | ".join(lines)]
+    if "nhc" in settings["hooks"]:
+        words.append("; and to /etc/nhc/nhc.conf: * || check_rdmaprov")
+    words.append("(SchedulerParameters=nohold_on_prolog_fail lets a job whose prolog failed "
+                 "start elsewhere instead of waiting held)")
+    return " ".join(words)
+
+
+def plan(probe_result: dict, settings: dict, controller: dict | None = None,
+         python_apt: bool = True) -> dict:
+    """One host's probe + the role's settings + what the control host read -> what the role does.
+
+    ``refuse_all``: a refusal for the whole play (the expectations directory has no hosts.yml),
+    else ""; ``errors``: this host's refusals, in the order the role checks them;
+    ``expect``/``expect_source``: check.yml's content and its origin; ``conf_lines``/
+    ``conf_block``: slurm.conf's lines for the hooks; ``scripts``: the hook scripts to install;
+    ``nhc``: whether to install the NHC plug-in; ``report``: the line to print; ``install``:
+    whether python3-venv is needed, where the wheelhouse goes, the wheel's checksum and the pip
+    commands (none where this build is in).
+    ``python_apt``: whether the node's Python has apt's bindings (without them the package
+    module would install python3-apt, which --check must not).
+    """
+    s, p, c = settings, probe_result, controller or {}
+    errors: list[str] = []
+    refuse_all = ""
+    from_wheels = s["install"] == "wheelhouse"
+    if (from_wheels and not s["wheelhouse"]) or s["budget"] < 0 or s["healthcheck_interval"] <= 0:
+        errors.append("slurm_health: slurm_health_install=wheelhouse needs "
+                      "slurm_health_wheelhouse (a directory of wheels on the controller); "
+                      "slurm_health_budget must be >= 0 and slurm_health_healthcheck_interval > 0")
+    if s["expect_dir"] and not c.get("expect_index"):
+        refuse_all = (f"slurm_health_expect_dir {s['expect_dir']}: no hosts.yml in it (write it "
+                      "with rdmaprov probe INVENTORY --write-expectations DIR)")
+    expect, source = _expect(s, c, errors)
+    wheels = rdmaprov_wheels(c.get("wheels") or [])
+    if from_wheels and len(wheels) != 1:
+        errors.append(f"slurm_health_wheelhouse {s['wheelhouse']}: no single rdmaprov-*.whl in it")
+    nhc = "nhc" in s["hooks"]
+    if nhc and not p.get("nhc_dir"):
+        errors.append(f"slurm_health: hook nhc, but {s['nhc_dir']} does not exist (is LBNL NHC "
+                      "installed?)")
+    lines = conf_lines(s)
+    if s["edit_slurm_conf"]:
+        if p.get("slurm_conf") is None:
+            errors.append(f"{s['slurm_conf']} cannot be read: is Slurm configured on this node? "
+                          "(or leave slurm_health_edit_slurm_conf off)")
+        else:
+            taken = taken_keys(p["slurm_conf"], lines)
+            if taken:
+                errors.append(f"{s['slurm_conf']} already sets {', '.join(taken)}: merge "
+                              "rdmaprov's hook into it by hand (e.g. Prolog=/etc/slurm/prolog.d/*)"
+                              " and leave slurm_health_edit_slurm_conf off")
+    checksum = c.get("wheel_sha256") or ""
+    house = f"{s['venv']}-wheelhouse"
+    wheel = f"{house}/{wheels[0] if wheels else ''}"
+    pip = f"{s['venv']}/bin/pip"
+    # The wheel's checksum, recorded once its install succeeded, says whether this build is in.
+    # A new build of the same version is "already satisfied" by the first: the second replaces
+    # rdmaprov itself.
+    commands = [[pip, "install", "--quiet", "--no-index", "--find-links", house, wheel],
+                [pip, "install", "--quiet", "--no-index", "--no-deps", "--force-reinstall", wheel]]
+    return {
+        "refuse_all": refuse_all,
+        "errors": errors,
+        "expect": expect,
+        "expect_source": source,
+        "conf_lines": lines,
+        "conf_block": "\n".join(lines),
+        "scripts": [h for h in s["hooks"] if h in ("prolog", "healthcheck")],
+        "nhc": nhc,
+        "report": report(s, lines),
+        "install": {
+            "venv_package": from_wheels and not p.get("venv_ok", True)
+            and (python_apt or not s["check_mode"]),
+            "wheelhouse": house,
+            "checksum": checksum,
+            "commands": commands if from_wheels and p.get("installed", "") != checksum else [],
+        },
+    }

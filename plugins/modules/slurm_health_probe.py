@@ -1,0 +1,135 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: rdmaprov developers
+# Apache-2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: slurm_health_probe
+short_description: Read a node for the slurm_health role and plan the role's work
+description:
+  - Reads what only the node can tell (whether python3 can make a venv, the rdmaprov build
+    installed in the venv, whether NHC's scripts directory exists, slurm.conf's text), each only
+    where the settings need it, and plans the slurm_health role on it (C(plan) in
+    module_utils/slurm_health.py) - what to install, the hooks and slurm.conf's lines, the
+    node's check.yml, what to refuse and why, and the line to print. Changes nothing.
+  - Its action plugin reads, on the control host, the expectations directory's hosts.yml and
+    this host's class file (found as the file lookup finds files - a relative directory beside
+    the playbook), the wheelhouse's wheels and the rdmaprov wheel's checksum, and passes them
+    as O(controller).
+version_added: "0.2.0"
+author: rdmaprov developers (!UNKNOWN)
+options:
+  settings:
+    description: The slurm_health role's variables without the prefix, the host's name and the play's check mode.
+    type: dict
+    required: true
+    suboptions:
+      install: {description: slurm_health_install., type: str, choices: [none, wheelhouse], default: none}
+      wheelhouse: {description: slurm_health_wheelhouse., type: str, default: ""}
+      venv: {description: slurm_health_venv., type: str, default: /opt/rdmaprov}
+      budget: {description: slurm_health_budget., type: int, default: 0}
+      healthcheck_interval: {description: slurm_health_healthcheck_interval., type: int, default: 300}
+      expect: {description: slurm_health_expect., type: dict, default: {}}
+      expect_dir: {description: slurm_health_expect_dir., type: str, default: ""}
+      hooks: {description: slurm_health_hooks., type: list, elements: str, default: [prolog]}
+      script_dir: {description: slurm_health_script_dir., type: str, default: /etc/slurm}
+      nhc_dir: {description: slurm_health_nhc_dir., type: str, default: /etc/nhc/scripts}
+      edit_slurm_conf: {description: slurm_health_edit_slurm_conf., type: bool, default: false}
+      slurm_conf: {description: slurm_health_slurm_conf., type: str, default: /etc/slurm/slurm.conf}
+      host: {description: The host's inventory name., type: str, default: ""}
+      check_mode: {description: Whether the play runs in check mode., type: bool, default: false}
+  controller:
+    description:
+      - What the control host read (the action plugin fills it) - C(expect_index) (hosts.yml
+        found), C(expect_file) (the class file it names for this host), C(expect_found) and
+        C(expect) (that file found, and its content), C(wheels) (the wheelhouse's wheels) and
+        C(wheel_sha256) (the rdmaprov wheel's checksum).
+    type: dict
+    default: {}
+  python_apt:
+    description: Whether the node's Python has apt's bindings (C(ansible_facts.rdmaprov.python_apt)).
+    type: bool
+    default: true
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+"""
+EXAMPLES = r"""
+- name: Probe the node and plan
+  rdmaprov.cluster.slurm_health_probe:
+    settings:
+      hooks: [prolog, healthcheck]
+      edit_slurm_conf: true
+      host: "{{ inventory_hostname }}"
+  register: probe
+"""
+RETURN = r"""
+probe:
+  description: What the node told (venv_ok, installed, nhc_dir, slurm_conf; each only where the settings need it).
+  returned: always
+  type: dict
+plan:
+  description:
+    - The role's work on this node (module_utils/slurm_health.py C(plan)) - C(refuse_all) (a
+      refusal for the whole play, or empty), C(errors) (this host's refusals), C(expect) and
+      C(expect_source) (check.yml), C(conf_lines) and C(conf_block) (slurm.conf), C(scripts),
+      C(nhc), C(report) (the line to print, or empty) and C(install).
+  returned: always
+  type: dict
+  sample:
+    refuse_all: ""
+    errors: []
+    expect: {mtu: 1500}
+    expect_source: slurm_health_expect
+    conf_lines: [Prolog=/etc/slurm/rdmaprov-prolog.sh]
+    conf_block: Prolog=/etc/slurm/rdmaprov-prolog.sh
+    scripts: [prolog]
+    nhc: false
+    report: ""
+    install: {venv_package: false, wheelhouse: /opt/rdmaprov-wheelhouse, checksum: 9f2c..., commands: []}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import slurm_health
+
+SETTINGS_SPEC = {
+    "install": {"type": "str", "choices": ["none", "wheelhouse"], "default": "none"},
+    "wheelhouse": {"type": "str", "default": ""},
+    "venv": {"type": "str", "default": "/opt/rdmaprov"},
+    "budget": {"type": "int", "default": 0},
+    "healthcheck_interval": {"type": "int", "default": 300},
+    "expect": {"type": "dict", "default": {}},
+    "expect_dir": {"type": "str", "default": ""},
+    "hooks": {"type": "list", "elements": "str", "default": ["prolog"]},
+    "script_dir": {"type": "str", "default": "/etc/slurm"},
+    "nhc_dir": {"type": "str", "default": "/etc/nhc/scripts"},
+    "edit_slurm_conf": {"type": "bool", "default": False},
+    "slurm_conf": {"type": "str", "default": "/etc/slurm/slurm.conf"},
+    "host": {"type": "str", "default": ""},
+    "check_mode": {"type": "bool", "default": False},
+}
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={"settings": {"type": "dict", "required": True, "options": SETTINGS_SPEC},
+                       "controller": {"type": "dict", "default": {}},
+                       "python_apt": {"type": "bool", "default": True}},
+        supports_check_mode=True,
+    )
+    p = module.params
+    found = slurm_health.probe(p["settings"])
+    plan = slurm_health.plan(found, p["settings"], p["controller"], p["python_apt"])
+    module.exit_json(changed=False, probe=found, plan=plan)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,249 @@
+"""The slurm_health role's plan (plugins/module_utils/slurm_health.py): what to install, the
+hooks and slurm.conf's lines, check.yml, what to refuse and why, and the line to print; the
+node probe on a temporary root, and the module as Ansible runs it."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from rdmaprov.collection import slurm_health as sh
+
+ROOT = Path(__file__).resolve().parents[2]
+SHA = "ab" * 32
+WHEEL = "rdmaprov-0.2.0-py3-none-any.whl"
+
+
+def settings(**over) -> dict:
+    """The role's defaults (roles/slurm_health/defaults/main.yml), as the probe call passes them."""
+    defaults = yaml.safe_load((ROOT / "roles/slurm_health/defaults/main.yml").read_text())
+    base = {k[len("slurm_health_"):]: v for k, v in defaults.items()}
+    return {k: v for k, v in {**base, "host": "node1", "check_mode": False, **over}.items()
+            if k in sh.SETTINGS}
+
+
+def plan(probe=None, controller=None, python_apt=True, **over) -> dict:
+    return sh.plan(probe or {}, settings(**over), controller, python_apt)
+
+
+def test_settings_are_the_role_variables_and_the_module_options():
+    defaults = yaml.safe_load((ROOT / "roles/slurm_health/defaults/main.yml").read_text())
+    names = {k[len("slurm_health_"):] for k in defaults}
+    assert set(sh.SETTINGS) - names == {"host", "check_mode"}
+    tree = ast.parse((ROOT / "plugins/modules/slurm_health_probe.py").read_text())
+    spec = next(n.value for n in tree.body if isinstance(n, ast.Assign)
+                and getattr(n.targets[0], "id", "") == "SETTINGS_SPEC")
+    assert [k.value for k in spec.keys] == list(sh.SETTINGS)
+
+
+def test_defaults_print_the_prolog_line_and_refuse_nothing():
+    got = plan()
+    assert got["refuse_all"] == "" and got["errors"] == []
+    assert got["conf_lines"] == ["Prolog=/etc/slurm/rdmaprov-prolog.sh"]
+    assert got["scripts"] == ["prolog"] and got["nhc"] is False
+    assert got["expect"] == {} and got["expect_source"] == "slurm_health_expect"
+    assert got["report"] == (
+        "Add to slurm.conf on every node and the controller, then scontrol reconfigure: "
+        "Prolog=/etc/slurm/rdmaprov-prolog.sh (SchedulerParameters=nohold_on_prolog_fail lets a "
+        "job whose prolog failed start elsewhere instead of waiting held)")
+    assert got["install"]["commands"] == [] and got["install"]["venv_package"] is False
+
+
+def test_hooks_give_their_lines_scripts_and_nhc():
+    got = plan({"nhc_dir": True}, hooks=["healthcheck", "nhc", "prolog"], script_dir="/s",
+               healthcheck_interval=60)
+    assert got["conf_lines"] == ["Prolog=/s/rdmaprov-prolog.sh",
+                                 "HealthCheckProgram=/s/rdmaprov-healthcheck.sh",
+                                 "HealthCheckInterval=60"]
+    assert got["conf_block"] == "\n".join(got["conf_lines"])
+    assert got["scripts"] == ["healthcheck", "prolog"] and got["nhc"] is True
+    assert " | HealthCheckInterval=60 ; and to /etc/nhc/nhc.conf: * || check_rdmaprov (Sched" \
+        in got["report"]
+    assert plan(edit_slurm_conf=True, hooks=[], **{})["report"] == ""
+
+
+def test_settings_that_cannot_work_are_refused_in_one_line():
+    want = ("slurm_health: slurm_health_install=wheelhouse needs slurm_health_wheelhouse (a "
+            "directory of wheels on the controller); slurm_health_budget must be >= 0 and "
+            "slurm_health_healthcheck_interval > 0")
+    assert plan(budget=-1)["errors"] == [want]
+    assert plan(healthcheck_interval=0)["errors"] == [want]
+    assert want in plan(install="wheelhouse", wheelhouse="")["errors"]
+
+
+def test_expectations_class_file_with_the_role_value_on_top():
+    ctl = {"expect_index": True, "expect_file": "ndr.yml", "expect_found": True,
+           "expect": {"ports": 3, "mtu": 4092, "memlock": "unlimited"}}
+    got = plan(controller=ctl, expect_dir="exp", expect={"memlock": "0"})
+    assert got["errors"] == [] and got["refuse_all"] == ""
+    assert got["expect"] == {"ports": 3, "mtu": 4092, "memlock": "0"}
+    assert got["expect_source"] == "slurm_health_expect_dir ndr.yml, slurm_health_expect"
+    # an empty class file is no expectation of its own
+    empty = plan(controller={**ctl, "expect": None}, expect_dir="exp", expect={"mtu": 1500})
+    assert empty["expect"] == {"mtu": 1500} and empty["errors"] == []
+
+
+def test_expectations_refusals():
+    no_index = plan(controller={"expect_index": False}, expect_dir="/x/exp")
+    assert no_index["refuse_all"] == ("slurm_health_expect_dir /x/exp: no hosts.yml in it (write "
+                                      "it with rdmaprov probe INVENTORY --write-expectations DIR)")
+    assert no_index["errors"] == []
+    unnamed = plan(controller={"expect_index": True, "expect_file": ""}, expect_dir="/x/exp")
+    assert unnamed["refuse_all"] == ""
+    assert unnamed["errors"] == [
+        "slurm_health_expect_dir /x/exp: node1 is not in its hosts.yml (not probed, or no RDMA "
+        "port); run rdmaprov probe INVENTORY --write-expectations again, or leave "
+        "slurm_health_expect_dir empty for this host"]
+    gone = plan(controller={"expect_index": True, "expect_file": "a.yml", "expect_found": False},
+                expect_dir="/x/exp")
+    assert gone["errors"] == ["slurm_health_expect_dir /x/exp: a.yml, which its hosts.yml names "
+                              "for node1, is not in it (write it with rdmaprov probe INVENTORY "
+                              "--write-expectations DIR)"]
+    odd = plan(controller={"expect_index": True, "expect_file": "a.yml", "expect_found": True,
+                           "expect": ["mtu"]}, expect_dir="/x/exp")
+    assert odd["errors"] == ["slurm_health_expect_dir /x/exp: a.yml is not a mapping of check keys"]
+
+
+def test_expect_file_is_the_base_name_the_index_gives():
+    index = {"hosts": {"node1": "sub/ndr.yml", "node2": "hdr.yml"}, "differs": []}
+    assert sh.expect_file(index, "node1") == "ndr.yml"
+    assert sh.expect_file(index, "node3") == ""
+    assert sh.expect_file({"hosts": None}, "node1") == ""
+    assert sh.expect_file(None, "node1") == ""
+
+
+def test_wheelhouse_needs_one_rdmaprov_wheel():
+    many = {"wheels": [WHEEL, "rdmaprov-0.1.0-py3-none-any.whl", "rich-13.whl"]}
+    for ctl in (many, {"wheels": ["rich-13.whl"]}, {}):
+        got = plan({"venv_ok": True, "installed": ""}, ctl, install="wheelhouse",
+                   wheelhouse="wh")
+        assert got["errors"] == ["slurm_health_wheelhouse wh: no single rdmaprov-*.whl in it"]
+    assert sh.rdmaprov_wheels(["/w/" + WHEEL, "/w/rdmaprov_extra-1.whl", "x.whl"]) == [WHEEL]
+
+
+def test_install_runs_pip_only_for_a_build_not_in():
+    ctl = {"wheels": [WHEEL, "rich-13.whl"], "wheel_sha256": SHA}
+    fresh = plan({"venv_ok": True, "installed": ""}, ctl, install="wheelhouse", wheelhouse="wh",
+                 venv="/opt/r")
+    assert fresh["errors"] == []
+    wheel = f"/opt/r-wheelhouse/{WHEEL}"
+    assert fresh["install"] == {
+        "venv_package": False, "wheelhouse": "/opt/r-wheelhouse", "checksum": SHA,
+        "commands": [["/opt/r/bin/pip", "install", "--quiet", "--no-index", "--find-links",
+                      "/opt/r-wheelhouse", wheel],
+                     ["/opt/r/bin/pip", "install", "--quiet", "--no-index", "--no-deps",
+                      "--force-reinstall", wheel]]}
+    same = plan({"venv_ok": True, "installed": SHA}, ctl, install="wheelhouse", wheelhouse="wh")
+    assert same["install"]["commands"] == []
+
+
+def test_python3_venv_is_installed_where_venv_fails_unless_check_mode_lacks_apt():
+    ctl = {"wheels": [WHEEL], "wheel_sha256": SHA}
+    args = {"install": "wheelhouse", "wheelhouse": "wh"}
+    assert plan({"venv_ok": False}, ctl, **args)["install"]["venv_package"] is True
+    assert plan({"venv_ok": False}, ctl, False, **args)["install"]["venv_package"] is True
+    assert plan({"venv_ok": False}, ctl, False, check_mode=True,
+                **args)["install"]["venv_package"] is False
+    assert plan({"venv_ok": True}, ctl, **args)["install"]["venv_package"] is False
+
+
+def test_nhc_hook_without_nhc_is_refused():
+    assert plan({"nhc_dir": False}, hooks=["nhc"], nhc_dir="/etc/nhc/scripts")["errors"] == [
+        "slurm_health: hook nhc, but /etc/nhc/scripts does not exist (is LBNL NHC installed?)"]
+
+
+def test_slurm_conf_keys_set_outside_the_block_are_refused():
+    conf = ("ClusterName=lab\n  prolog = /site/prolog\n"
+            "# BEGIN rdmaprov slurm_health\nHealthCheckProgram=/x\n# END rdmaprov slurm_health\n")
+    got = plan({"slurm_conf": conf}, hooks=["prolog", "healthcheck"], edit_slurm_conf=True)
+    assert got["errors"] == [
+        "/etc/slurm/slurm.conf already sets prolog: merge rdmaprov's hook into it by hand (e.g. "
+        "Prolog=/etc/slurm/prolog.d/*) and leave slurm_health_edit_slurm_conf off"]
+    ours = ("ClusterName=lab\n# BEGIN rdmaprov slurm_health\nProlog=/x\n"
+            "# END rdmaprov slurm_health\n")
+    assert plan({"slurm_conf": ours}, edit_slurm_conf=True)["errors"] == []
+    assert sh.taken_keys("HealthCheckInterval=5\nprolog=/p\n",
+                         ["Prolog=/a", "HealthCheckProgram=/b", "HealthCheckInterval=300"]) == \
+        ["prolog", "healthcheckinterval"]
+    missing = plan({"slurm_conf": None}, edit_slurm_conf=True, slurm_conf="/etc/slurm/x.conf")
+    assert missing["errors"] == ["/etc/slurm/x.conf cannot be read: is Slurm configured on this "
+                                 "node? (or leave slurm_health_edit_slurm_conf off)"]
+
+
+def test_refusals_come_in_the_roles_order():
+    got = plan({"nhc_dir": False, "slurm_conf": "Prolog=/p\n"}, {"wheels": []}, budget=-1,
+               install="wheelhouse", wheelhouse="wh", hooks=["prolog", "nhc"],
+               edit_slurm_conf=True)
+    assert [e.split(" ")[0] for e in got["errors"]] == [
+        "slurm_health:", "slurm_health_wheelhouse", "slurm_health:", "/etc/slurm/slurm.conf"]
+
+
+def test_probe_reads_only_what_the_settings_need(tmp_path: Path):
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / sh.INSTALLED).write_text(SHA + "\n")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("Prolog=/p\n")
+    assert sh.probe(settings()) == {}
+    got = sh.probe(settings(install="wheelhouse", venv=str(venv), hooks=["nhc"],
+                            nhc_dir=str(tmp_path / "none"), edit_slurm_conf=True,
+                            slurm_conf=str(conf)))
+    assert got["installed"] == SHA and got["nhc_dir"] is False
+    assert got["slurm_conf"] == "Prolog=/p\n" and isinstance(got["venv_ok"], bool)
+    assert sh.probe(settings(install="wheelhouse", venv=str(tmp_path / "no")))["installed"] == ""
+
+
+def _module(tmp_path: Path, args: dict) -> tuple[int, dict]:
+    colls = tmp_path / "collections"
+    (colls / "ansible_collections/rdmaprov").mkdir(parents=True)
+    (colls / "ansible_collections/rdmaprov/cluster").symlink_to(ROOT)
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(colls), ANSIBLE_LOCALHOST_WARNING="false",
+               ANSIBLE_INVENTORY_UNPARSED_WARNING="false", ANSIBLE_NOCOLOR="1",
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+    argv = [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local",
+            "-m", "rdmaprov.cluster.slurm_health_probe", "-a", json.dumps(args)]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120,
+                          cwd=tmp_path, check=False)
+    _, sep, body = proc.stdout.partition("localhost | ")
+    assert sep, proc.stdout + proc.stderr
+    return proc.returncode, json.loads(body.split("=> ", 1)[1])
+
+
+def test_module_reads_the_controllers_files_through_its_action_plugin(tmp_path: Path):
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    (exp / "hosts.yml").write_text("hosts:\n  localhost: ndr.yml\ndiffers: []\n")
+    (exp / "ndr.yml").write_text("# class\nports: 3\nmtu: 4092\n")
+    wh = tmp_path / "wh"
+    wh.mkdir()
+    (wh / WHEEL).write_bytes(b"wheel")
+    (wh / "rich-13.whl").write_bytes(b"rich")
+    args = {"settings": {"host": "localhost", "expect_dir": str(exp), "expect": {"mtu": 1500},
+                         "install": "wheelhouse", "wheelhouse": str(wh),
+                         "venv": str(tmp_path / "venv")}}
+    rc, res = _module(tmp_path / "a", args)
+    assert rc == 0, res
+    got = res["plan"]
+    assert got["errors"] == [] and got["expect"] == {"ports": 3, "mtu": 1500}
+    assert got["install"]["checksum"] == hashlib.sha256(b"wheel").hexdigest()
+    wheel = f"{tmp_path}/venv-wheelhouse/{WHEEL}"
+    assert [c[-1] for c in got["install"]["commands"]] == [wheel, wheel]
+    # not named in hosts.yml; a directory without hosts.yml (refused for the whole play)
+    rc, res = _module(tmp_path / "b", {"settings": {**args["settings"], "host": "node9"}})
+    assert rc == 0 and "node9 is not in its hosts.yml" in res["plan"]["errors"][0], res
+    rc, res = _module(tmp_path / "c", {"settings": {**args["settings"],
+                                                    "expect_dir": str(wh)}})
+    assert rc == 0 and res["plan"]["refuse_all"].endswith("no hosts.yml in it (write it with "
+                                                          "rdmaprov probe INVENTORY "
+                                                          "--write-expectations DIR)"), res
+    # a class file that is not YAML: one line naming it
+    (exp / "ndr.yml").write_text("ports: [3\n")
+    rc, res = _module(tmp_path / "d", args)
+    assert rc != 0 and res["msg"].startswith(f"{exp / 'ndr.yml'}: not YAML ("), res
