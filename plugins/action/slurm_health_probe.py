@@ -1,7 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: rdmaprov developers
 # Apache-2.0
-"""The slurm_health_probe module with O(controller) filled on the control host: the
+"""The slurm_health_probe module with its O(settings) filled from the slurm_health role's
+variables (plugins/plugin_utils/role_settings.py; the table is slurm_health.SETTINGS) and
+O(controller) filled on the control host: the
 expectations directory's hosts.yml and this host's class file, the wheelhouse's wheels and the
 rdmaprov wheel's checksum (module doc: plugins/modules/slurm_health_probe.py). A relative
 directory is found as the file and fileglob lookups find it (the task's search path: beside the
@@ -16,14 +18,16 @@ import os
 
 import yaml
 from ansible.errors import AnsibleActionFail, AnsibleError
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import slurm_health
+from ansible_collections.rdmaprov.cluster.plugins.plugin_utils.role_settings import (
+    RoleSettingsAction,
+)
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _supports_check_mode = True
+class ActionModule(RoleSettingsAction):
+    ROLE = "slurm_health"
+    KEYS = tuple(slurm_health.SETTINGS)
 
     def _find(self, needle: str) -> str | None:
         try:
@@ -62,14 +66,8 @@ class ActionModule(ActionBase):
                     out["wheel_sha256"] = hashlib.sha256(fh.read()).hexdigest()
         return out
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        task_vars = task_vars or {}
-        args = dict(self._task.args)
+    def more_args(self, args, task_vars):
         settings = args.get("settings") or {}
         host = settings.get("host") or task_vars.get("inventory_hostname", "")
         args["controller"] = self.controller(settings, host)
-        module = getattr(self._task, "resolved_action", None) or self._task.action
-        result.update(self._execute_module(module_name=module, module_args=args,
-                                           task_vars=task_vars))
-        return result
+        return args

@@ -22,7 +22,13 @@ version_added: "0.2.0"
 author: rdmaprov developers (!UNKNOWN)
 options:
   settings:
-    description: The slurm_health role's variables without the prefix, the host's name and the play's check mode.
+    description:
+      - The slurm_health role's variables without the prefix, the host's name and the play's
+        check mode.
+      - In a task, every key it lacks is filled on the control host by the module's action
+        plugin (plugins/plugin_utils/role_settings.py), from the role variable
+        C(slurm_health_<key>) where one is defined, else from the play (C(host), C(address),
+        C(hosts), C(check_mode), C(connection), C(managed)). C({}) gives the role's settings whole.
     type: dict
     required: true
     suboptions:

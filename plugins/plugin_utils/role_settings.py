@@ -74,6 +74,11 @@ class RoleSettingsAction(ActionBase):
         """The plan's table of settings (a subclass reads it from module_utils)."""
         return self.KEYS
 
+    def more_args(self, args, task_vars):
+        """The module's arguments once ``settings`` is filled: a subclass adds what only the
+        control host can read (slurm_health_probe: its files)."""
+        return args
+
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
@@ -84,6 +89,7 @@ class RoleSettingsAction(ActionBase):
                                         self._templar.template)
             except ValueError as exc:
                 raise AnsibleActionFail("%s: %s" % (self._task.action, exc)) from exc
+        args = self.more_args(args, task_vars)
         module = getattr(self._task, "resolved_action", None) or self._task.action
         result.update(self._execute_module(module_name=module, module_args=args,
                                            task_vars=task_vars))

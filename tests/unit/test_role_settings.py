@@ -26,7 +26,7 @@ PKG = "ansible_collections.rdmaprov.cluster.plugins"
 ACTIONS = {  # probe module -> role
     "roce_qos_probe": "roce_qos", "firewall_probe": "firewall", "net_mtu_probe": "net_mtu",
     "rdma_ofed_probe": "rdma_ofed", "container_runtime_probe": "container_runtime",
-    "nccl_validate_probe": "nccl_validate",
+    "nccl_validate_probe": "nccl_validate", "slurm_health_probe": "slurm_health",
 }
 
 
