@@ -1,8 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: rdmaprov developers
 # Apache-2.0
-"""Decisions of the preflight and driver roles that run on the control host: which interface
-carries the Ansible connection, and the layered kernel-module lists merged into one."""
+"""Decisions of the preflight and driver roles: which interface carries the Ansible connection
+(on the control host), and the rdma_modules role's module set (module kernel_modules, option
+settings): the layered kernel-module lists and the peer-memory rule merged into one, and the
+lines of the files that name it."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ import socket
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import ssh_session
 
 _MODULE_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+# modprobe runs the `install` lines of /etc/modprobe.d in a shell: a value never breaks its line.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _ip(text: str | None):
@@ -112,3 +116,42 @@ def combine_modules(*layers) -> list[dict]:
             else:
                 merged[key] = entry
     return [e for e in merged.values() if e["state"] == "present"]
+
+
+def wants_peermem(peermem: str, has_gpus: bool) -> bool:
+    """Whether the peer-memory module (rdma_modules_peermem_name) is in the set: C(present), or
+    C(auto) on a host where preflight saw NVIDIA GPUs. C(absent) (and C(auto) without GPUs)
+    leaves it out of the files; GPUDirect over DMA-BUF needs no peer-memory module, and this
+    rule does not try to tell the two apart."""
+    return peermem == "present" or (peermem == "auto" and bool(has_gpus))
+
+
+def module_set(s: dict) -> list[dict]:
+    """The rdma_modules role's module set from its settings (the rdma_modules_* variables
+    without the prefix, has_gpus): the base set, ib_ipoib where asked, the peer-memory module
+    (present or absent, by wants_peermem), then the extra, group and host layers, merged by
+    combine_modules (a ValueError names a bad entry)."""
+    peermem = {"name": s["peermem_name"],
+               "state": "present" if wants_peermem(s["peermem"], s["has_gpus"]) else "absent"}
+    return combine_modules(s["base"], ["ib_ipoib"] if s["ipoib"] else [], [peermem],
+                           s["extra"], s["group_extra"], s["host_extra"])
+
+
+def file_lines(entries: list[dict], kind: str) -> str:
+    """The lines a file of the set carries after its header: C(names) one module a line
+    (modules-load.d), C(options) one C(options <name> <options>) line per module that has
+    options, or a comment that there are none (modprobe.d). A control character becomes a space."""
+    if kind == "names":
+        return "".join(f"{_CONTROL.sub(' ', e['name'])}\n" for e in entries)
+    lines = [f"options {_CONTROL.sub(' ', e['name'])} {_CONTROL.sub(' ', e['options'])}\n"
+             for e in entries if e.get("options") is not None]
+    return "".join(lines) or "# (no options set)\n"
+
+
+def module_plan(s: dict) -> dict:
+    """The rdma_modules role's plan: the merged set (modules), its names in order, whether to
+    load them (load) and whether to require /dev/infiniband/uverbs* (require_uverbs: asked for,
+    on a host with HCAs)."""
+    entries = module_set(s)
+    return {"modules": entries, "names": [e["name"] for e in entries], "load": bool(s["load"]),
+            "require_uverbs": bool(s["verify_uverbs"] and s["has_hcas"])}

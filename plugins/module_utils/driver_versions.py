@@ -8,6 +8,8 @@ output and settings."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import posixpath
 import re
 
@@ -157,21 +159,57 @@ _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 _BUNDLE_EXT = re.compile(r"\.(tgz|tar\.gz|iso)$")
 
 
+# The inbox source's packages by OS, looked up as a first_found over files would: distribution-
+# major (e.g. "Ubuntu-22"), distribution, os_family. rdma_core: the packages built from the
+# rdma-core source package, which follow rdma_ofed_inbox_version; pin_separator: what joins a name
+# and its version in an install request (apt "=", dnf "-").
+OS_PACKAGES: dict[str, dict] = {
+    "Debian": {
+        "inbox": ["rdma-core", "ibverbs-providers", "ibverbs-utils", "infiniband-diags",
+                  "rdmacm-utils", "perftest", "python3-pyverbs"],
+        "rdma_core": ["rdma-core", "ibverbs-providers", "ibverbs-utils", "infiniband-diags",
+                      "rdmacm-utils", "python3-pyverbs"],
+        "pin_separator": "=",
+    },
+    "RedHat": {
+        "inbox": ["rdma-core", "libibverbs-utils", "infiniband-diags", "librdmacm-utils",
+                  "perftest", "python3-pyverbs"],
+        "rdma_core": ["rdma-core", "libibverbs-utils", "infiniband-diags", "librdmacm-utils",
+                      "python3-pyverbs"],
+        "pin_separator": "-",
+    },
+}
+
+
+def os_packages(s: dict, table: dict[str, dict] | None = None) -> dict | None:
+    """The OS's entry of ``table`` (OS_PACKAGES) for the settings' distribution, its major
+    version and os_family; None where the table has none."""
+    table = OS_PACKAGES if table is None else table
+    for key in (f"{s['distribution']}-{s['distribution_major_version']}", s["distribution"],
+                s["os_family"]):
+        if key in table:
+            return table[key]
+    return None
+
+
+_NO_OS = {"inbox": [], "rdma_core": [], "pin_separator": "="}
+
+
 # The settings the plan reads that are rdma_ofed_* variables (without the prefix; the probe's
-# action plugin fills them from the role's variables). The role gives the rest: the OS's package
-# lists and pin separator, the OS's name and the connection's interface.
+# action plugin fills them from the role's variables). The role gives the rest: the OS facts
+# (which pick OS_PACKAGES), the OS's name and the connection's interface.
 SETTINGS = ("source", "inbox_packages", "inbox_extra_packages", "inbox_version", "doca_packages",
             "doca_version", "doca_repo_url", "doca_gpg_key_url", "doca_repo_trusted",
             "mlnx_ofed_src", "mlnx_ofed_sha256", "mlnx_ofed_version", "mlnx_ofed_workdir",
-            "restart_openibd", "reboot_ok", "allow_connection_interface_down")
+            "restart_openibd", "reboot_ok", "allow_connection_interface_down", "mlnx_ofed_flags")
 
 
 def wanted_packages(s: dict) -> list[str]:
     """The packages the source installs: the inbox list (the user's, else the OS's) and its
     extras, once each in order; DOCA's list; none for an MLNX_OFED bundle."""
     if s["source"] == "inbox":
-        return list(dict.fromkeys([*(s["inbox_packages"] or s["os_inbox_packages"]),
-                                   *s["inbox_extra_packages"]]))
+        own = s["inbox_packages"] or (os_packages(s) or _NO_OS)["inbox"]
+        return list(dict.fromkeys([*own, *s["inbox_extra_packages"]]))
     return list(s["doca_packages"]) if s["source"] == "doca" else []
 
 
@@ -180,15 +218,22 @@ def _bundle(s: dict) -> dict:
     src, workdir = s["mlnx_ofed_src"], s["mlnx_ofed_workdir"]
     parsed = parse_bundle_name(src)
     base = posixpath.basename(src)
-    return {"parsed": parsed, "file": f"{workdir}/{base}",
-            "dir": f"{workdir}/{parsed['stem'] if parsed else _BUNDLE_EXT.sub('', base)}",
-            "remote": bool(_REMOTE.match(src))}
+    file = f"{workdir}/{base}"
+    unpacked = f"{workdir}/{parsed['stem'] if parsed else _BUNDLE_EXT.sub('', base)}"
+    return {"parsed": parsed, "file": file, "dir": unpacked, "remote": bool(_REMOTE.match(src)),
+            "iso": file.endswith(".iso"), "installer": f"{unpacked}/mlnxofedinstall",
+            "argv": [f"{unpacked}/mlnxofedinstall", *s["mlnx_ofed_flags"]],
+            "checksum": f"sha256:{s['mlnx_ofed_sha256'].lower()}"}
 
 
 def setting_errors(s: dict, parsed_bundle: dict | None) -> list[str]:
     """What the install path refuses, one line each (before anything is installed)."""
     errors = []
     source = s["source"]
+    if source != "mlnx_ofed" and os_packages(s) is None:
+        errors.append(
+            f"rdma_ofed: no package table for {s['os_name']} ({s['os_family']} family): "
+            f"rdma_ofed_source={source} installs on the Debian and RedHat families")
     if source == "doca" and not (s["doca_repo_url"]
                                  and (s["doca_gpg_key_url"] or s["doca_repo_trusted"])):
         errors.append(
@@ -217,34 +262,69 @@ def setting_errors(s: dict, parsed_bundle: dict | None) -> list[str]:
 def _plans(s: dict, state: dict) -> tuple[list[str], dict, dict, dict]:
     packages = wanted_packages(s)
     inbox = s["source"] == "inbox"
+    os_pkgs = os_packages(s) or _NO_OS
     pkg = package_plan(packages, state["versions"],
                        s["inbox_version"] if inbox else s["doca_version"],
-                       s["os_rdma_core_packages"] if inbox else packages, s["pin_separator"])
+                       os_pkgs["rdma_core"] if inbox else packages, os_pkgs["pin_separator"])
     bundle = _bundle(s)
     wanted = s["mlnx_ofed_version"] or (bundle["parsed"]["version"] if bundle["parsed"] else "")
     return packages, pkg, ofed_plan(state["ofed"], wanted), bundle
 
 
-def plan(s: dict, state: dict) -> dict:
-    """The rdma_ofed role's plan from its settings (the rdma_ofed_* variables, the OS's package
-    lists, the connection's interface) and the probe's state ({"versions", "ofed"}).
+def activation(s: dict) -> str:
+    """How a newly installed kernel driver (doca, mlnx_ofed) comes into use, for the role's
+    handlers: C(reboot) (rdma_ofed_reboot_ok), C(restart) (openibd, rdma_ofed_restart_openibd),
+    C(say) that it is not active yet, or "" for the inbox source (userspace only)."""
+    if s["source"] == "inbox":
+        return ""
+    return "reboot" if s["reboot_ok"] else "restart" if s["restart_openibd"] else "say"
 
-    packages: what the source installs; plan, mlnx_plan: package_plan() and ofed_plan();
-    request: the names an install asks the package manager for; bundle: the MLNX_OFED bundle's
-    file and directory on the node; setting_errors: what to refuse; drift: whether the install
-    path runs (something differs, a DOCA repository, which is not probed, or a setting to
-    refuse); rdmaprov_report: the report line where nothing differs.
+
+def plan(s: dict, state: dict) -> dict:
+    """The rdma_ofed role's plan from its settings (the rdma_ofed_* variables, the OS facts,
+    the connection's interface) and the probe's state ({"versions", "ofed"}).
+
+    packages: what the source installs; plan, mlnx_plan: package_plan() and ofed_plan() (with
+    would: what --check says it would install); request: the names an install asks the package
+    manager for; bundle: the MLNX_OFED bundle's file and directory on the node, whether the node
+    fetches it, whether it is an ISO, its installer and the installer's argv, and get_url's
+    checksum; setting_errors: what to refuse, and refusal, those lines joined ("" for none);
+    drift: whether the install path runs (something differs, a DOCA repository, which is not
+    probed, or a setting to refuse); install_bundle: whether an MLNX_OFED bundle is installed;
+    doca_key: whether the DOCA repository's signing key is installed (not for a trusted mirror);
+    activate: activation(); rdmaprov_report: the report line where nothing differs.
     """
     packages, pkg, mlnx, bundle = _plans(s, state)
     errors = setting_errors(s, bundle["parsed"])
     differs = mlnx["install"] if s["source"] == "mlnx_ofed" else not pkg["ok"]
+    mlnx["would"] = (f"would install MLNX_OFED {mlnx['wanted']} from {s['mlnx_ofed_src']} "
+                     f"(installed: {mlnx['installed'] or 'none'})")
     return {"packages": packages, "plan": pkg, "mlnx_plan": mlnx,
             "request": pkg["install"] or packages,
-            "bundle": {k: bundle[k] for k in ("file", "dir", "remote")},
-            "setting_errors": errors,
+            "bundle": {k: v for k, v in bundle.items() if k != "parsed"},
+            "setting_errors": errors, "refusal": "; ".join(errors),
             "drift": differs or s["source"] == "doca" or bool(errors),
+            "install_bundle": s["source"] == "mlnx_ofed" and mlnx["install"],
+            "doca_key": s["source"] == "doca" and not s["doca_repo_trusted"],
+            "activate": activation(s),
             "rdmaprov_report": [] if differs else [
                 stack_report(s["source"], packages, pkg, mlnx, state)]}
+
+
+def bundle_check(path: str, sha256: str) -> str:
+    """A bundle on the control host held to its sha256 before a byte of it reaches a node: ""
+    when it matches, else the line that stops the run."""
+    if not os.path.isfile(path):
+        return f"rdma_ofed: no such file on the control host: {path}; nothing was installed"
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    got = digest.hexdigest()
+    if got == sha256.lower():
+        return ""
+    return (f"rdma_ofed: sha256 mismatch for {path}: expected {sha256.lower()}, got {got}; "
+            "nothing was installed")
 
 
 def after(s: dict, before: dict, now: dict, check: bool) -> dict:

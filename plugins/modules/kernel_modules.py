@@ -25,12 +25,36 @@ version_added: "0.1.0"
 author: rdmaprov developers (!UNKNOWN)
 options:
   names:
-    description: Modules to load, in order (dependencies first, although modprobe resolves them).
+    description:
+      - Modules to load, in order (dependencies first, although modprobe resolves them).
+      - One of O(names) and O(settings) is required.
     type: list
     elements: str
-    required: true
+  settings:
+    description:
+      - The rdma_modules role's settings (its rdma_modules_* variables without the prefix, and
+        what preflight saw). The module merges the layered lists and the peer-memory rule into
+        the set (driver_plan.module_plan() in module_utils) and takes O(names), O(load) and
+        O(require_uverbs) from it.
+    type: dict
+    suboptions:
+      base: {description: rdma_modules_base., type: list, elements: raw, default: []}
+      ipoib: {description: rdma_modules_ipoib (adds ib_ipoib)., type: bool, default: false}
+      peermem:
+        description: rdma_modules_peermem (C(auto) = present where O(settings.has_gpus)).
+        type: str
+        choices: [auto, present, absent]
+        default: auto
+      peermem_name: {description: rdma_modules_peermem_name., type: str, default: nvidia_peermem}
+      extra: {description: "rdma_modules_extra (names, or C(name) with C(state) and C(options))", type: list, elements: raw, default: []}
+      group_extra: {description: "rdma_modules_group_extra, merged after O(settings.extra).", type: list, elements: raw, default: []}
+      host_extra: {description: "rdma_modules_host_extra, merged last.", type: list, elements: raw, default: []}
+      load: {description: rdma_modules_load., type: bool, default: true}
+      verify_uverbs: {description: rdma_modules_verify_uverbs., type: bool, default: true}
+      has_gpus: {description: Whether preflight saw NVIDIA GPUs., type: bool, default: false}
+      has_hcas: {description: "Whether preflight saw HCAs (O(settings.verify_uverbs) applies there only).", type: bool, default: false}
   load:
-    description: Load missing modules. With C(false) only report their state.
+    description: Load missing modules. With C(false) only report their state. With O(settings), its C(load).
     type: bool
     default: true
   persist:
@@ -46,9 +70,17 @@ options:
         type: path
         required: true
       content:
-        description: Its whole content.
+        description: Its whole content, or its header where O(persist[].append) is set.
         type: str
         required: true
+      append:
+        description:
+          - Add the set's lines after O(persist[].content), on a line of their own.
+          - C(names), one module a line (a modules-load.d file); C(options), an C(options <name>
+            <options>) line for each module that has options, else a comment saying there are
+            none (a modprobe.d file). A control character in a value becomes a space.
+        type: str
+        choices: [names, options]
       mode:
         description: Its mode.
         type: str
@@ -57,6 +89,7 @@ options:
     description:
       - Fail unless /dev/infiniband/uverbs* exists after loading (a host with HCAs). Not judged
         under check mode when a module would still be loaded.
+      - With O(settings), whether C(verify_uverbs) is set and C(has_hcas) is true.
     type: bool
     default: false
 extends_documentation_fragment:
@@ -81,6 +114,17 @@ EXAMPLES = r"""
     persist:
       - {path: /etc/modules-load.d/rdma.conf, content: "ib_core\nib_uverbs\n"}
     require_uverbs: true
+
+- name: The rdma_modules role's set, from its layered lists
+  rdmaprov.cluster.kernel_modules:
+    settings:
+      base: [ib_core, ib_uverbs, mlx5_core, mlx5_ib]
+      host_extra: [{name: mlx5_core, options: prof_sel=2}]
+      peermem: auto
+      has_gpus: true
+    persist:
+      - {path: /etc/modules-load.d/rdma.conf, content: "# RDMA modules\n", append: names}
+      - {path: /etc/modprobe.d/rdma.conf, content: "# their options\n", append: options}
 """
 
 RETURN = r"""
@@ -110,6 +154,11 @@ written:
   returned: always
   type: list
   elements: str
+names:
+  description: The modules of the set, in order (O(names), or the plan's with O(settings)).
+  returned: always
+  type: list
+  elements: str
 rdmaprov_report:
   description: "One line per module (C(name: status)), then one per file written; rdmaprov shows them as the host's report."
   returned: always
@@ -125,7 +174,7 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_text
 
-from ansible_collections.rdmaprov.cluster.plugins.module_utils import kernel_caps
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import driver_plan, kernel_caps
 
 
 def _dmesg_lines(module: AnsibleModule, name: str, limit: int = 5) -> list[str]:
@@ -140,6 +189,9 @@ def _dmesg_lines(module: AnsibleModule, name: str, limit: int = 5) -> list[str]:
 def _persist(module: AnsibleModule, item: dict) -> tuple[bool, dict]:
     """Keep one file at its content, owner root and mode; (changed, diff). Check mode: no write."""
     path, content = item["path"], item["content"]
+    if item.get("append"):
+        # The header (a template's text has no final newline), then the set's lines.
+        content = (content.rstrip("\n") + "\n" if content else "") + item["append"]
     try:
         with open(path, "rb") as handle:
             before = to_text(handle.read(), errors="surrogate_or_strict")
@@ -163,24 +215,52 @@ def _persist(module: AnsibleModule, item: dict) -> tuple[bool, dict]:
     return changed, diff
 
 
+SETTINGS = {
+    **{k: {"type": "list", "elements": "raw", "default": []}
+       for k in ("base", "extra", "group_extra", "host_extra")},
+    "ipoib": {"type": "bool", "default": False},
+    "peermem": {"type": "str", "default": "auto", "choices": ["auto", "present", "absent"]},
+    "peermem_name": {"type": "str", "default": "nvidia_peermem"},
+    **{k: {"type": "bool", "default": True} for k in ("load", "verify_uverbs")},
+    **{k: {"type": "bool", "default": False} for k in ("has_gpus", "has_hcas")},
+}
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "names": {"type": "list", "elements": "str", "required": True},
+            "names": {"type": "list", "elements": "str"},
+            "settings": {"type": "dict", "options": SETTINGS},
             "load": {"type": "bool", "default": True},
             "persist": {"type": "list", "elements": "dict", "default": [], "options": {
                 "path": {"type": "path", "required": True},
                 "content": {"type": "str", "required": True},
                 "mode": {"type": "str", "default": "0644"},
+                "append": {"type": "str", "choices": ["names", "options"]},
             }},
             "require_uverbs": {"type": "bool", "default": False},
         },
+        required_one_of=[["names", "settings"]],
+        mutually_exclusive=[["names", "settings"]],
         supports_check_mode=True,
     )
-    if not module.params["names"]:
+    p = module.params
+    if p["settings"] is not None:
+        try:
+            plan = driver_plan.module_plan(p["settings"])
+        except ValueError as exc:
+            module.fail_json(msg=f"kernel_modules: {exc}")
+        entries, names = plan["modules"], plan["names"]
+        load, require_uverbs = plan["load"], plan["require_uverbs"]
+    else:
+        names, load, require_uverbs = p["names"], p["load"], p["require_uverbs"]
+        entries = [{"name": name} for name in names]
+    if not names:
         module.fail_json(msg="the module set is empty (every entry absent?)")
     written, diffs = [], []
-    for item in module.params["persist"]:
+    for item in p["persist"]:
+        if item["append"]:
+            item = {**item, "append": driver_plan.file_lines(entries, item["append"])}
         file_changed, diff = _persist(module, item)
         if file_changed:
             written.append(item["path"])
@@ -190,8 +270,8 @@ def main() -> None:
     if caps["can_load"] and not modprobe:
         caps = {"can_load": False, "reason": "no modprobe on this host (install kmod)"}
 
-    entries, failures, changed = [], [], bool(written)
-    for name in module.params["names"]:
+    statuses, failures, changed = [], [], bool(written)
+    for name in names:
         found = kernel_caps.module_status(name, "/")
         before = found["state"]
         entry = {"name": name, "before": before, "state": before, "evidence": found["evidence"]}
@@ -201,7 +281,7 @@ def main() -> None:
             entry["status"] = "built into the kernel"
         elif not caps["can_load"]:
             entry["status"] = f"not applicable: {caps['reason']}"
-        elif not module.params["load"]:
+        elif not load:
             entry["status"] = "not loaded"
         elif module.check_mode:
             entry["status"] = "would load"
@@ -223,18 +303,18 @@ def main() -> None:
                 failures.append(f"could not load {name}: {text}"
                                 + (f" | dmesg: {' / '.join(kernel)}" if kernel else ""))
         entry["loaded"] = entry["state"] in ("loaded", "builtin")
-        entries.append(entry)
+        statuses.append(entry)
 
-    loading = any(e["status"] == "would load" for e in entries)
-    if module.params["require_uverbs"] and not (module.check_mode and loading) \
+    loading = any(e["status"] == "would load" for e in statuses)
+    if require_uverbs and not (module.check_mode and loading) \
             and not glob.glob("/dev/infiniband/uverbs*"):
         failures.append("no /dev/infiniband/uverbs* on a host with RDMA devices: is ib_uverbs "
                         "loaded, and is /dev/infiniband populated (udev)?")
-    report = [f"{e['name']}: {e['status']}" for e in entries]
+    report = [f"{e['name']}: {e['status']}" for e in statuses]
     report += [f"{path}: {'would be written' if module.check_mode else 'written'}"
                for path in written]
     result = {"changed": changed, "can_load": caps["can_load"], "reason": caps["reason"],
-              "modules": entries, "written": written, "rdmaprov_report": report}
+              "modules": statuses, "names": names, "written": written, "rdmaprov_report": report}
     if module._diff and diffs:
         result["diff"] = diffs
     if failures:

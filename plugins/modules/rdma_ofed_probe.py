@@ -35,16 +35,9 @@ options:
     type: dict
     suboptions:
       source: {description: rdma_ofed_source., type: str, required: true, choices: [inbox, doca, mlnx_ofed]}
-      inbox_packages: {description: rdma_ofed_inbox_packages (empty for O(settings.os_inbox_packages))., type: list, elements: str, default: []}
-      os_inbox_packages: {description: The OS's inbox packages., type: list, elements: str, default: []}
-      os_rdma_core_packages:
-        description: The OS's packages built from rdma-core (they carry O(settings.inbox_version)).
-        type: list
-        elements: str
-        default: []
+      inbox_packages: {description: "rdma_ofed_inbox_packages (empty for the OS's list, driver_versions.OS_PACKAGES).", type: list, elements: str, default: []}
       inbox_extra_packages: {description: rdma_ofed_inbox_extra_packages., type: list, elements: str, default: []}
       inbox_version: {description: rdma_ofed_inbox_version., type: str, default: ""}
-      pin_separator: {description: "What joins a name and its version in an install request (C(=) apt, C(-) dnf).", type: str, default: "="}
       doca_packages: {description: rdma_ofed_doca_packages., type: list, elements: str, default: []}
       doca_version: {description: rdma_ofed_doca_version., type: str, default: ""}
       doca_repo_url: {description: rdma_ofed_doca_repo_url., type: str, default: ""}
@@ -58,8 +51,19 @@ options:
       reboot_ok: {description: rdma_ofed_reboot_ok., type: bool, default: false}
       allow_connection_interface_down: {description: rdma_ofed_allow_connection_interface_down., type: bool, default: false}
       os_name: {description: The distribution and its version (named in a refusal)., type: str, default: ""}
+      os_family: {description: "The OS family (C(ansible_facts.os_family)): picks the OS's package lists.", type: str, default: ""}
+      distribution: {description: "The distribution (C(ansible_facts.distribution)), before O(settings.os_family).", type: str, default: ""}
+      distribution_major_version: {description: "Its major version: C(<distribution>-<major>) is looked up first.", type: str, default: ""}
       ssh_interface: {description: The interface carrying the Ansible connection., type: str, default: ""}
       ssh_interface_rdma: {description: Whether that interface is on an HCA., type: bool, default: false}
+      mlnx_ofed_flags: {description: rdma_ofed_mlnx_ofed_flags (the installer's argv in RV(bundle))., type: list, elements: str, default: [--force, --without-fw-update]}
+  check_bundle:
+    description:
+      - With O(settings), only hold the file O(settings.mlnx_ofed_src) where the module runs
+        (C(delegate_to) the control host) to O(settings.mlnx_ofed_sha256); fail with the line
+        that says why not. Reads no package; returns only C(msg).
+    type: bool
+    default: false
   before:
     description:
       - The RV(state) of the module's first call (with O(settings)). The module then reads the
@@ -116,7 +120,10 @@ request:
   type: list
   elements: str
 bundle:
-  description: The MLNX_OFED bundle's C(file) and C(dir) on the node, and whether the node fetches it (C(remote)).
+  description:
+    - The MLNX_OFED bundle's C(file) and C(dir) on the node, whether the node fetches it
+      (C(remote)), whether it is an ISO (C(iso)), its C(installer) and the installer's C(argv),
+      and get_url's C(checksum).
   returned: when O(settings) is given without O(before)
   type: dict
 setting_errors:
@@ -124,6 +131,24 @@ setting_errors:
   returned: when O(settings) is given without O(before)
   type: list
   elements: str
+refusal:
+  description: RV(setting_errors) joined by C(; ), empty when there are none.
+  returned: when O(settings) is given without O(before)
+  type: str
+install_bundle:
+  description: Whether the MLNX_OFED bundle is installed (source C(mlnx_ofed), another version in place).
+  returned: when O(settings) is given without O(before)
+  type: bool
+doca_key:
+  description: Whether the DOCA repository's signing key is installed (source C(doca), not a trusted mirror).
+  returned: when O(settings) is given without O(before)
+  type: bool
+activate:
+  description:
+    - How a newly installed driver comes into use (the role's handlers) - C(reboot),
+      C(restart) (openibd), C(say) that it is not active yet, or empty for the inbox source.
+  returned: when O(settings) is given without O(before)
+  type: str
 drift:
   description: Whether the install path runs (something differs, a DOCA repository, or a setting to refuse).
   returned: when O(settings) is given without O(before)
@@ -166,14 +191,15 @@ def _state(result: dict) -> dict:
 SETTINGS = {
     "source": {"type": "str", "required": True, "choices": ["inbox", "doca", "mlnx_ofed"]},
     **{k: {"type": "list", "elements": "str", "default": []}
-       for k in ("inbox_packages", "os_inbox_packages", "os_rdma_core_packages",
-                 "inbox_extra_packages", "doca_packages")},
+       for k in ("inbox_packages", "inbox_extra_packages", "doca_packages")},
     **{k: {"type": "str", "default": ""}
        for k in ("inbox_version", "doca_version", "doca_repo_url", "mlnx_ofed_src",
-                 "mlnx_ofed_sha256", "mlnx_ofed_version", "os_name", "ssh_interface")},
+                 "mlnx_ofed_sha256", "mlnx_ofed_version", "os_name", "ssh_interface",
+                 "os_family", "distribution", "distribution_major_version")},
     # A key's URL, not a secret (validate-modules guesses from the name).
     "doca_gpg_key_url": {"type": "str", "default": "", "no_log": False},
-    "pin_separator": {"type": "str", "default": "="},
+    "mlnx_ofed_flags": {"type": "list", "elements": "str",
+                        "default": ["--force", "--without-fw-update"]},
     "mlnx_ofed_workdir": {"type": "str", "default": "/var/cache/rdmaprov/mlnx_ofed"},
     **{k: {"type": "bool", "default": False}
        for k in ("doca_repo_trusted", "restart_openibd", "reboot_ok",
@@ -186,11 +212,19 @@ def main() -> None:
         argument_spec={"packages": {"type": "list", "elements": "str", "default": []},
                        "settings": {"type": "dict", "options": SETTINGS},
                        "before": {"type": "dict"},
+                       "check_bundle": {"type": "bool", "default": False},
                        "files": state_drift.PATHS_SPEC, "units": state_drift.PATHS_SPEC},
         supports_check_mode=True,
     )
     p = module.params
     settings = p["settings"]
+    if p["check_bundle"]:
+        if not settings:
+            module.fail_json(msg="check_bundle needs settings (mlnx_ofed_src, mlnx_ofed_sha256)")
+        problem = versions.bundle_check(settings["mlnx_ofed_src"], settings["mlnx_ofed_sha256"])
+        if problem:
+            module.fail_json(msg=problem)
+        module.exit_json(changed=False, msg=f"{settings['mlnx_ofed_src']}: sha256 as expected")
     packages = versions.wanted_packages(settings) if settings else p["packages"]
     result = probe.probe(packages)
     if "error" in result:

@@ -62,7 +62,7 @@ def docs(filters: dict[str, Callable[..., Any]], collections_path: Path) -> dict
 
 
 def test_the_collection_has_filters(filters: dict[str, Callable[..., Any]]) -> None:
-    assert {"combine_modules", "qos_tos", "state_drift"} <= set(filters)
+    assert {"qos_tos", "state_drift"} <= set(filters)
 
 
 def test_every_filter_has_a_doc_file(filters: dict[str, Callable[..., Any]]) -> None:

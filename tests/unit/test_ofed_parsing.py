@@ -174,16 +174,59 @@ BUNDLE_NAME = "MLNX_OFED_LINUX-24.10-1.1.4.0-debian12.1-x86_64.tgz"
 
 def settings(**over: object) -> dict:
     """The rdma_ofed role's settings as vars/main.yml hands them to the probe (its defaults on
-    Debian 12 over SSH through a plain Ethernet port)."""
-    s = {"source": "inbox", "inbox_packages": [], "os_inbox_packages": WANT,
-         "os_rdma_core_packages": CORE, "inbox_extra_packages": [], "inbox_version": "",
-         "pin_separator": "=", "doca_packages": ["doca-ofed"], "doca_version": "",
+    Debian 12 over SSH through a plain Ethernet port, with WANT as the user's inbox list)."""
+    s = {"source": "inbox", "inbox_packages": WANT, "inbox_extra_packages": [],
+         "inbox_version": "", "doca_packages": ["doca-ofed"], "doca_version": "",
          "doca_repo_url": "", "doca_gpg_key_url": "", "doca_repo_trusted": False,
          "mlnx_ofed_src": "", "mlnx_ofed_sha256": "", "mlnx_ofed_version": "",
          "mlnx_ofed_workdir": "/var/cache/rdmaprov/mlnx_ofed", "restart_openibd": False,
          "reboot_ok": False, "allow_connection_interface_down": False,
-         "os_name": "Debian 12.5", "ssh_interface": "eth0", "ssh_interface_rdma": False}
+         "os_name": "Debian 12.5", "ssh_interface": "eth0", "ssh_interface_rdma": False,
+         "os_family": "Debian", "distribution": "Debian", "distribution_major_version": "12",
+         "mlnx_ofed_flags": ["--force", "--without-fw-update"]}
     return {**s, **over}
+
+
+ROCKY9 = {"os_family": "RedHat", "distribution": "Rocky", "distribution_major_version": "9"}
+DEBIAN_INBOX = ["rdma-core", "ibverbs-providers", "ibverbs-utils", "infiniband-diags",
+                "rdmacm-utils", "perftest", "python3-pyverbs"]
+REDHAT_INBOX = ["rdma-core", "libibverbs-utils", "infiniband-diags", "librdmacm-utils", "perftest",
+                "python3-pyverbs"]
+
+
+def test_os_packages_by_distribution_major_then_distribution_then_family() -> None:
+    # The lists vars/main.yml held, picked as its first_found did.
+    assert versions.wanted_packages(settings(inbox_packages=[])) == DEBIAN_INBOX
+    assert versions.wanted_packages(settings(inbox_packages=[], os_family="Debian",
+                                             distribution="Ubuntu",
+                                             distribution_major_version="22")) == DEBIAN_INBOX
+    assert versions.wanted_packages(settings(inbox_packages=[], **ROCKY9)) == REDHAT_INBOX
+    assert versions.os_packages(settings(**ROCKY9))["pin_separator"] == "-"
+    assert versions.os_packages(settings())["pin_separator"] == "="
+    table = {"Ubuntu-22": {"n": 1}, "Ubuntu": {"n": 2}, "Debian": {"n": 3}}
+    ubuntu = {"os_family": "Debian", "distribution": "Ubuntu"}
+    assert versions.os_packages({**ubuntu, "distribution_major_version": "22"}, table) == {"n": 1}
+    assert versions.os_packages({**ubuntu, "distribution_major_version": "24"}, table) == {"n": 2}
+    assert versions.os_packages(settings(), table) == {"n": 3}
+    assert versions.os_packages(settings(os_family="Suse", distribution="SLES")) is None
+
+
+def test_the_core_packages_carry_the_pin_with_the_os_separator() -> None:
+    got = versions.plan(settings(inbox_packages=[], inbox_version="44.0-2", **ROCKY9),
+                        {"versions": {}, "ofed": None})
+    assert got["request"] == ["rdma-core-44.0-2", "libibverbs-utils-44.0-2",
+                              "infiniband-diags-44.0-2", "librdmacm-utils-44.0-2", "perftest",
+                              "python3-pyverbs-44.0-2"]
+
+
+def test_an_os_without_a_table_is_refused_for_packages_only() -> None:
+    sles = {"os_family": "Suse", "distribution": "SLES", "os_name": "SLES 15.5"}
+    got = versions.plan(settings(**sles), {"versions": dict.fromkeys(WANT, "1"), "ofed": None})
+    assert got["drift"] is True and got["setting_errors"] == [
+        "rdma_ofed: no package table for SLES 15.5 (Suse family): rdma_ofed_source=inbox "
+        "installs on the Debian and RedHat families"]
+    mlnx = settings(source="mlnx_ofed", mlnx_ofed_src=BUNDLE_NAME, mlnx_ofed_sha256=SHA, **sles)
+    assert versions.plan(mlnx, {"versions": {}, "ofed": None})["setting_errors"] == []
 
 
 def test_wanted_packages() -> None:
@@ -213,13 +256,13 @@ def test_plan_pins_inbox_core_packages_and_doca_packages() -> None:
     assert got["drift"] is True and got["rdmaprov_report"] == []
     assert got["request"] == ["rdma-core=44.0-2", "ibverbs-providers=44.0-2",
                               "python3-pyverbs=44.0-2"]
-    doca = versions.plan(settings(source="doca", doca_version="24.10", pin_separator="-",
+    doca = versions.plan(settings(source="doca", doca_version="24.10", **ROCKY9,
                                   doca_repo_url="https://m/", doca_repo_trusted=True),
                          {"versions": {"doca-ofed": "24.10-1"}, "ofed": None})
     # Its packages are in line, but the repository is not probed: a doca host always drifts.
     assert doca["plan"]["ok"] is True and doca["drift"] is True
     assert doca["request"] == ["doca-ofed"] and doca["rdmaprov_report"]
-    assert versions.plan(settings(source="doca", doca_version="25.04", pin_separator="-",
+    assert versions.plan(settings(source="doca", doca_version="25.04", **ROCKY9,
                                   doca_repo_url="https://m/", doca_repo_trusted=True),
                          {"versions": {}, "ofed": None})["request"] == ["doca-ofed-25.04"]
 
@@ -230,18 +273,37 @@ def test_plan_of_an_mlnx_ofed_bundle() -> None:
     found = versions.parse_ofed_info("MLNX_OFED_LINUX-24.10-1.1.4.0:")
     same = versions.plan(s, {"versions": {}, "ofed": found})
     assert same["mlnx_plan"]["wanted"] == "24.10-1.1.4.0" and same["drift"] is False
+    unpacked = f"/var/cache/rdmaprov/mlnx_ofed/{BUNDLE_NAME[:-4]}"
     assert same["bundle"] == {
-        "file": f"/var/cache/rdmaprov/mlnx_ofed/{BUNDLE_NAME}",
-        "dir": f"/var/cache/rdmaprov/mlnx_ofed/{BUNDLE_NAME[:-4]}", "remote": True}
+        "file": f"/var/cache/rdmaprov/mlnx_ofed/{BUNDLE_NAME}", "dir": unpacked, "remote": True,
+        "iso": False, "installer": f"{unpacked}/mlnxofedinstall",
+        "argv": [f"{unpacked}/mlnxofedinstall", "--force", "--without-fw-update"],
+        "checksum": f"sha256:{SHA}"}
+    assert same["install_bundle"] is False and same["doca_key"] is False
     # A version set by hand wins over the file name's; a file with another name unpacks to its
     # own stem, and a path on the control host is copied, not fetched.
     other = versions.plan(settings(source="mlnx_ofed", mlnx_ofed_src="/srv/ofed.tar.gz",
                                    mlnx_ofed_sha256=SHA, mlnx_ofed_version="23.10-1.1.9.0"),
                           {"versions": {}, "ofed": found})
     assert other["mlnx_plan"]["install"] is True and other["drift"] is True
-    assert other["bundle"] == {"file": "/var/cache/rdmaprov/mlnx_ofed/ofed.tar.gz",
-                               "dir": "/var/cache/rdmaprov/mlnx_ofed/ofed", "remote": False}
-    assert other["setting_errors"] == []
+    assert {k: other["bundle"][k] for k in ("file", "dir", "remote")} == {
+        "file": "/var/cache/rdmaprov/mlnx_ofed/ofed.tar.gz",
+        "dir": "/var/cache/rdmaprov/mlnx_ofed/ofed", "remote": False}
+    assert other["setting_errors"] == [] and other["refusal"] == ""
+    assert other["install_bundle"] is True
+    assert other["mlnx_plan"]["would"] == (
+        "would install MLNX_OFED 23.10-1.1.9.0 from /srv/ofed.tar.gz (installed: "
+        "24.10-1.1.4.0)")
+    # An ISO is mounted, not unpacked; the installer takes the flags asked for; get_url is
+    # given the sha256 in lower case.
+    iso = versions.plan(settings(source="mlnx_ofed", mlnx_ofed_src=f"/srv/{BUNDLE_NAME[:-4]}.iso",
+                                 mlnx_ofed_sha256=SHA.upper(), mlnx_ofed_flags=["--all"]),
+                        {"versions": {}, "ofed": None})
+    assert iso["bundle"]["iso"] is True and iso["bundle"]["checksum"] == f"sha256:{SHA}"
+    assert iso["bundle"]["argv"] == [f"{unpacked}/mlnxofedinstall", "--all"]
+    assert iso["mlnx_plan"]["would"].endswith("(installed: none)")
+    # Another source installs no bundle, whatever ofed_info says.
+    assert versions.plan(settings(), {"versions": {}, "ofed": None})["install_bundle"] is False
 
 
 DOCA_LINE = ("rdma_ofed_source=doca needs rdma_ofed_doca_repo_url (the versioned repository for "
@@ -275,6 +337,7 @@ MLNX_LINE = ("rdma_ofed_source=mlnx_ofed needs rdma_ofed_mlnx_ofed_src, its sha2
 def test_setting_errors(over: dict, errors: list[str]) -> None:
     s = settings(**over)
     assert versions.plan(s, {"versions": {}, "ofed": None})["setting_errors"] == errors
+    assert versions.plan(s, {"versions": {}, "ofed": None})["refusal"] == "; ".join(errors)
     if errors:
         assert versions.plan(s, {"versions": {}, "ofed": None})["drift"] is True
 
@@ -301,6 +364,41 @@ def test_an_openibd_restart_that_cuts_the_connection_is_refused(over: dict, refu
     if refused:
         unknown = versions.setting_errors({**s, "ssh_interface": ""}, None)
         assert unknown == [RESTART_LINE.replace("down ib0,", "down ?,")]
+
+
+@pytest.mark.parametrize(("over", "activate"), [
+    ({"source": "inbox", "restart_openibd": True, "reboot_ok": True}, ""),
+    ({"source": "doca"}, "say"),
+    ({"source": "doca", "restart_openibd": True}, "restart"),
+    ({"source": "mlnx_ofed", "restart_openibd": True, "reboot_ok": True}, "reboot"),
+    ({"source": "mlnx_ofed", "reboot_ok": True}, "reboot"),
+])
+def test_activation_of_a_new_driver(over: dict, activate: str) -> None:
+    # The handlers' old rules: restart openibd when asked and no reboot is; reboot when
+    # allowed; else say it is not active; nothing for inbox (userspace only).
+    assert versions.plan(settings(**over), {"versions": {}, "ofed": None})["activate"] == activate
+
+
+@pytest.mark.parametrize(("over", "key"), [
+    ({"source": "doca"}, True), ({"source": "doca", "doca_repo_trusted": True}, False),
+    ({"source": "inbox"}, False)])
+def test_the_doca_key_is_installed_unless_the_mirror_is_trusted(over: dict, key: bool) -> None:
+    assert versions.plan(settings(**over), {"versions": {}, "ofed": None})["doca_key"] is key
+
+
+def test_bundle_check(tmp_path: Path) -> None:
+    import hashlib
+
+    bundle = tmp_path / BUNDLE_NAME
+    bundle.write_bytes(b"not really a bundle\n")
+    real = hashlib.sha256(bundle.read_bytes()).hexdigest()
+    assert versions.bundle_check(str(bundle), real.upper()) == ""
+    assert versions.bundle_check(str(bundle), SHA) == (
+        f"rdma_ofed: sha256 mismatch for {bundle}: expected {SHA}, got {real}; "
+        "nothing was installed")
+    assert versions.bundle_check(str(tmp_path / "gone.tgz"), SHA) == (
+        f"rdma_ofed: no such file on the control host: {tmp_path / 'gone.tgz'}; "
+        "nothing was installed")
 
 
 def test_after_an_inbox_install() -> None:
@@ -483,8 +581,7 @@ def test_probe_module_returns_the_parsed_state_and_plans_from_it(tmp_path: Path)
         read_only["packages_stdout"]), "ofed": versions.parse_ofed_info(read_only["ofed_info"])}
     assert "no-such-package-rdmaprov" not in read_only["state"]["versions"]
     assert "plan" not in read_only
-    s = settings(inbox_packages=["no-such-package-rdmaprov"], os_inbox_packages=[],
-                 os_rdma_core_packages=[], doca_repo_trusted=None)
+    s = settings(inbox_packages=["no-such-package-rdmaprov"], doca_repo_trusted=None)
     del s["doca_repo_trusted"]  # a setting left out takes the module's default
     planned = run({"settings": s})
     assert planned["plan"] == versions.package_plan(["no-such-package-rdmaprov"],
@@ -500,3 +597,14 @@ def test_probe_module_returns_the_parsed_state_and_plans_from_it(tmp_path: Path)
                                       "no-such-package-rdmaprov; installed by this run")
     bad = run({"settings": {**s, "source": "apt"}})
     assert bad["failed"] is True and "source" in bad["msg"]
+    # On the control host (delegate_to localhost): the bundle's sha256 alone, no package read.
+    import hashlib
+
+    bundle = tmp_path / BUNDLE_NAME
+    bundle.write_bytes(b"not really a bundle\n")
+    real = hashlib.sha256(bundle.read_bytes()).hexdigest()
+    local = {**s, "source": "mlnx_ofed", "mlnx_ofed_src": str(bundle)}
+    wrong = run({"settings": {**local, "mlnx_ofed_sha256": SHA}, "check_bundle": True})
+    assert wrong["failed"] is True and wrong["msg"] == versions.bundle_check(str(bundle), SHA)
+    right = run({"settings": {**local, "mlnx_ofed_sha256": real}, "check_bundle": True})
+    assert "failed" not in right and "state" not in right and right["changed"] is False

@@ -210,8 +210,6 @@ def _fixtures(bad: str, workdir: Path) -> dict[str, Any]:
                                    "_nccl_validate_done", "_net_mtu_probe",
                                    "_rdma_ofed_probe", "_slurm_health_probe",
                                    "ansible_facts", "hostvars", "item")},
-        # Task vars of an import (import_tasks: vars:), which the walk does not follow.
-        "_rdma_modules_combined": [{"name": bad, "options": bad}],
         "inventory_hostname": bad,
         "_roce_qos_plans": plans,
         "_net_mtu_by_backend": {b: [iface] for b in ("systemd_unit", "netplan",
