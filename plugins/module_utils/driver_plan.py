@@ -148,6 +148,13 @@ def file_lines(entries: list[dict], kind: str) -> str:
     return "".join(lines) or "# (no options set)\n"
 
 
+# The settings module_plan reads: the rdma_modules_* variables without the prefix (the
+# kernel_modules action plugin fills them from the role's variables), and what preflight saw
+# (has_gpus, has_hcas), which the role gives.
+MODULE_SETTINGS = ("base", "ipoib", "peermem", "peermem_name", "extra", "group_extra",
+                   "host_extra", "load", "verify_uverbs", "has_gpus", "has_hcas")
+
+
 def module_plan(s: dict) -> dict:
     """The rdma_modules role's plan: the merged set (modules), its names in order, whether to
     load them (load) and whether to require /dev/infiniband/uverbs* (require_uverbs: asked for,

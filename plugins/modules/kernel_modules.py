@@ -36,6 +36,10 @@ options:
         what preflight saw). The module merges the layered lists and the peer-memory rule into
         the set (driver_plan.module_plan() in module_utils) and takes O(names), O(load) and
         O(require_uverbs) from it.
+      - In a task, every key it lacks is filled on the control host by the module's action
+        plugin (plugins/plugin_utils/role_settings.py), from the role variable
+        C(rdma_modules_<key>) where one is defined, else from the play (C(host), C(address),
+        C(hosts), C(check_mode), C(connection), C(managed)). C({}) gives the role's settings whole.
     type: dict
     suboptions:
       base: {description: rdma_modules_base., type: list, elements: raw, default: []}
