@@ -56,7 +56,11 @@ options:
       distribution_major_version: {description: "Its major version: C(<distribution>-<major>) is looked up first.", type: str, default: ""}
       ssh_interface: {description: The interface carrying the Ansible connection., type: str, default: ""}
       ssh_interface_rdma: {description: Whether that interface is on an HCA., type: bool, default: false}
-      mlnx_ofed_flags: {description: rdma_ofed_mlnx_ofed_flags (the installer's argv in RV(bundle))., type: list, elements: str, default: [--force, --without-fw-update]}
+      mlnx_ofed_flags:
+        description: rdma_ofed_mlnx_ofed_flags (the installer's argv in RV(bundle)).
+        type: list
+        elements: str
+        default: [--force, --without-fw-update]
   check_bundle:
     description:
       - With O(settings), only hold the file O(settings.mlnx_ofed_src) where the module runs
