@@ -715,28 +715,29 @@ def test_probe_rendezvous_names_an_address_the_rendezvous_host_does_not_hold(mon
     probe = _module("nccl_validate_probe")
     monkeypatch.setattr(probe, "route", lambda addr: {"address": addr, "source": "10.0.0.11",
                                                       "error": None})
-    spec = {"members": ["node1", "node2"], "master_addr": "10.0.0.200", "own": None}
-    rdzv, routes = probe.rendezvous({**spec, "host": "node1"})
+    spec = {"members": ["node1", "node2"], "master_addr": "10.0.0.200"}
+    rdzv, routes = probe.rendezvous({**spec, "host": "node1"}, None)
     assert rdzv == {"addr": "10.0.0.200", "error": (
         "rendezvous address 10.0.0.200: not an address of node1, the rendezvous host, which "
         "listens on it (from here it is another host, reached from 10.0.0.11): set "
         "nccl_validate_master_addr to an address node1 holds, or leave it unset")}
     assert list(routes) == ["10.0.0.200"]
     # Its peers reach it from their own address: nothing to say there.
-    assert probe.rendezvous({**spec, "host": "node2"})[0] == {"addr": "10.0.0.200", "error": ""}
+    assert probe.rendezvous({**spec, "host": "node2"}, None)[0] == {"addr": "10.0.0.200",
+                                                                   "error": ""}
     # One host: the loopback, no route probed; no address known: the plan's line.
-    assert probe.rendezvous({"members": ["node1"], "master_addr": "", "own": None,
-                             "host": "node1"}) == ({"addr": "127.0.0.1", "error": ""}, {})
-    assert probe.rendezvous({"members": ["node1", "node2"], "master_addr": "", "own": None,
-                             "host": "node2"})[0]["error"].startswith("no rendezvous address")
+    assert probe.rendezvous({"members": ["node1"], "master_addr": "", "host": "node1"},
+                            None) == ({"addr": "127.0.0.1", "error": ""}, {})
+    assert probe.rendezvous({"members": ["node1", "node2"], "master_addr": "", "host": "node2"},
+                            None)[0]["error"].startswith("no rendezvous address")
 
 
 def test_probe_rendezvous_route_error(monkeypatch):
     probe = _module("nccl_validate_probe")
     monkeypatch.setattr(probe, "route", lambda addr: {
         "address": addr, "source": None, "error": f"no route to {addr}: Network is unreachable"})
-    rdzv, _routes = probe.rendezvous({"members": ["a", "b"], "master_addr": "",
-                                      "own": ["10.0.0.1", "ansible_host"], "host": "b"})
+    rdzv, _routes = probe.rendezvous({"members": ["a", "b"], "master_addr": "", "host": "b"},
+                                     ["10.0.0.1", "ansible_host"])
     assert rdzv["error"] == ("rendezvous address 10.0.0.1: no route to 10.0.0.1: Network is "
                              "unreachable")
 
@@ -785,10 +786,14 @@ def _wait_action(monkeypatch, jobs, args):
     return action, calls
 
 
+def _launch_args(exits, members, wait=60, poll=2, run_dir="/var/tmp/rdmaprov-validate/fabric"):
+    return {"exits": exits, "members": members, "wait": wait, "poll": poll, "dir": run_dir}
+
+
 def test_wait_records_the_exit_and_stops_a_peer(monkeypatch, tmp_path):
     exits = str(tmp_path / ".exits")
     members = ["a", "b"]
-    args = {"jid": "j1", "exits_dir": exits, "members": members, "timeout": 60, "poll": 2}
+    args = {"jid": "j1", "launch": _launch_args(exits, members)}
     running = {"started": 1, "finished": 0}
     action, calls = _wait_action(monkeypatch, [running, running, {"finished": 1,
                                                                   "stdout": "2\n"}], args)
@@ -798,15 +803,33 @@ def test_wait_records_the_exit_and_stops_a_peer(monkeypatch, tmp_path):
     assert calls[0] == ("ansible.legacy.async_status", {"jid": "j1",
                                                         "_async_dir": "/root/.ansible_async"})
     assert len(calls) == 3 and (tmp_path / ".exits" / "b").read_text() == "2\n"
-    # a's wait ends at its next poll, saying who and why.
-    action, calls = _wait_action(monkeypatch, [running], {**args, "jid": "j2"})
+    # a's wait ends at its next poll, saying who and why; it stops a's part (the reason in
+    # the worker's JSON form into worker.log, then SIGTERM) and waits for it to end.
+    action, calls = _wait_action(monkeypatch, [running, {}, running, {"finished": 1}],
+                                 {**args, "jid": "j2"})
     out = action.run(task_vars={"inventory_hostname": "a"})
-    assert out["finished"] is False and len(calls) == 1
+    assert out["finished"] is False and "failed" not in out
     assert out["stop_reason"] == "stopped: b could not run (its worker exited 2)"
+    assert [c[0] for c in calls] == ["ansible.legacy.async_status", "ansible.legacy.command",
+                                     "ansible.legacy.async_status",
+                                     "ansible.legacy.async_status"]
+    assert calls[1][1] == {"argv": vl.stop_argv("/var/tmp/rdmaprov-validate/fabric", "a",
+                                                out["stop_reason"])}
+
+
+def test_wait_fails_when_a_stopped_part_does_not_end(monkeypatch, tmp_path):
+    (tmp_path / "b").write_text("3\n")
+    args = {"jid": "j", "launch": _launch_args(str(tmp_path), ["a", "b"])}
+    running = {"finished": 0}
+    action, calls = _wait_action(monkeypatch, [running, {}] + [running] * 40, args)
+    out = action.run(task_vars={"inventory_hostname": "a"})
+    assert out["failed"] is True and len(calls) == 2 + 31
+    assert out["msg"] == ("stopped: b could not run (its worker exited 3); this host's part did "
+                          "not end within 31 s of its stop")
 
 
 def test_wait_gives_up_after_its_timeout(monkeypatch, tmp_path):
-    args = {"jid": "j", "exits_dir": str(tmp_path), "members": ["a"], "timeout": 5, "poll": 2}
+    args = {"jid": "j", "launch": _launch_args(str(tmp_path), ["a"], wait=5)}
     action, calls = _wait_action(monkeypatch, [{"finished": 0}] * 10, args)
     out = action.run(task_vars={"inventory_hostname": "a"})
     assert out["failed"] is True and out["finished"] is False
@@ -818,3 +841,183 @@ def test_module_results_carry_no_top_level_rc():
     reach the role's assert as its one line, not as a failed module call."""
     out = vl.image_preflight(planned(), FakeRuns((125, "", "Error: image not known")))
     assert "rc" not in out and out["exit_code"] == 125
+
+
+# --- what the role keeps, the image, the run around the launch (moved out of the role's YAML) --
+
+def test_nice_json_is_ansibles_to_nice_json():
+    from ansible.plugins.filter.core import to_nice_json
+
+    value = {"b": [1, "é"], "a": None, "c": {"z": 1.5, "y": True}}
+    assert vl.nice_json(value) == to_nice_json(value) + "\n"
+    assert vl.kept("/r/fabric/a", "x.json", value) == {
+        "dir": "/r/fabric/a", "dest": "/r/fabric/a/x.json", "content": to_nice_json(value) + "\n"}
+    assert vl.kept("/r", "doc.json", '{"a": 1}')["content"] == '{"a": 1}\n'  # text as it is
+
+
+def test_plan_keeps_the_intended_settings_with_a_cdi_device_and_not_in_check_mode():
+    host = {**HOST, "cdi": {**HOST["cdi"], "intended": {"NCCL_IB_HCA": "mlx5_0"}}}
+    p = vl.plan(role_settings(results_dir="/srv/res"), host)
+    assert p["settings"]["results"] == "/srv/res/fabric/b"
+    assert p["keep"] == [vl.kept("/srv/res/fabric/b", "nccl_intended.json",
+                                 {"NCCL_IB_HCA": "mlx5_0"})]
+    assert vl.plan(role_settings(), host, check_mode=True)["keep"] == []
+    assert vl.plan(role_settings(cdi_device=""), host)["keep"] == []
+    # An engine that reads no CDI spec gets the devices one by one: nothing to compare.
+    assert vl.plan(role_settings(), {**host, "cdi": {"engine_cdi": False}})["keep"] == []
+
+
+def test_plan_rendezvous_step_and_port_problem():
+    p = vl.plan(role_settings(master_addr="10.9.9.9", launcher="direct"), HOST)
+    assert p["rendezvous"] == {"members": ["a", "b", "c"], "master_addr": "10.9.9.9",
+                               "host": "b", "refuse": p["refuse"]} and p["refuse"]
+    assert p["port_problem"] == ""
+    held = {**HOST, "rendezvous_port": {"port": 29500, "holders": [], "problem": "in use"}}
+    assert vl.plan(role_settings(), held)["port_problem"] == "in use"
+    s = p["settings"]
+    assert (s["pull"], s["pull_timeout"], s["timeout"], s["poll_interval"]) == (
+        "missing", 1800, 600, 2)
+
+
+def test_refusal_rendezvous_first_then_the_plans_in_order():
+    assert vl.refusal("", []) == ""
+    assert vl.refusal("", ["x", "y"]) == "x"
+    assert vl.refusal("no rendezvous", ["x"]) == "no rendezvous"
+
+
+class ImageRuns:
+    def __init__(self, *answers):
+        self.answers = list(answers)
+        self.argvs = []
+
+    def __call__(self, argv):
+        self.argvs.append(argv)
+        return self.answers.pop(0)
+
+
+def test_image_step_there_pulled_or_one_line():
+    s = planned(image="reg/img:1", pull_timeout=30)
+    runs = ImageRuns((0, "[]", ""))
+    assert vl.image_step(s, runs) == {"changed": False, "failure": ""}
+    assert runs.argvs == [["podman", "image", "inspect", "reg/img:1"]]
+    runs = ImageRuns((1, "", "no such image"), (0, "", ""))
+    assert vl.image_step(s, runs) == {"changed": True, "failure": ""}
+    assert runs.argvs[1] == ["timeout", "30", "podman", "pull", "reg/img:1"]
+    assert vl.image_step({**s, "pull": "never"}, ImageRuns((1, "", ""))) == {
+        "changed": False,
+        "failure": "image reg/img:1: not on this host and nccl_validate_pull is never"}
+    assert vl.image_step(s, ImageRuns((1, "", ""), (124, "", "")))["failure"] == (
+        "image reg/img:1: not on this host and pull timed out after 30s")
+    out = vl.image_step(s, ImageRuns((1, "", ""), (125, "", "Trying...\nError: denied\n\n")))
+    assert out == {"changed": True,
+                   "failure": "image reg/img:1: not on this host and pull failed: Error: denied"}
+    assert vl.image_step(s, ImageRuns((1, "", ""), (1, "", "")))["failure"].endswith(
+        "pull failed: no message")
+    # The host runtime needs no image: nothing runs.
+    runs = ImageRuns()
+    assert vl.image_step({**s, "runtime": "host"}, runs) == {"changed": False, "failure": ""}
+    assert runs.argvs == []
+
+
+def _run_of(probe=None, **over):
+    s = vl.plan(role_settings(results_dir="/srv/res", **over), {**HOST, **(probe or {})})[
+        "settings"]
+    launch = vl.launch(s, "fabric", s["members"], s["host"], "10.0.0.1", 29500)
+    return s, launch, vl.run_plan(s, launch, "10.0.0.1")
+
+
+def test_run_plan_around_the_launch():
+    _s, launch, run = _run_of()
+    assert run["start"][:2] == ["/bin/sh", "-c"] and run["start"][3:5] == [launch["dir"], "600"]
+    assert run["start"][5:] == launch["argv"]
+    assert (run["wait"], run["poll"], run["timeout"], run["label"]) == (660, 2, 600, "fabric")
+    assert run["members"] == ["a", "b", "c"] and run["exits"] == "/srv/res/fabric/.exits"
+    assert run["local"] == "/srv/res/fabric/b" and run["rails_local"] == "/srv/res/rails/b"
+    assert run["host_paths"] == [{"path": launch["dir"], "state": "absent"},
+                                 {"path": launch["dir"], "state": "directory"}]
+    assert run["controller_paths"] == [
+        {"path": "/srv/res/fabric/b", "state": "directory"},
+        {"path": "/srv/res/fabric/.exits/b", "state": "absent"},
+        {"path": "/srv/res/rails/b", "state": "absent"}]
+    assert run["rm_leftover"] == ["podman", "rm", "--force", "--ignore", "rdmaprov-validate-fabric"]
+    assert run["rm_killed"] == ["podman", "rm", "--force", "rdmaprov-validate-fabric"]
+    assert run["keep"] == []  # b does not hold the rendezvous: a records the run
+    # No rail round: nothing of one cleared; docker removes its own leftover (--rm).
+    _s, _l, run = _run_of({"engine": "docker"}, rails="never")
+    assert run["rails_local"] == "" and len(run["controller_paths"]) == 2
+    assert run["rm_leftover"] == [] and run["rm_killed"][:2] == ["docker", "rm"]
+    _s, _l, run = _run_of(runtime="host")
+    assert run["rm_leftover"] == [] and run["rm_killed"] == []
+
+
+def test_run_plan_records_the_run_on_the_rendezvous_host():
+    s, _launch, run = _run_of(host="a", nproc_per_node="2", address="10.0.0.1")
+    assert run["keep"] == [vl.kept("/srv/res/fabric", "run.json", {
+        "label": "fabric", "hosts": ["a", "b", "c"], "master": "a", "master_addr": "10.0.0.1",
+        "master_port": 29500, "runtime": "container", "image": s["image"],
+        "launcher": "torchrun", "backend": "nccl", "nproc_per_node": 2})]
+    _s, _launch, run = _run_of(host="a", runtime="host")
+    assert json.loads(run["keep"][0]["content"])["image"] is None
+
+
+HOSTILE = "x'$(touch {m})\"`touch {m}`;touch {m}\n"
+
+
+def test_start_and_stop_scripts_take_values_as_arguments(tmp_path):
+    """The launch's shell and the stop run hostile directory, argv and reason text as data."""
+    import subprocess
+
+    marker = tmp_path / "PWNED"
+    bad = HOSTILE.format(m=marker)
+    run_dir = tmp_path / "run x'$(touch PWNED)\"`touch PWNED`;touch PWNED"
+    run_dir.mkdir()
+    start = ["/bin/sh", "-c", vl.START_SCRIPT, str(run_dir), "20", "sh", "-c",
+             'echo "$1" >&2; exit 3', "sh", bad]
+    out = subprocess.run(start, capture_output=True, text=True, timeout=30, check=False,
+                         cwd=tmp_path)
+    assert out.stdout.strip() == "3" and (run_dir / "rc").read_text() == "3\n"
+    assert (run_dir / "argv.txt").read_text().splitlines()[:3] == ["sh", "-c",
+                                                                  'echo "$1" >&2; exit 3']
+    assert bad.strip() in (run_dir / "worker.log").read_text()
+    steps = (run_dir / "steps.log").read_text().splitlines()
+    assert steps[0].endswith(" launch start") and steps[1].endswith(" launch exit 3")
+    assert (run_dir / "job.pid").read_text().strip().isdigit()
+    # The stop: the reason, as the worker's JSON line, then SIGTERM to the job.
+    job = subprocess.Popen(["sleep", "30"])
+    (run_dir / "job.pid").write_text(f"{job.pid}\n")
+    subprocess.run(vl.stop_argv(str(run_dir), bad, f"stopped: {bad}"), timeout=30, check=True,
+                   cwd=tmp_path)
+    assert job.wait(timeout=10) == -15
+    last = json.loads((run_dir / "worker.log").read_text().splitlines()[-1])
+    assert last == {"schema": "rdmaprov.validate.worker/1", "ok": False, "hostname": bad,
+                    "error": f"stopped: {bad}"}
+    assert not marker.exists() and not (tmp_path / "PWNED").exists()
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        "argv.txt", "job.pid", "rc", "result.json", "steps.log", "worker.log"]
+
+
+def test_fetched_files_and_rail_outputs():
+    out = vl.fetched("/v/fabric", "/r/fabric/a", "", ["x.log"])
+    assert [f["src"] for f in out] == [f"/v/fabric/{n}" for n in (*vl.FETCHED, vl.STEPS_FILE)]
+    assert out[0]["dest"] == "/r/fabric/a/rc"
+    out = vl.fetched("/v/fabric", "/r/fabric/a", "/r/rails/a",
+                     ["mlx5_0.port1.round0.log", "skipped", ".hidden", "bad name", "x" * 129])
+    assert out[-2:] == [
+        {"src": "/v/fabric/rails/mlx5_0.port1.round0.log",
+         "dest": "/r/rails/a/mlx5_0.port1.round0.log"},
+        {"src": "/v/fabric/rails/skipped", "dest": "/r/rails/a/skipped"}]
+
+
+def test_probe_part_lists_what_to_fetch(tmp_path):
+    probe = _module("nccl_validate_probe")
+    (tmp_path / "rc").write_text("0\n")
+    (tmp_path / "rails").mkdir()
+    (tmp_path / "rails" / "skipped").write_text("")
+    (tmp_path / "rails" / "sub").mkdir()
+    result = {"dir": str(tmp_path), "label": "fabric", "timeout": 600, "local": "/r/fabric/a",
+              "rails_local": "/r/rails/a"}
+    part = probe.part(result)
+    assert part["reason"] == "" and part["fetch"] == vl.fetched(
+        str(tmp_path), "/r/fabric/a", "/r/rails/a", ["skipped"])
+    assert probe.part({**result, "rails_local": ""})["fetch"] == vl.fetched(
+        str(tmp_path), "/r/fabric/a", "", [])
