@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import ranges
 
@@ -463,14 +464,11 @@ def run_plan(s, launch, master):
     (START_SCRIPT); 'wait': seconds the launch may take with its grace (nccl_validate_timeout
     + 60); 'poll'; 'members'; 'exits': the run's exit codes on the controller; 'local': this
     host's result directory there; 'label' and 'timeout', for the part's outcome;
-    'rails_local': where the rail round's outputs go, '' without
-    one; 'host_paths' and 'controller_paths': [{path, state}] that make a fresh result
-    directory on the host and clear an earlier run's on the controller; 'rm_leftover' and
-    'rm_killed':
-    the engine's argv that removes a leftover container before the run (podman; docker's
-    --rm removes its own) and the container of a killed run after it, [] when there is
-    nothing to remove; 'keep': run.json on the controller (kept()), written by the rendezvous
-    host only}."""
+    'rails_local': where the rail round's outputs go, '' without one; 'host_paths' and
+    'controller_paths': [{path, state}] that make a fresh result directory on the host and
+    clear an earlier run's on the controller; 'rm_killed': the engine's argv that removes the
+    container of a killed run after the wait, [] without a container; 'keep': run.json on the
+    controller (kept()), written by the rendezvous host only}."""
     label, host, members = s["label"], s["host"], s["members"]
     results = f"{s['results_dir']}/{label}"
     rails = f"{s['results_dir']}/rails/{host}" if s.get("rails") == "auto" else ""
@@ -496,10 +494,75 @@ def run_plan(s, launch, master):
         "host_paths": [{"path": launch["dir"], "state": "absent"},
                        {"path": launch["dir"], "state": "directory"}],
         "controller_paths": controller,
-        "rm_leftover": ([engine, "rm", "--force", "--ignore", container]
-                        if container and engine == "podman" else []),
         "rm_killed": [engine, "rm", "--force", container] if container else [],
         "keep": keep}
+
+
+def _directory(path, dry):
+    """Make ``path`` and its missing parents, each 0755 (the file module's state directory
+    with mode 0755). True when something was made or its mode changed."""
+    made = []
+    head = path
+    while head and not os.path.isdir(head):
+        made.append(head)
+        head = os.path.dirname(head.rstrip("/")) or head
+        if head == made[-1]:
+            break
+    if dry:
+        return bool(made) or (os.stat(path).st_mode & 0o7777) != 0o755
+    for d in reversed(made):
+        os.mkdir(d)
+        os.chmod(d, 0o755)
+    if (os.stat(path).st_mode & 0o7777) != 0o755:
+        os.chmod(path, 0o755)
+        return True
+    return bool(made)
+
+
+def keep_results(paths=(), files=(), dry=False):
+    """The role's result directories and files on the controller (the nccl_validate_results
+    action): ``paths`` [{path, state}], each made a directory (0755, with its parents) or
+    removed (absent), in order; then ``files`` [{dir, dest, content}] (kept()), each written
+    0644 into its directory when its content differs. ``dry`` (check mode): nothing is
+    touched. Returns whether a file or a file's directory changed (the paths, which only
+    reset an earlier run's, do not count)."""
+    for p in paths:
+        path = p["path"]
+        if p["state"] == "directory":
+            _directory(path, dry)
+        elif p["state"] == "absent":
+            if dry or not os.path.lexists(path):
+                continue
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        else:
+            raise ValueError(f"a result path's state is directory or absent, not {p['state']!r}")
+    changed = False
+    for f in files:
+        dest, content = f["dest"], f["content"]
+        changed |= _directory(f["dir"], dry)
+        try:
+            with open(dest, encoding="utf-8", newline="") as fh:
+                same = fh.read() == content
+            mode_ok = (os.stat(dest).st_mode & 0o7777) == 0o644
+        except (OSError, UnicodeDecodeError):
+            same = mode_ok = False
+        if same and mode_ok:
+            continue
+        changed = True
+        if dry:
+            continue
+        if not same:
+            tmp = f"{dest}.rdmaprov-tmp"
+            with open(tmp, "w", encoding="utf-8", newline="") as fh:
+                fh.write(content)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, dest)
+        else:
+            os.chmod(dest, 0o644)
+    return changed
 
 
 def stop_argv(run_dir, host, reason):
@@ -520,6 +583,16 @@ def fetched(run_dir, local, rails_local, rail_names):
         out += [{"src": f"{run_dir}/rails/{name}", "dest": f"{rails_local}/{name}"}
                 for name in sorted(rail_names) if RAIL_FILE.match(name)]
     return out
+
+
+def leftovers(s):
+    """The engine's argvs that remove what an earlier, interrupted run of ours left on a podman
+    host, before the image preflight: its preflight's container and its run's (docker's --rm
+    removes its own)."""
+    if s["runtime"] != "container" or s["engine"] != "podman":
+        return []
+    return [[s["engine"], "rm", "--force", "--ignore", f"rdmaprov-validate-{s['label']}{tail}"]
+            for tail in ("-preflight", "")]
 
 
 def preflight_argv(s, label):

@@ -13,7 +13,8 @@ description:
     that what it finds (libibverbs, a provider per HCA, torch, libuv) is what the run gets; in
     a container whose image cannot load libibverbs.so.1, runs it again with the host's
     rdma-core mounted read-only (C(host_rdma) of O(settings)). Each run is bounded by the
-    rendezvous timeout; a podman container left by an earlier preflight is removed first.
+    rendezvous timeout; the podman containers an earlier, interrupted run left (its
+    preflight's and its run's) are removed first.
   - Says why the host cannot run the worker, in one line, and with O(rendezvous) returns the
     argv and environment that start this host's part of the run (module_utils/validate_launch.py
     C(image_preflight) and C(launch)).
@@ -94,7 +95,7 @@ launch:
     - "With O(rendezvous) and no RV(failure): {argv, env, dir, container, rank, nnodes}: what
       starts this host's part of the run, and what the role does around it
       (validate_launch.run_plan(): start, wait, poll, members, exits, local, rails_local,
-      label, timeout, host_paths, controller_paths, rm_leftover, rm_killed, keep)."
+      label, timeout, host_paths, controller_paths, rm_killed, keep)."
   returned: with O(rendezvous), when the host can run
   type: dict
 """
@@ -117,11 +118,10 @@ def main():
         if image["failure"]:
             module.fail_json(msg=image["failure"], changed=image["changed"])
         module.exit_json(changed=image["changed"])
-    if s["runtime"] == "container" and s["engine"] == "podman":
-        name = f"rdmaprov-validate-{s['label']}-preflight"
-        rc, _out, err = module.run_command([s["engine"], "rm", "--force", "--ignore", name])
+    for argv in validate_launch.leftovers(s):
+        rc, _out, err = module.run_command(argv)
         if rc != 0:
-            module.fail_json(msg=f"{s['engine']} rm {name}: {err.strip() or f'rc {rc}'}")
+            module.fail_json(msg=f"{s['engine']} rm {argv[-1]}: {err.strip() or f'rc {rc}'}")
 
     def run(argv, env):
         return module.run_command([str(a) for a in argv], environ_update=env)

@@ -20,6 +20,8 @@ description:
     appended to the run's C(worker.log), then SIGTERM to the launch; validate_launch.stop_argv)
     and waited for, 30 seconds at most. A member that failed in a collective (exit 1) does not
     end the others' waits, which end on their own watchdogs.
+  - Then the run's container is removed (C(rm_killed) of O(launch), when the run has one): a
+    killed run's is still there.
   - Fails when the job has not finished after O(launch)'s C(wait) seconds.
 version_added: "0.1.0"
 author: rdmaprov developers (!UNKNOWN)
@@ -30,9 +32,10 @@ options:
     required: true
   launch:
     description:
-      - "The launch (C(launch) of nccl_validate_preflight): {exits, members, wait, poll, dir}:
-        the run's directory of exit codes on the controller, its hosts (inventory names), the
-        seconds to wait at most and between two polls, and the run directory on the host."
+      - "The launch (C(launch) of nccl_validate_preflight): {exits, members, wait, poll, dir,
+        rm_killed}: the run's directory of exit codes on the controller, its hosts (inventory
+        names), the seconds to wait at most and between two polls, the run directory on the
+        host and the engine's argv that removes the run's container ([] without one)."
     type: dict
     required: true
 extends_documentation_fragment:

@@ -786,8 +786,10 @@ def _wait_action(monkeypatch, jobs, args):
     return action, calls
 
 
-def _launch_args(exits, members, wait=60, poll=2, run_dir="/var/tmp/rdmaprov-validate/fabric"):
-    return {"exits": exits, "members": members, "wait": wait, "poll": poll, "dir": run_dir}
+def _launch_args(exits, members, wait=60, poll=2, run_dir="/var/tmp/rdmaprov-validate/fabric",
+                 rm_killed=()):
+    return {"exits": exits, "members": members, "wait": wait, "poll": poll, "dir": run_dir,
+            "rm_killed": list(rm_killed)}
 
 
 def test_wait_records_the_exit_and_stops_a_peer(monkeypatch, tmp_path):
@@ -939,15 +941,14 @@ def test_run_plan_around_the_launch():
         {"path": "/srv/res/fabric/b", "state": "directory"},
         {"path": "/srv/res/fabric/.exits/b", "state": "absent"},
         {"path": "/srv/res/rails/b", "state": "absent"}]
-    assert run["rm_leftover"] == ["podman", "rm", "--force", "--ignore", "rdmaprov-validate-fabric"]
     assert run["rm_killed"] == ["podman", "rm", "--force", "rdmaprov-validate-fabric"]
     assert run["keep"] == []  # b does not hold the rendezvous: a records the run
     # No rail round: nothing of one cleared; docker removes its own leftover (--rm).
     _s, _l, run = _run_of({"engine": "docker"}, rails="never")
     assert run["rails_local"] == "" and len(run["controller_paths"]) == 2
-    assert run["rm_leftover"] == [] and run["rm_killed"][:2] == ["docker", "rm"]
+    assert run["rm_killed"][:2] == ["docker", "rm"]
     _s, _l, run = _run_of(runtime="host")
-    assert run["rm_leftover"] == [] and run["rm_killed"] == []
+    assert run["rm_killed"] == []
 
 
 def test_run_plan_records_the_run_on_the_rendezvous_host():
@@ -1021,3 +1022,94 @@ def test_probe_part_lists_what_to_fetch(tmp_path):
         str(tmp_path), "/r/fabric/a", "/r/rails/a", ["skipped"])
     assert probe.part({**result, "rails_local": ""})["fetch"] == vl.fetched(
         str(tmp_path), "/r/fabric/a", "", [])
+
+
+def test_wait_removes_the_container_of_the_run_last(monkeypatch, tmp_path):
+    (tmp_path / "b").write_text("2\n")
+    rm = ["podman", "rm", "--force", "rdmaprov-validate-fabric"]
+    args = {"jid": "j", "launch": _launch_args(str(tmp_path), ["a", "b"], rm_killed=rm)}
+    running = {"finished": 0}
+    action, calls = _wait_action(monkeypatch, [running, {}, {"finished": 1}, {"rc": 1}], args)
+    out = action.run(task_vars={"inventory_hostname": "a"})
+    assert "failed" not in out and out["stop_reason"].startswith("stopped: b could not run")
+    assert calls[-1] == ("ansible.legacy.command", {"argv": rm})  # its failure says nothing
+    # A part that finished: its container is removed all the same (a no-op after --rm).
+    action, calls = _wait_action(monkeypatch, [{"finished": 1, "stdout": "0\n"}, {"rc": 0}],
+                                 {**args, "launch": _launch_args(str(tmp_path), ["a"],
+                                                                 rm_killed=rm)})
+    assert action.run(task_vars={"inventory_hostname": "a"})["finished"] is True
+    assert [c[0] for c in calls] == ["ansible.legacy.async_status", "ansible.legacy.command"]
+
+
+def test_leftovers_of_an_interrupted_run_on_podman():
+    s = planned()
+    assert vl.leftovers(s) == [
+        ["podman", "rm", "--force", "--ignore", "rdmaprov-validate-fabric-preflight"],
+        ["podman", "rm", "--force", "--ignore", "rdmaprov-validate-fabric"]]
+    assert vl.leftovers({**s, "engine": "docker"}) == []  # docker's --rm removes its own
+    assert vl.leftovers({**s, "runtime": "host"}) == []
+
+
+def test_keep_results_on_the_controller(tmp_path):
+    res = tmp_path / "res" / "fabric"
+    old = tmp_path / "res" / "rails" / "a"
+    (old / "sub").mkdir(parents=True)
+    (old / "sub" / "x.log").write_text("old")
+    (res / ".exits").mkdir(parents=True)
+    (res / ".exits" / "a").write_text("2\n")
+    paths = [{"path": str(res / "a"), "state": "directory"},
+             {"path": str(res / ".exits" / "a"), "state": "absent"},
+             {"path": str(old), "state": "absent"}]
+    # The paths only reset an earlier run's: not a change.
+    assert vl.keep_results(paths) is False
+    assert (res / "a").is_dir() and (res / "a").stat().st_mode & 0o7777 == 0o755
+    assert not (res / ".exits" / "a").exists() and not old.exists()
+    assert vl.keep_results(paths) is False  # again: nothing there to remove
+    files = [vl.kept(str(res / "a" / "new"), "preflight.json", '{"ok": true}'),
+             vl.kept(str(res), "run.json", {"label": "fabric"})]
+    # Check mode: would change, touches nothing.
+    assert vl.keep_results(files=files, dry=True) is True and not (res / "a" / "new").exists()
+    assert vl.keep_results(files=files) is True
+    assert (res / "a" / "new" / "preflight.json").read_text() == '{"ok": true}\n'
+    assert (res / "run.json").read_text() == vl.nice_json({"label": "fabric"})
+    assert {(res / "a" / "new").stat().st_mode & 0o7777,
+            (res / "run.json").stat().st_mode & 0o7777} == {0o755, 0o644}
+    assert vl.keep_results(files=files) is False  # the same content: no change
+    (res / "run.json").chmod(0o600)
+    assert vl.keep_results(files=files, dry=True) is True
+    assert vl.keep_results(files=files) is True
+    assert (res / "run.json").stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in res.rglob("*tmp*")) == []
+    with pytest.raises(ValueError, match="directory or absent, not 'file'"):
+        vl.keep_results([{"path": str(res), "state": "file"}])
+
+
+def test_results_action_keeps_what_it_is_given(monkeypatch, tmp_path):
+    import importlib.util
+    from unittest import mock
+
+    from ansible.plugins.action import ActionBase
+
+    path = ROOT / "plugins/action/nccl_validate_results.py"
+    spec = importlib.util.spec_from_file_location("nccl_validate_results_action", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+    files = [vl.kept(str(tmp_path / "r"), "run.json", {"a": 1})]
+
+    def action(args, check_mode=False):
+        task = mock.MagicMock()
+        task.args = args
+        task.async_val = 0
+        task.check_mode = check_mode
+        return module.ActionModule(task, mock.MagicMock(), mock.MagicMock(), None, None, None)
+
+    assert action({"files": files}, check_mode=True).run(task_vars={}) == {
+        "changed": True, "kept": [files[0]["dest"]]}
+    assert not (tmp_path / "r").exists()
+    assert action({"files": files}).run(task_vars={})["changed"] is True
+    assert action({"files": files}).run(task_vars={})["changed"] is False
+    (tmp_path / "f").write_text("")
+    out = action({"files": [vl.kept(str(tmp_path / "f"), "x", "y")]}).run(task_vars={})
+    assert out["failed"] is True and out["msg"].startswith("results on the controller: ")
