@@ -74,7 +74,7 @@ class ActionModule(ActionBase):
                 result.update(failed=True,
                               msg=f"{reason}; this host's part did not end within "
                                   f"{STOP_POLLS} s of its stop")
-        if launch.get("rm_killed"):
+        if launch.get("rm_killed") and not result.get("failed"):
             # The container of a killed run (the engine's --rm removed a finished one: its
             # failure here says nothing).
             self._execute_module(module_name="ansible.legacy.command",

@@ -484,7 +484,8 @@ def run_plan(s, launch, master):
             "label": label, "hosts": members, "master": members[0], "master_addr": master,
             "master_port": int(s["master_port"]), "runtime": s["runtime"],
             "image": s["image"] if s["runtime"] == "container" else None,
-            "launcher": s["launcher"], "backend": s["backend"], "nproc_per_node": int(s["nproc"])}))
+            "launcher": s["launcher"], "backend": s["backend"],
+            "nproc_per_node": int(s["nproc"])}))
     return {
         "start": ["/bin/sh", "-c", START_SCRIPT, launch["dir"], str(int(s["timeout"])),
                   *[_s(a) for a in launch["argv"]]],

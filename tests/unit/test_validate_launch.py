@@ -828,6 +828,11 @@ def test_wait_fails_when_a_stopped_part_does_not_end(monkeypatch, tmp_path):
     assert out["failed"] is True and len(calls) == 2 + 31
     assert out["msg"] == ("stopped: b could not run (its worker exited 3); this host's part did "
                           "not end within 31 s of its stop")
+    # Failed so: its container is left to the next run (leftovers), as the role's tasks did.
+    action, calls = _wait_action(monkeypatch, [running, {}] + [running] * 31, {
+        "jid": "j", "launch": _launch_args(str(tmp_path), ["a", "b"], rm_killed=["podman"])})
+    assert action.run(task_vars={"inventory_hostname": "a"})["failed"] is True
+    assert len(calls) == 2 + 31
 
 
 def test_wait_gives_up_after_its_timeout(monkeypatch, tmp_path):
