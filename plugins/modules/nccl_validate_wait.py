@@ -12,16 +12,17 @@ module: nccl_validate_wait
 short_description: Wait for a host's part of a validation run, or for a peer that could not run
 description:
   - Polls the host's async job (the launch the nccl_validate role started with C(async) and
-    C(poll 0)) every O(poll) seconds. When it has finished, its exit code is recorded on the
-    controller under O(exits_dir), one file per host, where the other members' waits read it.
+    C(poll 0)) every C(poll) seconds of O(launch). When it has finished, its exit code is
+    recorded on the controller under C(exits) of O(launch), one file per host, where the other
+    members' waits read it.
   - The wait ends when the job finishes, or when another of the run's members could not run
     (its worker exited 2 or 3, or its container engine 125 to 127); RV(stop_reason) then says
     which and why, and this host's part is stopped (the reason, in the worker's JSON form,
     appended to the run's C(worker.log), then SIGTERM to the launch; validate_launch.stop_argv)
     and waited for, 30 seconds at most. A member that failed in a collective (exit 1) does not
     end the others' waits, which end on their own watchdogs.
-  - Then the run's container is removed (C(rm_killed) of O(launch), when the run has one): a
-    killed run's is still there.
+  - Then the run's container is removed (C(rm_killed) of O(launch), when the run has one), as
+    a killed run's is still there.
   - Fails when the job has not finished after O(launch)'s C(wait) seconds.
 version_added: "0.1.0"
 author: rdmaprov developers (!UNKNOWN)
