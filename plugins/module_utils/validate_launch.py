@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import ranges
 
@@ -50,7 +51,8 @@ PLAN_KEYS = (
     "cdi_spec", "gpus", "host_rdma", "backend", "launcher", "nproc_per_node", "worker_args",
     "require_ib", "pairs", "pair_fraction", "bw_fraction", "min_busbw", "max_jitter", "rails",
     "rail_cuda", "rendezvous_timeout", "env", "env_override", "nccl_debug", "nccl_debug_subsys",
-    "remote_dir")
+    "remote_dir", "master_addr", "pull", "pull_timeout", "results_dir", "timeout",
+    "poll_interval")
 
 
 def master_of(s):
@@ -62,13 +64,31 @@ def _bool(value):
     return value is True or str(value).strip().lower() in ("1", "true", "yes", "on", "y", "t")
 
 
-def plan(s, probe):
+def nice_json(value):
+    """A JSON file's text as the role writes it on the controller (Ansible's to_nice_json)."""
+    return json.dumps(value, indent=4, sort_keys=True, separators=(",", ": ")) + "\n"
+
+
+def kept(directory, name, value):
+    """One file the role keeps with the results on the controller: {dir, dest, content}; a
+    value that is not text is written as JSON (nice_json)."""
+    content = value + "\n" if isinstance(value, str) else nice_json(value)
+    return {"dir": directory, "dest": f"{directory}/{name}", "content": content}
+
+
+def plan(s, probe, check_mode=False):
     """One host's plan before the launch, from the role's settings ``s`` (PLAN_KEYS) and this
     host's probe: {'members': the fabric run's hosts, rendezvous host first; 'own': [address,
     where from], this host's address for its peers should it hold the rendezvous; 'settings':
     what the image preflight and the launch take (launch()'s keys, plus host, members,
-    master_port, label, host_rdma, require_ib and the host's rdma-core); 'refuse': the lines
-    that stop this host before anything runs, in the order the role used to assert them}.
+    master_port, label, host_rdma, require_ib, the host's rdma-core, what the image step and
+    the run take: pull, pull_timeout, timeout, poll_interval, results, this host's result
+    directory on the controller); 'refuse': the lines that stop this host before anything
+    runs, in the order the role used to assert them; 'rendezvous': what the rendezvous step
+    takes (members, master_addr, host, refuse); 'keep': the files to keep with the results on
+    the controller now (kept(): what nccl_env intended, for the judge's comparison with what
+    NCCL applied, when the container gets the RDMA CDI device; none in check mode);
+    'port_problem': why the rendezvous host cannot listen on its port, or ''}.
     Raises ValueError (one line) when the rendezvous host is not in the play."""
     members = fabric_members(s["hosts"], master_of(s))
     env = {**(s.get("env") or {}), **(s.get("env_override") or {})}
@@ -104,6 +124,10 @@ def plan(s, probe):
         "label": s["label"], "host_rdma": s["host_rdma"],
         "require_ib": require_ib(s["backend"], s["require_ib"], env),
         "rdma": probe.get("rdma") or {},
+        "pull": s["pull"], "pull_timeout": int(s["pull_timeout"]), "timeout": int(s["timeout"]),
+        "poll_interval": int(s["poll_interval"]),
+        "results_dir": s["results_dir"],
+        "results": f"{s['results_dir']}/{s['label']}/{s['host']}",
     }
     refuse = []
     if runtime != "host" and engine == "none":
@@ -117,8 +141,15 @@ def plan(s, probe):
     if s["launcher"] != "torchrun" and nproc != 1:
         refuse.append(f"launcher direct runs one process per host, but {nproc} are wanted "
                       f"(this host has {gpu_count} GPUs): use nccl_validate_launcher: torchrun")
+    keep = []
+    if settings["cdi_device"] and not check_mode:
+        keep.append(kept(settings["results"], "nccl_intended.json", cdi.get("intended") or {}))
     return {"members": members, "own": list(own_address(s["address"], probe, s.get("env"))),
-            "settings": settings, "refuse": refuse}
+            "settings": settings, "refuse": refuse,
+            "rendezvous": {"members": members, "master_addr": s["master_addr"] or "",
+                           "host": s["host"], "refuse": refuse},
+            "keep": keep,
+            "port_problem": (probe.get("rendezvous_port") or {}).get("problem") or ""}
 
 
 # --- where the rendezvous is ------------------------------------------------------------------
@@ -402,6 +433,169 @@ def launch(s, label, members, host, master, port):
             "rank": members.index(host), "nnodes": len(members)}
 
 
+# The launch's shell: in the run directory ($0) it writes the argv (argv.txt), a fresh
+# worker.log and the launch's start (steps.log), runs the argv under timeout ($1: the run's
+# nccl_validate_timeout; exit 124 kept for the report) with job.pid, which lets a peer's failure
+# stop it early, then records its exit (rc, steps.log) and prints it last: the wait reads it
+# from the async result. worker.log is opened for appending, so that a line the stop adds is
+# not overwritten by the worker's own stream. Values are its arguments, never its text.
+START_SCRIPT = (
+    'cd "$0" && t=$1 && shift && printf \'%s\\n\' "$@" > argv.txt && : > worker.log && '
+    'echo "$(date +%s.%N) launch start" >> steps.log && '
+    '{ timeout -k 15 "$t" "$@" >result.json 2>>worker.log & echo $! > job.pid; wait $!; '
+    'rc=$?; echo $rc > rc; echo "$(date +%s.%N) launch exit $rc" >> steps.log; echo $rc; }')
+
+# A peer could not run: the stop line ($1, the worker's own JSON form) goes into worker.log of
+# the run directory ($0), then the launch gets SIGTERM.
+STOP_SCRIPT = 'cd "$0" && printf \'%s\\n\' "$1" >> worker.log && kill -TERM "$(cat job.pid)"'
+
+# What the role fetches of a part from its run directory (and STEPS_FILE, last), beside the rail
+# round's outputs.
+FETCHED = ("rc", "result.json", "worker.log", "counters_before.json", "counters_after.json",
+           "argv.txt")
+# Names the worker writes into rails/ (<hca>.port<N>.round<R>.log, ...server, skipped):
+# nothing else is copied onto the controller.
+RAIL_FILE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.]{0,127}$")
+
+
+def run_plan(s, launch, master):
+    """What the role does around one launch (``launch``: launch()'s dict) of the run ``s``
+    (the preflight's settings, plan()'s keys): {'start': the argv that starts it on the host
+    (START_SCRIPT); 'wait': seconds the launch may take with its grace (nccl_validate_timeout
+    + 60); 'poll'; 'members'; 'exits': the run's exit codes on the controller; 'local': this
+    host's result directory there; 'label' and 'timeout', for the part's outcome;
+    'rails_local': where the rail round's outputs go, '' without one; 'host_paths' and
+    'controller_paths': [{path, state}] that make a fresh result directory on the host and
+    clear an earlier run's on the controller; 'rm_killed': the engine's argv that removes the
+    container of a killed run after the wait, [] without a container; 'keep': run.json on the
+    controller (kept()), written by the rendezvous host only}."""
+    label, host, members = s["label"], s["host"], s["members"]
+    results = f"{s['results_dir']}/{label}"
+    rails = f"{s['results_dir']}/rails/{host}" if s.get("rails") == "auto" else ""
+    exits = f"{results}/.exits"
+    container, engine = launch.get("container"), s.get("engine")
+    controller = [{"path": s["results"], "state": "directory"},
+                  {"path": f"{exits}/{host}", "state": "absent"}]
+    if rails:
+        controller.append({"path": rails, "state": "absent"})
+    keep = []
+    if host == members[0]:
+        keep.append(kept(results, "run.json", {
+            "label": label, "hosts": members, "master": members[0], "master_addr": master,
+            "master_port": int(s["master_port"]), "runtime": s["runtime"],
+            "image": s["image"] if s["runtime"] == "container" else None,
+            "launcher": s["launcher"], "backend": s["backend"],
+            "nproc_per_node": int(s["nproc"])}))
+    return {
+        "start": ["/bin/sh", "-c", START_SCRIPT, launch["dir"], str(int(s["timeout"])),
+                  *[_s(a) for a in launch["argv"]]],
+        "label": label, "timeout": int(s["timeout"]),
+        "wait": int(s["timeout"]) + 60, "poll": int(s["poll_interval"]), "members": members,
+        "exits": exits, "local": s["results"], "rails_local": rails,
+        "host_paths": [{"path": launch["dir"], "state": "absent"},
+                       {"path": launch["dir"], "state": "directory"}],
+        "controller_paths": controller,
+        "rm_killed": [engine, "rm", "--force", container] if container else [],
+        "keep": keep}
+
+
+def _directory(path, dry):
+    """Make ``path`` and its missing parents, each 0755 (the file module's state directory
+    with mode 0755). True when something was made or its mode changed."""
+    made = []
+    head = path
+    while head and not os.path.isdir(head):
+        made.append(head)
+        head = os.path.dirname(head.rstrip("/")) or head
+        if head == made[-1]:
+            break
+    if dry:
+        return bool(made) or (os.stat(path).st_mode & 0o7777) != 0o755
+    for d in reversed(made):
+        os.mkdir(d)
+        os.chmod(d, 0o755)
+    if (os.stat(path).st_mode & 0o7777) != 0o755:
+        os.chmod(path, 0o755)
+        return True
+    return bool(made)
+
+
+def keep_results(paths=(), files=(), dry=False):
+    """The role's result directories and files on the controller (the nccl_validate_results
+    action): ``paths`` [{path, state}], each made a directory (0755, with its parents) or
+    removed (absent), in order; then ``files`` [{dir, dest, content}] (kept()), each written
+    0644 into its directory when its content differs. ``dry`` (check mode): nothing is
+    touched. Returns whether a file or a file's directory changed (the paths, which only
+    reset an earlier run's, do not count)."""
+    for p in paths:
+        path = p["path"]
+        if p["state"] == "directory":
+            _directory(path, dry)
+        elif p["state"] == "absent":
+            if dry or not os.path.lexists(path):
+                continue
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        else:
+            raise ValueError(f"a result path's state is directory or absent, not {p['state']!r}")
+    changed = False
+    for f in files:
+        dest, content = f["dest"], f["content"]
+        changed |= _directory(f["dir"], dry)
+        try:
+            with open(dest, encoding="utf-8", newline="") as fh:
+                same = fh.read() == content
+            mode_ok = (os.stat(dest).st_mode & 0o7777) == 0o644
+        except (OSError, UnicodeDecodeError):
+            same = mode_ok = False
+        if same and mode_ok:
+            continue
+        changed = True
+        if dry:
+            continue
+        if not same:
+            tmp = f"{dest}.rdmaprov-tmp"
+            with open(tmp, "w", encoding="utf-8", newline="") as fh:
+                fh.write(content)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, dest)
+        else:
+            os.chmod(dest, 0o644)
+    return changed
+
+
+def stop_argv(run_dir, host, reason):
+    """The argv that stops this host's part of a run when a peer could not run: the worker's
+    one-line JSON error (stop_reason's line) into worker.log, then SIGTERM to the launch."""
+    line = json.dumps({"schema": "rdmaprov.validate.worker/1", "ok": False, "hostname": host,
+                       "error": reason})
+    return ["/bin/sh", "-c", STOP_SCRIPT, run_dir, line]
+
+
+def fetched(run_dir, local, rails_local, rail_names):
+    """[{src, dest}]: what the role copies of a part onto the controller: the run's files
+    (FETCHED) and, with a rail round (``rails_local``), the outputs in RUN_DIR/rails whose
+    names the worker writes (RAIL_FILE; ``rail_names``: what is there)."""
+    out = [{"src": f"{run_dir}/{name}", "dest": f"{local}/{name}"}
+           for name in (*FETCHED, STEPS_FILE)]
+    if rails_local:
+        out += [{"src": f"{run_dir}/rails/{name}", "dest": f"{rails_local}/{name}"}
+                for name in sorted(rail_names) if RAIL_FILE.match(name)]
+    return out
+
+
+def leftovers(s):
+    """The engine's argvs that remove what an earlier, interrupted run of ours left on a podman
+    host, before the image preflight: its preflight's container and its run's (docker's --rm
+    removes its own)."""
+    if s["runtime"] != "container" or s["engine"] != "podman":
+        return []
+    return [[s["engine"], "rm", "--force", "--ignore", f"rdmaprov-validate-{s['label']}{tail}"]
+            for tail in ("-preflight", "")]
+
+
 def preflight_argv(s, label):
     """The image preflight: the worker's --preflight in the same container (or on the host) the
     run will use, so what it finds (libibverbs, providers, torch, libuv) is what the run gets."""
@@ -446,6 +640,39 @@ def require_ib(backend, require, env):
     if require != "auto":
         return require == "always"
     return backend == "nccl" and str((env or {}).get("NCCL_IB_DISABLE", "0")) in ("", "0")
+
+
+def refusal(rendezvous_error, refuse):
+    """The one line that stops this host before anything is kept or run, or '': the rendezvous
+    step's, then plan()'s refusals in their order."""
+    return rendezvous_error or next(iter(refuse or []), "")
+
+
+# --- the image on the host (module nccl_validate_preflight, step image) ------------------------
+
+def image_step(s, run):
+    """The container runtime's image on this host, pulled when absent before anything is timed
+    (nccl_validate_pull missing; never: it must be there), through ``run(argv) -> (rc, stdout,
+    stderr)``. ``s``: the plan's settings. {'changed': whether a pull ran, 'failure': '' or
+    the one line saying why the image is not there}. The host runtime needs none."""
+    if s["runtime"] != "container":
+        return {"changed": False, "failure": ""}
+    engine, image = s["engine"], s["image"]
+    rc, _out, _err = run([engine, "image", "inspect", image])
+    if rc == 0:
+        return {"changed": False, "failure": ""}
+    if s["pull"] == "never":
+        return {"changed": False,
+                "failure": f"image {image}: not on this host and nccl_validate_pull is never"}
+    rc, _out, err = run(["timeout", str(s["pull_timeout"]), engine, "pull", image])
+    if rc == 0:
+        return {"changed": True, "failure": ""}
+    if rc == 124:
+        why = f"pull timed out after {s['pull_timeout']}s"
+    else:
+        said = [line for line in (err or "").splitlines() if line]
+        why = f"pull failed: {said[-1] if said else 'no message'}"
+    return {"changed": True, "failure": f"image {image}: not on this host and {why}"}
 
 
 # --- the image preflight (module nccl_validate_preflight) -------------------------------------

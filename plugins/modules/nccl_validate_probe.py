@@ -61,18 +61,25 @@ options:
     type: dict
   rendezvous:
     description:
-      - "The run's rendezvous: {members, master_addr, own}: the run's hosts (the rendezvous host
-        first), nccl_validate_master_addr and the rendezvous host's C(plan.own) (null when its
-        preflight did not run), and C(host), this host's inventory name. RV(rendezvous) then
-        says the address every member dials and whether this host can reach it (on the
-        rendezvous host: whether it holds it)."
+      - "The run's rendezvous, this host's C(plan.rendezvous): {members, master_addr, host,
+        refuse}: the run's hosts (the rendezvous host first), nccl_validate_master_addr, this
+        host's inventory name and its plan's refusals. RV(rendezvous) then says the address
+        every member dials and whether this host can reach it (on the rendezvous host: whether
+        it holds it), and RV(failure) the one line that stops this host, if any."
     type: dict
+  own:
+    description:
+      - With O(rendezvous), the rendezvous host's C(plan.own) ([address, where from]), null
+        when its preflight did not run.
+    type: raw
   result:
     description:
       - "A run on this host: {dir, label, timeout}: its directory, its name and
-        nccl_validate_timeout. RV(part) then says how this host's part ended, from the run's
-        C(rc), C(worker.log) and C(steps.log) (validate_launch.part_failure()); nothing else is
-        probed."
+        nccl_validate_timeout (the launch that nccl_validate_preflight returns has them).
+        RV(part) then says how this host's part ended, from the run's C(rc), C(worker.log) and
+        C(steps.log) (validate_launch.part_failure()); nothing else is probed. With C(local)
+        (and C(rails_local)), the result directories on the controller, RV(part) also lists
+        what to fetch there."
     type: dict
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -137,9 +144,12 @@ routes:
   type: dict
 plan:
   description:
-    - "With O(settings): {members, own, settings, refuse}: the run's hosts (the rendezvous host
-      first), this host's [address, where from] for its peers, the settings the image preflight
-      and the launch take, and the lines that refuse this host (validate_launch.plan())."
+    - "With O(settings): {members, own, settings, refuse, rendezvous, keep, port_problem}: the
+      run's hosts (the rendezvous host first), this host's [address, where from] for its
+      peers, the settings the image preflight and the launch take, the lines that refuse this
+      host, what O(rendezvous) takes, the files to keep with the results on the controller
+      ([{dir, dest, content}]) and why the rendezvous port is not free ('' when it is)
+      (validate_launch.plan())."
   returned: when O(settings) is given
   type: dict
 rendezvous:
@@ -148,8 +158,14 @@ rendezvous:
       saying why this host cannot use it."
   returned: when O(rendezvous) is given
   type: dict
+failure:
+  description: "With O(rendezvous): '' or the one line that stops this host before the launch."
+  returned: when O(rendezvous) is given
+  type: str
 part:
-  description: "With O(result): {rc, reason}: the part's exit code and '' or why it failed."
+  description:
+    - "With O(result): {rc, reason, fetch}: the part's exit code, '' or why it failed, and
+      (with C(local)) [{src, dest}], what to fetch onto the controller."
   returned: when O(result) is given
   type: dict
 rendezvous_port:
@@ -272,20 +288,36 @@ def read_text(path):
         return ""
 
 
+def rail_files(run_dir):
+    """The regular files of the run's rails/ directory (the rail round's outputs)."""
+    rails = os.path.join(run_dir, "rails")
+    try:
+        names = os.listdir(rails)
+    except OSError:
+        return []
+    return [n for n in names if os.path.isfile(os.path.join(rails, n))
+            and not os.path.islink(os.path.join(rails, n))]
+
+
 def part(result):
     run_dir = result["dir"]
     rc = read_text(os.path.join(run_dir, "rc")).strip()
     reason = validate_launch.part_failure(
         result["label"], rc, read_text(os.path.join(run_dir, "worker.log")),
         read_text(os.path.join(run_dir, validate_launch.STEPS_FILE)), result["timeout"])
-    return {"rc": rc, "reason": reason}
+    out = {"rc": rc, "reason": reason}
+    if "local" in result:
+        rails = result.get("rails_local") or ""
+        out["fetch"] = validate_launch.fetched(run_dir, result["local"], rails,
+                                               rail_files(run_dir) if rails else [])
+    return out
 
 
-def rendezvous(spec):
+def rendezvous(spec, own):
     """The run's rendezvous address and, unless it is this host's loopback, this host's route
     to it; on the rendezvous host the address must be one of its own."""
     members = list(spec["members"])
-    rdzv = validate_launch.rendezvous_of(members, spec.get("master_addr") or "", spec.get("own"))
+    rdzv = validate_launch.rendezvous_of(members, spec.get("master_addr") or "", own)
     routes = {}
     if rdzv["addr"] and rdzv["addr"] != "127.0.0.1":
         r = routes[rdzv["addr"]] = route(rdzv["addr"])
@@ -307,14 +339,16 @@ def main():
                        "remote_dir": {"type": "str", "default": "/var/tmp/rdmaprov-validate"},
                        "settings": {"type": "dict"},
                        "rendezvous": {"type": "dict"},
+                       "own": {"type": "raw"},
                        "result": {"type": "dict"}},
         supports_check_mode=True)
     p = dict(module.params)
     if p["result"] is not None:
         module.exit_json(changed=False, part=part(p["result"]))
     if p["rendezvous"] is not None:
-        rdzv, routes = rendezvous(p["rendezvous"])
-        module.exit_json(changed=False, rendezvous=rdzv, routes=routes)
+        rdzv, routes = rendezvous(p["rendezvous"], p["own"])
+        failure = validate_launch.refusal(rdzv["error"], p["rendezvous"].get("refuse"))
+        module.exit_json(changed=False, rendezvous=rdzv, routes=routes, failure=failure)
     s = p["settings"]
     if s is not None:
         missing = [k for k in validate_launch.PLAN_KEYS if k not in s]
@@ -353,7 +387,7 @@ def main():
     )
     if s is not None:
         try:
-            result["plan"] = validate_launch.plan(s, result)
+            result["plan"] = validate_launch.plan(s, result, module.check_mode)
         except (ValueError, KeyError, TypeError) as exc:
             module.fail_json(msg=str(exc), **result)
     module.exit_json(changed=False, **result)

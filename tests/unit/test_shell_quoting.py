@@ -36,6 +36,7 @@ import yaml
 
 from rdmaprov import collection
 from rdmaprov.collection import netcfg_qos as qos
+from rdmaprov.collection import validate_launch
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,6 +70,9 @@ class Hostile(str):
 
     def __iter__(self):  # a list of one element: itself
         yield self
+
+    def __radd__(self, other):  # a list it extends: one element more (as an argv list's tail)
+        return [*other, self] if isinstance(other, list) else NotImplemented
 
 
 # Ansible's own variables a site may name.
@@ -124,7 +128,9 @@ def _walk(node: Any, where: str, role: str | None, scope: dict[str, Any], out: l
         if module in SHELL_MODULES:
             out.append(Site(name, "shell", text, role, own, exe))
         elif argv is not None:
-            out.append(Site(name, "argv", list(argv), role, own))
+            # A list of words, or one expression whose value is the list.
+            out.append(Site(name, "argv", argv if isinstance(argv, str) else list(argv), role,
+                            own))
         else:
             # command: Ansible splits the line (shlex) and runs it without a shell; a script:
             # its first word is a file of the collection, the rest its arguments.
@@ -190,6 +196,16 @@ def _hostile_option(name: str, spec: dict[str, Any], bad: str) -> Any:
     return DEFAULTS.get(name)
 
 
+def _validate_launch(bad: str, workdir: Path) -> dict[str, Any]:
+    settings = {"label": bad, "host": bad, "members": [bad], "results_dir": bad,
+                "results": bad, "rails": "auto", "engine": "podman", "master_port": 29500,
+                "runtime": "container", "image": bad, "launcher": bad, "backend": bad,
+                "nproc": 1, "timeout": 5, "poll_interval": 1}
+    launch = {"dir": str(workdir / "run"), "argv": ["python3", bad, "--name", bad],
+              "container": bad, "env": {}}
+    return {**launch, **validate_launch.run_plan(settings, launch, bad)}
+
+
 def _fixtures(bad: str, workdir: Path) -> dict[str, Any]:
     """Values of what a probe, a registered result or set_fact gives a site: host text, as
     hostile as inventory text."""
@@ -207,7 +223,7 @@ def _fixtures(bad: str, workdir: Path) -> dict[str, Any]:
     return {
         # Probes and registered results, read field by field.
         **{name: data for name in ("_container_runtime_probe", "_nccl_validate_probe",
-                                   "_nccl_validate_done", "_net_mtu_probe",
+                                   "_net_mtu_probe",
                                    "_rdma_ofed_probe", "_slurm_health_probe",
                                    "ansible_facts", "hostvars", "item")},
         "inventory_hostname": bad,
@@ -216,11 +232,9 @@ def _fixtures(bad: str, workdir: Path) -> dict[str, Any]:
                                                      "networkmanager", "networkd", "ifupdown",
                                                      "ifcfg")},
         "_firewall_probe": {"nft_table": {"rc": 0, "stdout": bad}},
-        "_plan": {"dir": str(workdir / "run"), "argv": ["python3", bad, "--name", bad],
-                  "container": bad, "env": {}},
-        "_nccl_validate_settings": {"engine": "podman"},
         "_nccl_validate_label": bad,
-        "_nccl_validate_members": [bad],
+        # The preflight's launch, with what the role does around it (run_plan), of host text.
+        "_nccl_validate_pf": {"launch": _validate_launch(bad, workdir)},
         "i": iface,
     }
 

@@ -215,10 +215,11 @@ def test_only_the_role_s_files_and_rail_outputs_come_back(tmp_path: Path) -> Non
 
 
 def test_rail_names_are_the_roles() -> None:
-    """The names the role's find step fetches from <run dir>/rails are the names the Slurm
-    path hands back (slurm_task.RAIL_NAME): one rule for both launchers."""
-    from rdmaprov.resources import collection_root
+    """The names the role fetches from <run dir>/rails (validate_launch.RAIL_FILE) are the names
+    the Slurm path hands back (slurm_task.RAIL_NAME), and the run's files the same: one rule for
+    both launchers (slurm_task.py runs alone on a node, with the standard library only)."""
+    from rdmaprov.collection import validate_launch
     from rdmaprov.validate import slurm_task
 
-    run_yml = (collection_root() / "roles/nccl_validate/tasks/run.yml").read_text()
-    assert f"patterns: ['{slurm_task.RAIL_NAME.pattern}']" in run_yml
+    assert validate_launch.RAIL_FILE.pattern == slurm_task.RAIL_NAME.pattern
+    assert validate_launch.FETCHED == slurm_task.FILES

@@ -504,10 +504,7 @@ def test_every_plan_key_is_a_role_variable_or_the_plays():
     defaults = DEFAULTS
     play = {"hosts", "host", "address", "label"}
     assert {k for k in vl.PLAN_KEYS if f"nccl_validate_{k}" not in defaults} == play
-    # preflight.yml passes every key, each from its variable.
-    text = (ROOT / "roles/nccl_validate/tasks/preflight.yml").read_text()
-    for key in set(vl.PLAN_KEYS) - play:
-        assert f"      {key}: \"{{{{ nccl_validate_{key} }}}}\"" in text, key
+    # The probe's action fills every other key from its variable (tests/unit/test_role_settings.py).
 
 
 def test_plan_of_a_gpu_host_in_a_container():
@@ -715,28 +712,29 @@ def test_probe_rendezvous_names_an_address_the_rendezvous_host_does_not_hold(mon
     probe = _module("nccl_validate_probe")
     monkeypatch.setattr(probe, "route", lambda addr: {"address": addr, "source": "10.0.0.11",
                                                       "error": None})
-    spec = {"members": ["node1", "node2"], "master_addr": "10.0.0.200", "own": None}
-    rdzv, routes = probe.rendezvous({**spec, "host": "node1"})
+    spec = {"members": ["node1", "node2"], "master_addr": "10.0.0.200"}
+    rdzv, routes = probe.rendezvous({**spec, "host": "node1"}, None)
     assert rdzv == {"addr": "10.0.0.200", "error": (
         "rendezvous address 10.0.0.200: not an address of node1, the rendezvous host, which "
         "listens on it (from here it is another host, reached from 10.0.0.11): set "
         "nccl_validate_master_addr to an address node1 holds, or leave it unset")}
     assert list(routes) == ["10.0.0.200"]
     # Its peers reach it from their own address: nothing to say there.
-    assert probe.rendezvous({**spec, "host": "node2"})[0] == {"addr": "10.0.0.200", "error": ""}
+    assert probe.rendezvous({**spec, "host": "node2"}, None)[0] == {"addr": "10.0.0.200",
+                                                                   "error": ""}
     # One host: the loopback, no route probed; no address known: the plan's line.
-    assert probe.rendezvous({"members": ["node1"], "master_addr": "", "own": None,
-                             "host": "node1"}) == ({"addr": "127.0.0.1", "error": ""}, {})
-    assert probe.rendezvous({"members": ["node1", "node2"], "master_addr": "", "own": None,
-                             "host": "node2"})[0]["error"].startswith("no rendezvous address")
+    assert probe.rendezvous({"members": ["node1"], "master_addr": "", "host": "node1"},
+                            None) == ({"addr": "127.0.0.1", "error": ""}, {})
+    assert probe.rendezvous({"members": ["node1", "node2"], "master_addr": "", "host": "node2"},
+                            None)[0]["error"].startswith("no rendezvous address")
 
 
 def test_probe_rendezvous_route_error(monkeypatch):
     probe = _module("nccl_validate_probe")
     monkeypatch.setattr(probe, "route", lambda addr: {
         "address": addr, "source": None, "error": f"no route to {addr}: Network is unreachable"})
-    rdzv, _routes = probe.rendezvous({"members": ["a", "b"], "master_addr": "",
-                                      "own": ["10.0.0.1", "ansible_host"], "host": "b"})
+    rdzv, _routes = probe.rendezvous({"members": ["a", "b"], "master_addr": "", "host": "b"},
+                                     ["10.0.0.1", "ansible_host"])
     assert rdzv["error"] == ("rendezvous address 10.0.0.1: no route to 10.0.0.1: Network is "
                              "unreachable")
 
@@ -785,10 +783,16 @@ def _wait_action(monkeypatch, jobs, args):
     return action, calls
 
 
+def _launch_args(exits, members, wait=60, poll=2, run_dir="/var/tmp/rdmaprov-validate/fabric",
+                 rm_killed=()):
+    return {"exits": exits, "members": members, "wait": wait, "poll": poll, "dir": run_dir,
+            "rm_killed": list(rm_killed)}
+
+
 def test_wait_records_the_exit_and_stops_a_peer(monkeypatch, tmp_path):
     exits = str(tmp_path / ".exits")
     members = ["a", "b"]
-    args = {"jid": "j1", "exits_dir": exits, "members": members, "timeout": 60, "poll": 2}
+    args = {"jid": "j1", "launch": _launch_args(exits, members)}
     running = {"started": 1, "finished": 0}
     action, calls = _wait_action(monkeypatch, [running, running, {"finished": 1,
                                                                   "stdout": "2\n"}], args)
@@ -798,15 +802,38 @@ def test_wait_records_the_exit_and_stops_a_peer(monkeypatch, tmp_path):
     assert calls[0] == ("ansible.legacy.async_status", {"jid": "j1",
                                                         "_async_dir": "/root/.ansible_async"})
     assert len(calls) == 3 and (tmp_path / ".exits" / "b").read_text() == "2\n"
-    # a's wait ends at its next poll, saying who and why.
-    action, calls = _wait_action(monkeypatch, [running], {**args, "jid": "j2"})
+    # a's wait ends at its next poll, saying who and why; it stops a's part (the reason in
+    # the worker's JSON form into worker.log, then SIGTERM) and waits for it to end.
+    action, calls = _wait_action(monkeypatch, [running, {}, running, {"finished": 1}],
+                                 {**args, "jid": "j2"})
     out = action.run(task_vars={"inventory_hostname": "a"})
-    assert out["finished"] is False and len(calls) == 1
+    assert out["finished"] is False and "failed" not in out
     assert out["stop_reason"] == "stopped: b could not run (its worker exited 2)"
+    assert [c[0] for c in calls] == ["ansible.legacy.async_status", "ansible.legacy.command",
+                                     "ansible.legacy.async_status",
+                                     "ansible.legacy.async_status"]
+    assert calls[1][1] == {"argv": vl.stop_argv("/var/tmp/rdmaprov-validate/fabric", "a",
+                                                out["stop_reason"])}
+
+
+def test_wait_fails_when_a_stopped_part_does_not_end(monkeypatch, tmp_path):
+    (tmp_path / "b").write_text("3\n")
+    args = {"jid": "j", "launch": _launch_args(str(tmp_path), ["a", "b"])}
+    running = {"finished": 0}
+    action, calls = _wait_action(monkeypatch, [running, {}] + [running] * 40, args)
+    out = action.run(task_vars={"inventory_hostname": "a"})
+    assert out["failed"] is True and len(calls) == 2 + 31
+    assert out["msg"] == ("stopped: b could not run (its worker exited 3); this host's part did "
+                          "not end within 31 s of its stop")
+    # Failed so: its container is left to the next run (leftovers), as the role's tasks did.
+    action, calls = _wait_action(monkeypatch, [running, {}] + [running] * 31, {
+        "jid": "j", "launch": _launch_args(str(tmp_path), ["a", "b"], rm_killed=["podman"])})
+    assert action.run(task_vars={"inventory_hostname": "a"})["failed"] is True
+    assert len(calls) == 2 + 31
 
 
 def test_wait_gives_up_after_its_timeout(monkeypatch, tmp_path):
-    args = {"jid": "j", "exits_dir": str(tmp_path), "members": ["a"], "timeout": 5, "poll": 2}
+    args = {"jid": "j", "launch": _launch_args(str(tmp_path), ["a"], wait=5)}
     action, calls = _wait_action(monkeypatch, [{"finished": 0}] * 10, args)
     out = action.run(task_vars={"inventory_hostname": "a"})
     assert out["failed"] is True and out["finished"] is False
@@ -818,3 +845,273 @@ def test_module_results_carry_no_top_level_rc():
     reach the role's assert as its one line, not as a failed module call."""
     out = vl.image_preflight(planned(), FakeRuns((125, "", "Error: image not known")))
     assert "rc" not in out and out["exit_code"] == 125
+
+
+# --- what the role keeps, the image, the run around the launch (moved out of the role's YAML) --
+
+def test_nice_json_is_ansibles_to_nice_json():
+    from ansible.plugins.filter.core import to_nice_json
+
+    value = {"b": [1, "é"], "a": None, "c": {"z": 1.5, "y": True}}
+    assert vl.nice_json(value) == to_nice_json(value) + "\n"
+    assert vl.kept("/r/fabric/a", "x.json", value) == {
+        "dir": "/r/fabric/a", "dest": "/r/fabric/a/x.json", "content": to_nice_json(value) + "\n"}
+    assert vl.kept("/r", "doc.json", '{"a": 1}')["content"] == '{"a": 1}\n'  # text as it is
+
+
+def test_plan_keeps_the_intended_settings_with_a_cdi_device_and_not_in_check_mode():
+    host = {**HOST, "cdi": {**HOST["cdi"], "intended": {"NCCL_IB_HCA": "mlx5_0"}}}
+    p = vl.plan(role_settings(results_dir="/srv/res"), host)
+    assert p["settings"]["results"] == "/srv/res/fabric/b"
+    assert p["keep"] == [vl.kept("/srv/res/fabric/b", "nccl_intended.json",
+                                 {"NCCL_IB_HCA": "mlx5_0"})]
+    assert vl.plan(role_settings(), host, check_mode=True)["keep"] == []
+    assert vl.plan(role_settings(cdi_device=""), host)["keep"] == []
+    # An engine that reads no CDI spec gets the devices one by one: nothing to compare.
+    assert vl.plan(role_settings(), {**host, "cdi": {"engine_cdi": False}})["keep"] == []
+
+
+def test_plan_rendezvous_step_and_port_problem():
+    p = vl.plan(role_settings(master_addr="10.9.9.9", launcher="direct"), HOST)
+    assert p["rendezvous"] == {"members": ["a", "b", "c"], "master_addr": "10.9.9.9",
+                               "host": "b", "refuse": p["refuse"]} and p["refuse"]
+    assert p["port_problem"] == ""
+    held = {**HOST, "rendezvous_port": {"port": 29500, "holders": [], "problem": "in use"}}
+    assert vl.plan(role_settings(), held)["port_problem"] == "in use"
+    s = p["settings"]
+    assert (s["pull"], s["pull_timeout"], s["timeout"], s["poll_interval"]) == (
+        "missing", 1800, 600, 2)
+
+
+def test_refusal_rendezvous_first_then_the_plans_in_order():
+    assert vl.refusal("", []) == ""
+    assert vl.refusal("", ["x", "y"]) == "x"
+    assert vl.refusal("no rendezvous", ["x"]) == "no rendezvous"
+
+
+class ImageRuns:
+    def __init__(self, *answers):
+        self.answers = list(answers)
+        self.argvs = []
+
+    def __call__(self, argv):
+        self.argvs.append(argv)
+        return self.answers.pop(0)
+
+
+def test_image_step_there_pulled_or_one_line():
+    s = planned(image="reg/img:1", pull_timeout=30)
+    runs = ImageRuns((0, "[]", ""))
+    assert vl.image_step(s, runs) == {"changed": False, "failure": ""}
+    assert runs.argvs == [["podman", "image", "inspect", "reg/img:1"]]
+    runs = ImageRuns((1, "", "no such image"), (0, "", ""))
+    assert vl.image_step(s, runs) == {"changed": True, "failure": ""}
+    assert runs.argvs[1] == ["timeout", "30", "podman", "pull", "reg/img:1"]
+    assert vl.image_step({**s, "pull": "never"}, ImageRuns((1, "", ""))) == {
+        "changed": False,
+        "failure": "image reg/img:1: not on this host and nccl_validate_pull is never"}
+    assert vl.image_step(s, ImageRuns((1, "", ""), (124, "", "")))["failure"] == (
+        "image reg/img:1: not on this host and pull timed out after 30s")
+    out = vl.image_step(s, ImageRuns((1, "", ""), (125, "", "Trying...\nError: denied\n\n")))
+    assert out == {"changed": True,
+                   "failure": "image reg/img:1: not on this host and pull failed: Error: denied"}
+    assert vl.image_step(s, ImageRuns((1, "", ""), (1, "", "")))["failure"].endswith(
+        "pull failed: no message")
+    # The host runtime needs no image: nothing runs.
+    runs = ImageRuns()
+    assert vl.image_step({**s, "runtime": "host"}, runs) == {"changed": False, "failure": ""}
+    assert runs.argvs == []
+
+
+def _run_of(probe=None, **over):
+    s = vl.plan(role_settings(results_dir="/srv/res", **over), {**HOST, **(probe or {})})[
+        "settings"]
+    launch = vl.launch(s, "fabric", s["members"], s["host"], "10.0.0.1", 29500)
+    return s, launch, vl.run_plan(s, launch, "10.0.0.1")
+
+
+def test_run_plan_around_the_launch():
+    _s, launch, run = _run_of()
+    assert run["start"][:2] == ["/bin/sh", "-c"] and run["start"][3:5] == [launch["dir"], "600"]
+    assert run["start"][5:] == launch["argv"]
+    assert (run["wait"], run["poll"], run["timeout"], run["label"]) == (660, 2, 600, "fabric")
+    assert run["members"] == ["a", "b", "c"] and run["exits"] == "/srv/res/fabric/.exits"
+    assert run["local"] == "/srv/res/fabric/b" and run["rails_local"] == "/srv/res/rails/b"
+    assert run["host_paths"] == [{"path": launch["dir"], "state": "absent"},
+                                 {"path": launch["dir"], "state": "directory"}]
+    assert run["controller_paths"] == [
+        {"path": "/srv/res/fabric/b", "state": "directory"},
+        {"path": "/srv/res/fabric/.exits/b", "state": "absent"},
+        {"path": "/srv/res/rails/b", "state": "absent"}]
+    assert run["rm_killed"] == ["podman", "rm", "--force", "rdmaprov-validate-fabric"]
+    assert run["keep"] == []  # b does not hold the rendezvous: a records the run
+    # No rail round: nothing of one cleared; docker removes its own leftover (--rm).
+    _s, _l, run = _run_of({"engine": "docker"}, rails="never")
+    assert run["rails_local"] == "" and len(run["controller_paths"]) == 2
+    assert run["rm_killed"][:2] == ["docker", "rm"]
+    _s, _l, run = _run_of(runtime="host")
+    assert run["rm_killed"] == []
+
+
+def test_run_plan_records_the_run_on_the_rendezvous_host():
+    s, _launch, run = _run_of(host="a", nproc_per_node="2", address="10.0.0.1")
+    assert run["keep"] == [vl.kept("/srv/res/fabric", "run.json", {
+        "label": "fabric", "hosts": ["a", "b", "c"], "master": "a", "master_addr": "10.0.0.1",
+        "master_port": 29500, "runtime": "container", "image": s["image"],
+        "launcher": "torchrun", "backend": "nccl", "nproc_per_node": 2})]
+    _s, _launch, run = _run_of(host="a", runtime="host")
+    assert json.loads(run["keep"][0]["content"])["image"] is None
+
+
+HOSTILE = "x'$(touch {m})\"`touch {m}`;touch {m}\n"
+
+
+def test_start_and_stop_scripts_take_values_as_arguments(tmp_path):
+    """The launch's shell and the stop run hostile directory, argv and reason text as data."""
+    import subprocess
+
+    marker = tmp_path / "PWNED"
+    bad = HOSTILE.format(m=marker)
+    run_dir = tmp_path / "run x'$(touch PWNED)\"`touch PWNED`;touch PWNED"
+    run_dir.mkdir()
+    start = ["/bin/sh", "-c", vl.START_SCRIPT, str(run_dir), "20", "sh", "-c",
+             'echo "$1" >&2; exit 3', "sh", bad]
+    out = subprocess.run(start, capture_output=True, text=True, timeout=30, check=False,
+                         cwd=tmp_path)
+    assert out.stdout.strip() == "3" and (run_dir / "rc").read_text() == "3\n"
+    assert (run_dir / "argv.txt").read_text().splitlines()[:3] == ["sh", "-c",
+                                                                  'echo "$1" >&2; exit 3']
+    assert bad.strip() in (run_dir / "worker.log").read_text()
+    steps = (run_dir / "steps.log").read_text().splitlines()
+    assert steps[0].endswith(" launch start") and steps[1].endswith(" launch exit 3")
+    assert (run_dir / "job.pid").read_text().strip().isdigit()
+    # The stop: the reason, as the worker's JSON line, then SIGTERM to the job.
+    job = subprocess.Popen(["sleep", "30"])
+    (run_dir / "job.pid").write_text(f"{job.pid}\n")
+    subprocess.run(vl.stop_argv(str(run_dir), bad, f"stopped: {bad}"), timeout=30, check=True,
+                   cwd=tmp_path)
+    assert job.wait(timeout=10) == -15
+    last = json.loads((run_dir / "worker.log").read_text().splitlines()[-1])
+    assert last == {"schema": "rdmaprov.validate.worker/1", "ok": False, "hostname": bad,
+                    "error": f"stopped: {bad}"}
+    assert not marker.exists() and not (tmp_path / "PWNED").exists()
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        "argv.txt", "job.pid", "rc", "result.json", "steps.log", "worker.log"]
+
+
+def test_fetched_files_and_rail_outputs():
+    out = vl.fetched("/v/fabric", "/r/fabric/a", "", ["x.log"])
+    assert [f["src"] for f in out] == [f"/v/fabric/{n}" for n in (*vl.FETCHED, vl.STEPS_FILE)]
+    assert out[0]["dest"] == "/r/fabric/a/rc"
+    out = vl.fetched("/v/fabric", "/r/fabric/a", "/r/rails/a",
+                     ["mlx5_0.port1.round0.log", "skipped", ".hidden", "bad name", "x" * 129])
+    assert out[-2:] == [
+        {"src": "/v/fabric/rails/mlx5_0.port1.round0.log",
+         "dest": "/r/rails/a/mlx5_0.port1.round0.log"},
+        {"src": "/v/fabric/rails/skipped", "dest": "/r/rails/a/skipped"}]
+
+
+def test_probe_part_lists_what_to_fetch(tmp_path):
+    probe = _module("nccl_validate_probe")
+    (tmp_path / "rc").write_text("0\n")
+    (tmp_path / "rails").mkdir()
+    (tmp_path / "rails" / "skipped").write_text("")
+    (tmp_path / "rails" / "sub").mkdir()
+    result = {"dir": str(tmp_path), "label": "fabric", "timeout": 600, "local": "/r/fabric/a",
+              "rails_local": "/r/rails/a"}
+    part = probe.part(result)
+    assert part["reason"] == "" and part["fetch"] == vl.fetched(
+        str(tmp_path), "/r/fabric/a", "/r/rails/a", ["skipped"])
+    assert probe.part({**result, "rails_local": ""})["fetch"] == vl.fetched(
+        str(tmp_path), "/r/fabric/a", "", [])
+
+
+def test_wait_removes_the_container_of_the_run_last(monkeypatch, tmp_path):
+    (tmp_path / "b").write_text("2\n")
+    rm = ["podman", "rm", "--force", "rdmaprov-validate-fabric"]
+    args = {"jid": "j", "launch": _launch_args(str(tmp_path), ["a", "b"], rm_killed=rm)}
+    running = {"finished": 0}
+    action, calls = _wait_action(monkeypatch, [running, {}, {"finished": 1}, {"rc": 1}], args)
+    out = action.run(task_vars={"inventory_hostname": "a"})
+    assert "failed" not in out and out["stop_reason"].startswith("stopped: b could not run")
+    assert calls[-1] == ("ansible.legacy.command", {"argv": rm})  # its failure says nothing
+    # A part that finished: its container is removed all the same (a no-op after --rm).
+    action, calls = _wait_action(monkeypatch, [{"finished": 1, "stdout": "0\n"}, {"rc": 0}],
+                                 {**args, "launch": _launch_args(str(tmp_path), ["a"],
+                                                                 rm_killed=rm)})
+    assert action.run(task_vars={"inventory_hostname": "a"})["finished"] is True
+    assert [c[0] for c in calls] == ["ansible.legacy.async_status", "ansible.legacy.command"]
+
+
+def test_leftovers_of_an_interrupted_run_on_podman():
+    s = planned()
+    assert vl.leftovers(s) == [
+        ["podman", "rm", "--force", "--ignore", "rdmaprov-validate-fabric-preflight"],
+        ["podman", "rm", "--force", "--ignore", "rdmaprov-validate-fabric"]]
+    assert vl.leftovers({**s, "engine": "docker"}) == []  # docker's --rm removes its own
+    assert vl.leftovers({**s, "runtime": "host"}) == []
+
+
+def test_keep_results_on_the_controller(tmp_path):
+    res = tmp_path / "res" / "fabric"
+    old = tmp_path / "res" / "rails" / "a"
+    (old / "sub").mkdir(parents=True)
+    (old / "sub" / "x.log").write_text("old")
+    (res / ".exits").mkdir(parents=True)
+    (res / ".exits" / "a").write_text("2\n")
+    paths = [{"path": str(res / "a"), "state": "directory"},
+             {"path": str(res / ".exits" / "a"), "state": "absent"},
+             {"path": str(old), "state": "absent"}]
+    # The paths only reset an earlier run's: not a change.
+    assert vl.keep_results(paths) is False
+    assert (res / "a").is_dir() and (res / "a").stat().st_mode & 0o7777 == 0o755
+    assert not (res / ".exits" / "a").exists() and not old.exists()
+    assert vl.keep_results(paths) is False  # again: nothing there to remove
+    files = [vl.kept(str(res / "a" / "new"), "preflight.json", '{"ok": true}'),
+             vl.kept(str(res), "run.json", {"label": "fabric"})]
+    # Check mode: would change, touches nothing.
+    assert vl.keep_results(files=files, dry=True) is True and not (res / "a" / "new").exists()
+    assert vl.keep_results(files=files) is True
+    assert (res / "a" / "new" / "preflight.json").read_text() == '{"ok": true}\n'
+    assert (res / "run.json").read_text() == vl.nice_json({"label": "fabric"})
+    assert {(res / "a" / "new").stat().st_mode & 0o7777,
+            (res / "run.json").stat().st_mode & 0o7777} == {0o755, 0o644}
+    assert vl.keep_results(files=files) is False  # the same content: no change
+    (res / "run.json").chmod(0o600)
+    assert vl.keep_results(files=files, dry=True) is True
+    assert vl.keep_results(files=files) is True
+    assert (res / "run.json").stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in res.rglob("*tmp*")) == []
+    with pytest.raises(ValueError, match="directory or absent, not 'file'"):
+        vl.keep_results([{"path": str(res), "state": "file"}])
+
+
+def test_results_action_keeps_what_it_is_given(monkeypatch, tmp_path):
+    import importlib.util
+    from unittest import mock
+
+    from ansible.plugins.action import ActionBase
+
+    path = ROOT / "plugins/action/nccl_validate_results.py"
+    spec = importlib.util.spec_from_file_location("nccl_validate_results_action", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+    files = [vl.kept(str(tmp_path / "r"), "run.json", {"a": 1})]
+
+    def action(args, check_mode=False):
+        task = mock.MagicMock()
+        task.args = args
+        task.async_val = 0
+        task.check_mode = check_mode
+        return module.ActionModule(task, mock.MagicMock(), mock.MagicMock(), None, None, None)
+
+    assert action({"files": files}, check_mode=True).run(task_vars={}) == {
+        "changed": True, "kept": [files[0]["dest"]]}
+    assert not (tmp_path / "r").exists()
+    assert action({"files": files}).run(task_vars={})["changed"] is True
+    assert action({"files": files}).run(task_vars={})["changed"] is False
+    (tmp_path / "f").write_text("")
+    out = action({"files": [vl.kept(str(tmp_path / "f"), "x", "y")]}).run(task_vars={})
+    assert out["failed"] is True and out["msg"].startswith("results on the controller: ")
