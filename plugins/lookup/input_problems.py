@@ -47,40 +47,16 @@ _raw:
   elements: str
 """
 
-import os
-
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.rdmaprov.cluster.plugins.module_utils import input_check
-
-ROLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "roles")
-
-
-def declared_options(roles=None):
-    """Every option of every entry point of the collection's roles (or of ``roles``), by name."""
-    try:
-        return input_check.declared_options(input_check.role_specs(ROLES_DIR, roles))
-    except ValueError as exc:
-        raise AnsibleLookupError(f"input_problems: {exc}") from exc
+from ansible_collections.rdmaprov.cluster.plugins.plugin_utils import input_problems
 
 
 class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
-        variables = variables or {}
-        every = declared_options()
-        options = declared_options([str(t) for t in terms]) if terms else every
-        values = {}
-        for name in variables:
-            if name not in options:
-                if name not in every:
-                    values[name] = None  # only its name is judged: a typo of ours or not
-                continue
-            value = variables[name]
-            if not input_check.unknown_now(value):
-                try:
-                    value = self._templar.template(value)
-                except Exception:  # left for the role's own check at run time
-                    continue
-            values[name] = value
-        return [line for _name, line in input_check.check(values, options)]
+        try:
+            return input_problems.problems(variables or {}, self._templar.template,
+                                           [str(t) for t in terms] or None)
+        except ValueError as exc:
+            raise AnsibleLookupError(f"input_problems: {exc}") from exc

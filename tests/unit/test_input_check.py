@@ -210,7 +210,7 @@ def test_roce_qos_preflight_ranges_are_the_tables() -> None:
         "roce_qos_pfc_priority: 9 is not a valid PFC priority (0..7)"]
     assert ranges.problems({"roce_qos_dscp": 26.0, "nccl_env_ib_tc": "-1"}) == []
     text = (ROOT / "roles/roce_qos/tasks/main.yml").read_text()
-    assert "range(" not in text and "query('rdmaprov.cluster.input_problems', 'roce_qos')" in text
+    assert "range(" not in text and "rdmaprov.cluster.check_vars:\n    roles: [roce_qos]" in text
 
 
 def test_forms_are_checked_with_the_ranges_before_any_host() -> None:
@@ -225,7 +225,7 @@ def test_forms_are_checked_with_the_ranges_before_any_host() -> None:
     assert ranges.problems({"nccl_env_conf_path": "/etc/nccl.conf",
                             "nccl_env_extra": {"NCCL_IB_GID_INDEX": 3}}) == []
     text = (ROOT / "roles/nccl_env/tasks/main.yml").read_text()
-    assert "query('rdmaprov.cluster.input_problems', 'nccl_env')" in text and "match(" not in text
+    assert "rdmaprov.cluster.check_vars:\n    roles: [nccl_env]" in text and "match(" not in text
 
 
 @pytest.mark.parametrize("role", sorted(p.name for p in (ROOT / "roles").iterdir()
@@ -237,7 +237,7 @@ def test_every_role_entry_checks_its_values_first(role: str) -> None:
 
     tasks = yaml.safe_load((ROOT / "roles" / role / "tasks/main.yml").read_text())
     first = tasks[0]
-    assert f"query('rdmaprov.cluster.input_problems', '{role}')" in str(first), first
+    assert first.get("rdmaprov.cluster.check_vars") == {"roles": [role]}, first
     assert first.get("tags") == ["always"]
 
 
@@ -336,3 +336,34 @@ def test_a_standalone_role_entry_refuses_a_bad_form(tmp_path: Path, role: str, v
     assert line in proc.stdout, proc.stdout
     assert "Check the role's values" in proc.stdout
     assert not (tmp_path / "PWNED").exists()
+
+
+def test_a_roles_own_entry_refuses_its_bad_value_in_one_line(tmp_path: Path) -> None:
+    """The role's first task (check_vars, on the control host) fails a bad value with the role's
+    name first, before any task touches the host; good values pass it."""
+    import json
+
+    coll = tmp_path / "ansible_collections" / "rdmaprov"
+    coll.mkdir(parents=True)
+    (coll / "cluster").symlink_to(ROOT)
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all:\n  hosts:\n"
+                   "    bad: {ansible_connection: local, roce_qos_pfc_priority: 8}\n")
+    play = tmp_path / "play.yml"
+    play.write_text("- hosts: all\n  gather_facts: false\n  tasks:\n"
+                    "    - ansible.builtin.import_role:\n"
+                    "        name: rdmaprov.cluster.roce_qos\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(ANSIBLE_COLLECTIONS_PATH=str(tmp_path), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv),
+                           str(play)], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          check=False)
+    assert proc.returncode == 2, proc.stdout
+    fatal = next(line for line in proc.stdout.splitlines()
+                 if line.startswith("fatal: [bad]: FAILED! => "))
+    assert json.loads(fatal.split(" => ", 1)[1])["msg"] == (
+        "roce_qos: roce_qos_pfc_priority: 8 is not a valid PFC priority (0..7)")
+    # Ansible's own argument-spec task, then ours, and nothing after it.
+    tasks = [line for line in proc.stdout.splitlines() if line.startswith("TASK [")]
+    assert "Check the role's values" in tasks[-1] and len(tasks) == 2, tasks
