@@ -52,7 +52,6 @@ else:  # python worker.py on a host or in an image, where rdmaprov is not instal
 # Environment variables worth recording: they decide which transport NCCL or gloo picks.
 _ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_NCCL_", "CUDA_VISIBLE_DEVICES", "MASTER_", "UCX_")
 
-
 # Per-backend defaults: gloo on a lab node moves ~1 GB/s, so its sweep stops earlier.
 _DEFAULTS = {
     "nccl": {"min_bytes": 1 << 20, "max_bytes": 1 << 30, "warmup": 5, "iters": 20},

@@ -24,7 +24,7 @@ RC_FAILED = 1        # failed in the rendezvous or a collective: a peer may be t
 RC_CANNOT_START = 2  # failed on this host before joining: no torch, no CUDA, bad arguments
 RC_WATCHDOG = 3      # no progress within --timeout (+ grace): the watchdog killed the worker
 
-
+# Where the kernel lists RDMA devices (the preflight's and the rail round's default).
 _SYS_IB = "/sys/class/infiniband"
 
 
