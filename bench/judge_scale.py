@@ -34,7 +34,8 @@ import time
 from pathlib import Path
 
 from rdmaprov.validate import rounds as R
-from rdmaprov.validate import worker
+from rdmaprov.validate import worker_base as base
+from rdmaprov.validate import worker_timing as timing
 
 ROOT = Path(__file__).resolve().parents[1]
 SYSFS = ROOT / "tests" / "fixtures" / "sysfs"
@@ -51,12 +52,12 @@ def counters(tree: Path) -> str:
 
 def sweep_rows(n: int, peak: float) -> list[dict[str, object]]:
     """The worker's rows for an n-rank run peaking at ``peak`` GB/s busbw (its own rates())."""
-    sizes = worker.size_sweep(1 << 20, 1 << 30, 2, 4)
+    sizes = timing.size_sweep(1 << 20, 1 << 30, 2, 4)
     rows: list[dict[str, object]] = []
     for i, size in enumerate(sizes):
         busbw = peak * (i + 1) / len(sizes)
-        seconds = size / (busbw / worker.bus_factor(n) * 1e9)
-        a, b = worker.rates(size, seconds, n)
+        seconds = size / (busbw / timing.bus_factor(n) * 1e9)
+        a, b = timing.rates(size, seconds, n)
         rows.append({"bytes": size, "count": size // 4, "time_us": round(seconds * 1e6, 3),
                      "time_us_avg": round(seconds * 1e6, 3), "algbw_GBps": float(f"{a:.6g}"),
                      "busbw_GBps": float(f"{b:.6g}"), "correct": True})
@@ -94,7 +95,7 @@ def build(results: Path, n: int) -> dict[str, object]:
                 bw = 5.0 if slow in (a, b) else 45.0
                 pairs.append({"round": number, "step": step_no, "hosts": [a, b],
                               "busbw_GBps": bw, "error": None, "results": sweep_rows(2, bw)})
-    doc = {"schema": worker.SCHEMA, "ok": True, "error": None, "backend": "nccl",
+    doc = {"schema": base.SCHEMA, "ok": True, "error": None, "backend": "nccl",
            "world_size": n, "ranks": [{"rank": i, "local_rank": 0, "hostname": h}
                                       for i, h in enumerate(hosts)],
            "hosts": sorted(hosts), "preflight": {h: {"problems": []} for h in hosts},

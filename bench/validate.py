@@ -27,13 +27,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rdmaprov.validate import worker
+from rdmaprov.validate import worker_base as base
+from rdmaprov.validate import worker_preflight as pre
+from rdmaprov.validate import worker_timing as timing
 
 
-def bare_loop(ctx: worker._Ctx, nbytes: int, dtype_name: str, warmup: int,
+def bare_loop(ctx: base._Ctx, nbytes: int, dtype_name: str, warmup: int,
               iters: int) -> float:
     """Mean seconds per all_reduce over ranks, timed the plain way."""
     torch, dist = ctx.torch, ctx.dist
-    buf = torch.zeros(nbytes // worker._DTYPES[dtype_name], dtype=getattr(torch, dtype_name),
+    buf = torch.zeros(nbytes // timing._DTYPES[dtype_name], dtype=getattr(torch, dtype_name),
                       device=ctx.device)
     for _ in range(warmup):
         dist.all_reduce(buf)
@@ -59,15 +62,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--dtype", choices=sorted(worker._DTYPES), default="float32")
+    p.add_argument("--dtype", choices=sorted(timing._DTYPES), default="float32")
     args = p.parse_args(argv)
 
     wargs = worker._build_parser().parse_args(["--backend", args.backend])
     t0 = time.perf_counter()
     ctx = worker._init(wargs)
     try:
-        sizes = worker.size_sweep(args.min_bytes, args.max_bytes, args.factor,
-                                  worker._DTYPES[args.dtype])
+        sizes = timing.size_sweep(args.min_bytes, args.max_bytes, args.factor,
+                                  timing._DTYPES[args.dtype])
         key = "busbw_GBps" if ctx.world > 1 else "algbw_GBps"
         best_worker: dict[int, dict] = {}
         best_bare: dict[int, float] = {}
@@ -77,17 +80,17 @@ def main(argv: list[str] | None = None) -> int:
                 # drift in the machine's load falls on both alike.
                 for which in (("worker", "bare") if rnd % 2 == 0 else ("bare", "worker")):
                     if which == "worker":
-                        row = worker.sweep(ctx, [nbytes], args.dtype, args.warmup,
+                        row = timing.sweep(ctx, [nbytes], args.dtype, args.warmup,
                                            args.iters)[0]
                         if nbytes not in best_worker or row[key] > best_worker[nbytes][key]:
                             best_worker[nbytes] = row
                     else:
                         seconds = bare_loop(ctx, nbytes, args.dtype, args.warmup, args.iters)
-                        algbw, busbw = worker.rates(nbytes, seconds, ctx.world)
+                        algbw, busbw = timing.rates(nbytes, seconds, ctx.world)
                         fig = busbw if ctx.world > 1 else algbw
                         best_bare[nbytes] = max(best_bare.get(nbytes, 0.0), fig)
-        versions = worker._versions(ctx.torch)
-        ranks = worker._gather_json(ctx, worker._rank_info(ctx))
+        versions = pre._versions(ctx.torch)
+        ranks = base._gather_json(ctx, worker._rank_info(ctx))
     finally:
         ctx.dist.destroy_process_group()
 
@@ -98,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             b = best_bare[nbytes]
             row = best_worker[nbytes]
             # The worker's figure had it used the mean over ranks, as the bare loop does.
-            w_avg = worker.rates(nbytes, row["time_us_avg"] / 1e6, ctx.world)[
+            w_avg = timing.rates(nbytes, row["time_us_avg"] / 1e6, ctx.world)[
                 0 if key == "algbw_GBps" else 1]
             rows.append({"bytes": nbytes, f"worker_{key}": w, f"bare_{key}": round(b, 4),
                          "ratio": round(w / b, 4) if b > 0 else None,

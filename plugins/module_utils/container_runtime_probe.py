@@ -53,19 +53,33 @@ def has_cap(bit):
     return False
 
 
+# How engines() asks each engine its version: docker's daemon (docker's client answers without
+# a daemon only for the client part, so a docker without its daemon is not usable), podman's
+# and enroot's own.
+VERSION_ARGV = {"docker": ["docker", "version", "--format", "{{.Server.Version}}"],
+                "podman": ["podman", "version", "--format", "{{.Client.Version}}"],
+                "enroot": ["enroot", "version"]}
+
+
+def engine(name, argv=None, ask=None, which=None):
+    """One container engine here, the one reader of them (engines() below, and node_state's
+    runtime for `rdmaprov status`): {path, version, usable}, or None where ``which``
+    (shutil.which by default) does not find it. ``argv`` asks its version (VERSION_ARGV's by
+    default) through ``ask`` (run above by default: stdout, or None when the command fails);
+    usable when it answered."""
+    path = (which or shutil.which)(name)
+    if not path:
+        return None
+    version = (ask or run)(argv or VERSION_ARGV[name])
+    return {"path": path, "version": version, "usable": version is not None}
+
+
 def engines():
     out = {}
     for name in ("docker", "podman", "enroot"):
-        path = shutil.which(name)
-        if not path:
-            continue
-        fmt = {"docker": ["docker", "version", "--format", "{{.Server.Version}}"],
-               "podman": ["podman", "version", "--format", "{{.Client.Version}}"],
-               "enroot": ["enroot", "version"]}[name]
-        version = run(fmt)
-        out[name] = {"path": path, "version": version,
-                     # docker's client answers without a daemon only for the client part
-                     "usable": version is not None}
+        found = engine(name)
+        if found:
+            out[name] = found
     return out
 
 

@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import container_runtime_probe
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import kernel_caps, rdma_sysfs
 
 QOS_UNIT = "rdmaprov-roce-qos.service"
@@ -99,12 +100,18 @@ def firewall(run) -> str | None:
 
 
 def runtime(run) -> str | None:
-    """The container engine a job would use here (docker before podman), with its version."""
-    for engine in ("docker", "podman"):
-        answer = run([engine, "--version"])
-        if answer[0] == 0:
-            m = re.search(r"(\d+\.\d+(\.\d+)?)", answer[1])
-            return "%s %s" % (engine, m.group(1) if m else "?")
+    """The container engine a job would use here (docker before podman), with its client's
+    version (``ENGINE --version``), read by container_runtime_probe.engine."""
+    def ask(argv):
+        rc, out = run(argv)
+        return out if rc == 0 else None
+
+    for name in ("docker", "podman"):
+        # ``run`` answers a command that is not installed itself (MISSING): no lookup here.
+        found = container_runtime_probe.engine(name, [name, "--version"], ask, which=str)
+        if found and found["usable"]:
+            m = re.search(r"(\d+\.\d+(\.\d+)?)", found["version"])
+            return "%s %s" % (name, m.group(1) if m else "?")
     return None
 
 

@@ -21,7 +21,7 @@ import shutil
 
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import ranges
 
-# Worker exit codes (roles/nccl_validate/files and rdmaprov/validate/worker.py agree on them).
+# Worker exit codes (roles/nccl_validate/files and rdmaprov/validate/worker_base.py agree on them).
 RC_OK = 0
 RC_FAILED = 1        # failed in the rendezvous or a collective: a peer may be the cause
 RC_CANNOT_START = 2  # failed on this host before joining (no torch, no CUDA, bad arguments)

@@ -20,8 +20,8 @@ from rdmaprov.check.judge import Item
 from rdmaprov.remediation import Remedy
 
 TIMEOUT_S = 180
-# The worker is one stdlib-only file (it imports nothing from rdmaprov), so it runs as a script
-# in any Python that has torch: rdmaprov need not be installed there.
+# The worker imports nothing from rdmaprov (only the standard library, torch and its parts beside
+# it), so it runs as a script in any Python that has torch: rdmaprov need not be installed there.
 WORKER = Path(__file__).resolve().parents[1] / "validate" / "worker.py"
 _HAS_TORCH = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else 3)"
 

@@ -529,7 +529,7 @@ def _port_rate(ports: list[dict[str, Any]] | None, hca: str, port: int) -> float
     return None
 
 
-# The worker's last line of a rail's output (worker.RAIL_EXIT): ib_write_bw's exit status, or
+# The worker's last line of a rail's output (worker_rails.RAIL_EXIT): ib_write_bw's exit status, or
 # why there is none (killed, not started). Absent in outputs saved by hand.
 _RAIL_EXIT = re.compile(r"^rdmaprov: ib_write_bw exit status (?P<what>.{1,200})$")
 
@@ -548,7 +548,7 @@ def _rail_exit(lines: list[str]) -> str | None:
 
 def _rail_partners(fabric: Run) -> dict[tuple[str, int, str], tuple[str, str]]:
     """(host, round, "hca:port") -> (the other end's host, its "hca:port"), from the fabric
-    document's rail summary (worker.rail_round: each round's client and server, by node rank;
+    document's rail summary (worker_rails.rail_round: each round's client and server, by node rank;
     by hostname in a document without them, where that name is no other host's)."""
     out: dict[tuple[str, int, str], tuple[str, str]] = {}
     rails = ((fabric.doc or {}).get("rails") or {}).get("rails") or []

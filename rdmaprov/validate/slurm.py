@@ -9,9 +9,10 @@ host (a login node), rdmaprov
 2. builds each node's launch with ``launch()`` of plugins/module_utils/validate_launch.py, the
    one function the nccl_validate role's launch uses (rendezvous on the first node, at its
    Slurm NodeAddr when that is an IP address, else ``nccl_validate_master_addr``);
-3. runs one ``srun`` step, a task per node, all at once: srun's stdin brings worker.py,
-   rounds.py, the port-counters script, slurm_task.py and the plans to every node, slurm_task.py
-   runs the node's plan and hands its result files back as base64 lines (``srun --label``);
+3. runs one ``srun`` step, a task per node, all at once: srun's stdin brings worker.py and
+   its parts, rounds.py, the port-counters script, slurm_task.py and the plans to every node,
+   slurm_task.py runs the node's plan and hands its result files back as base64 lines
+   (``srun --label``);
 4. writes the results directory the role writes (``<results>/fabric/run.json``,
    ``<results>/fabric/<node>/{rc, result.json, worker.log, counters_*.json, argv.txt}``, the
    rail round's ``<results>/rails/<node>/``), which
@@ -282,10 +283,17 @@ def plans(spec: dict[str, Any], members: list[str], addrs: dict[str, str]) -> di
             "timeout": spec["timeout"]}
 
 
+# The worker's parts, each imported from beside worker.py (its docstring says which is what).
+WORKER_PARTS = ("worker_base.py", "worker_preflight.py", "worker_timing.py", "worker_rails.py",
+                "worker_watchdog.py")
+
+
 def worker_files() -> dict[str, Path]:
-    """What runs beside the worker wherever it runs (the nccl_validate role copies the same):
-    the pair planner and the port reader, both standard library only."""
-    return {"worker.py": HERE / "worker.py", "rounds.py": HERE / "rounds.py",
+    """The worker and what runs beside it wherever it runs (the nccl_validate role copies the
+    same, tests/unit/test_validate_worker.py checks): its parts, the pair planner and the port
+    reader, all standard library only."""
+    return {"worker.py": HERE / "worker.py", **{name: HERE / name for name in WORKER_PARTS},
+            "rounds.py": HERE / "rounds.py",
             "rdma_ports.py": collection_root() / "plugins/module_utils/rdma_ports.py"}
 
 

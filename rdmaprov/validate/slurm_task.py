@@ -1,7 +1,7 @@
 """One node's part of `rdmaprov validate --launcher slurm`, run by srun on every allocated node.
 
 Standard library only, Python >= 3.9: it runs with the python that runs the worker (the node's,
-or an image's under Pyxis), beside worker.py, rounds.py and rdma_ports.py (the port reader), which
+or an image's under Pyxis), beside worker.py and the files beside it (slurm.worker_files()), which
 srun's stdin brought to every node with this file and ``plans.json``. The plan of this node
 (``SLURMD_NODENAME``) was built on the submit host by plugins/module_utils/validate_launch.py's
 ``launch()``, the function the nccl_validate role's launch uses, so the argv is the same.

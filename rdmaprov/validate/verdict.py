@@ -386,7 +386,7 @@ def host_verdict(host: str, backend: str, report: Any, facts: Mapping[str, Any] 
                  world_size: int = 1, preflight: Mapping[str, Any] | None = None) -> HostVerdict:
     """One host's checks. ``busbw`` is a measurement of this host alone (single-node NIC
     loopback, or a pairwise round); a fabric-wide figure belongs to fabric_verdict.
-    ``preflight`` is the worker's pre-flight of this host (worker.preflight())."""
+    ``preflight`` is the worker's pre-flight of this host (worker_preflight.preflight())."""
     problems = (preflight or {}).get("problems") or ()
     v = HostVerdict(host, [check_transport(backend, report, policy, problems),
                            check_gdr(backend, report, policy),

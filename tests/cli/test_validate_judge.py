@@ -24,7 +24,9 @@ from pathlib import Path
 import pytest
 
 from rdmaprov.cli import main
-from rdmaprov.validate import worker
+from rdmaprov.validate import worker_base as base
+from rdmaprov.validate import worker_rails
+from rdmaprov.validate import worker_timing as timing
 
 ROOT = Path(__file__).resolve().parents[2]
 SYSFS = ROOT / "tests" / "fixtures" / "sysfs"
@@ -55,19 +57,19 @@ def worker_doc(hosts: list[str], busbw_peak: float, backend: str = "nccl",
                cpu: dict[str, float] | None = None) -> dict:
     """A worker document for a 1-process-per-host run whose largest size reaches busbw_peak."""
     n = len(hosts)
-    sizes = worker.size_sweep(1 << 20, 1 << 30, 2, 4)
+    sizes = timing.size_sweep(1 << 20, 1 << 30, 2, 4)
     rows = []
     for i, size in enumerate(sizes):
         # latency-bound small sizes, the peak at the largest
         busbw = busbw_peak * (i + 1) / len(sizes)
-        algbw = busbw / worker.bus_factor(n)
+        algbw = busbw / timing.bus_factor(n)
         seconds = size / (algbw * 1e9)
-        a, b = worker.rates(size, seconds, n)
+        a, b = timing.rates(size, seconds, n)
         rows.append({"bytes": size, "count": size // 4, "time_us": round(seconds * 1e6, 3),
                      "time_us_avg": round(seconds * 1e6, 3), "algbw_GBps": float(f"{a:.6g}"),
                      "busbw_GBps": float(f"{b:.6g}"), "correct": True})
     jittery(rows, 1.05)  # the iterations of a healthy fabric, as the worker records them
-    doc = {"schema": worker.SCHEMA, "ok": True, "error": None, "backend": backend,
+    doc = {"schema": base.SCHEMA, "ok": True, "error": None, "backend": backend,
            "world_size": n, "ranks": [{"rank": i, "local_rank": 0, "hostname": h}
                                       for i, h in enumerate(hosts)],
            "hosts": sorted(hosts), "preflight": {h: {"problems": []} for h in hosts},
@@ -631,8 +633,8 @@ def jittery(rows: list[dict], ratio: float, iters: int = 20) -> list[dict]:
         t = r["time_us"]
         each = [t] * (iters - 1) + [t * (1 + (ratio - 1) / 0.81)]
         r["iters_us"] = each
-        r["iter_us"] = {"n": iters, "p50_us": worker.percentile(each, 50),
-                        "p99_us": worker.percentile(each, 99), "max_us": max(each)}
+        r["iter_us"] = {"n": iters, "p50_us": timing.percentile(each, 50),
+                        "p99_us": timing.percentile(each, 99), "max_us": max(each)}
     return rows
 
 
@@ -902,7 +904,7 @@ def test_a_rail_whose_ib_write_bw_failed_is_never_a_pass_whatever_its_table(tmp_
     make_run(tmp_path, "fabric", hosts, worker_doc(list(hosts), 11.5))
     good = GOOD_RAIL.read_text()
     rails(tmp_path, {"a": {}, "b": {}})
-    # The worker's last line (worker.RAIL_EXIT): 0 passes, anything else fails the rail.
+    # The worker's last line (worker_rails.RAIL_EXIT): 0 passes, anything else fails the rail.
     (tmp_path / "rails" / "a" / "mlx5_0.port1.log").write_text(
         good + "\nrdmaprov: ib_write_bw exit status 0\n")
     (tmp_path / "rails" / "b" / "mlx5_0.port1.log").write_text(
@@ -918,8 +920,8 @@ def test_a_rail_whose_ib_write_bw_failed_is_never_a_pass_whatever_its_table(tmp_
 
 
 def ring_rails(results: Path, hosts: list[str], bad: set[str], hca: str = "mlx5_0") -> dict:
-    """The rail round of rounds.rail_plan over ``hosts`` as worker.rail_round leaves it: per
-    rail and round, rounds.rail_file on both ends (the client's output; on the server the header
+    """The rail round of rounds.rail_plan over ``hosts`` as worker_rails.rail_round leaves it:
+    per rail and round, rounds.rail_file on both ends (the client's output; on the server the header
     line and the client's output), and the document's summary naming each round's two ends. A
     pair with an end in ``bad`` is SLOW_RAIL, else GOOD_RAIL. Returns the summary."""
     from rdmaprov.validate import rounds as R
@@ -930,7 +932,7 @@ def ring_rails(results: Path, hosts: list[str], bad: set[str], hca: str = "mlx5_
     for number, pairs in enumerate(R.rail_plan(hosts, ports).rounds, 1):
         for p in pairs:
             src = SLOW_RAIL if bad & {p.client, p.server} else GOOD_RAIL
-            text = src.read_text() + f"\n{worker.RAIL_EXIT} 0\n"
+            text = src.read_text() + f"\n{worker_rails.RAIL_EXIT} 0\n"
             for h in (p.client, p.server):
                 (results / "rails" / h).mkdir(parents=True, exist_ok=True)
             (results / "rails" / p.client / R.rail_file(hca, 1, number)).write_text(text)

@@ -92,8 +92,9 @@ def test_node_side_to_results_dir_to_verdict(tmp_path: Path) -> None:
     bin_dir = tmp_path / "node" / "bin"
     bin_dir.mkdir(parents=True)
     with tarfile.open(fileobj=__import__("io").BytesIO(S.bundle(plan))) as tar:
-        assert sorted(tar.getnames()) == ["plans.json", "rdma_ports.py", "rounds.py",
-                                          "slurm_task.py", "worker.py"]
+        assert sorted(tar.getnames()) == sorted(["plans.json", "slurm_task.py",
+                                                 *S.worker_files()])
+        assert {"worker.py", "rounds.py", "rdma_ports.py"} <= set(S.worker_files())
         tar.extractall(bin_dir)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     p = subprocess.run([sys.executable, str(bin_dir / "slurm_task.py"), str(bin_dir)],

@@ -12,11 +12,17 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rdmaprov.validate import worker as w
+from rdmaprov.validate import worker_base as base
+from rdmaprov.validate import worker_preflight as pre
+from rdmaprov.validate import worker_timing as timing
+from rdmaprov.validate import worker_watchdog as watchdog
 from rdmaprov.validate.slurm import worker_files
 
 WORKER = Path(w.__file__)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def image(dest: Path) -> Path:
@@ -31,24 +37,24 @@ def image(dest: Path) -> Path:
 
 @pytest.mark.parametrize(("n", "factor"), [(1, 0.0), (2, 1.0), (4, 1.5), (8, 1.75)])
 def test_bus_factor_is_nccl_tests(n, factor):
-    assert w.bus_factor(n) == factor
+    assert timing.bus_factor(n) == factor
 
 
 def test_rates():
-    algbw, busbw = w.rates(1 << 30, 0.1, 8)
+    algbw, busbw = timing.rates(1 << 30, 0.1, 8)
     assert algbw == pytest.approx((1 << 30) / 0.1 / 1e9)
     assert busbw == pytest.approx(algbw * 1.75)
     with pytest.raises(ValueError):
-        w.rates(1, 0.0, 2)
+        timing.rates(1, 0.0, 2)
 
 
 def test_size_sweep_keeps_both_ends_and_whole_elements():
-    assert w.size_sweep(1 << 20, 8 << 20, 2, 4) == [1 << 20, 2 << 20, 4 << 20, 8 << 20]
-    assert w.size_sweep(1 << 20, 10 << 20, 4, 4) == [1 << 20, 4 << 20, 10 << 20]
-    assert w.size_sweep(6, 6, 2, 4) == [4]
+    assert timing.size_sweep(1 << 20, 8 << 20, 2, 4) == [1 << 20, 2 << 20, 4 << 20, 8 << 20]
+    assert timing.size_sweep(1 << 20, 10 << 20, 4, 4) == [1 << 20, 4 << 20, 10 << 20]
+    assert timing.size_sweep(6, 6, 2, 4) == [4]
     for bad in [(0, 8, 2), (8, 4, 2), (1, 8, 1)]:
         with pytest.raises(ValueError):
-            w.size_sweep(*bad, 4)
+            timing.size_sweep(*bad, 4)
 
 
 @pytest.mark.parametrize(("text", "value"), [("4096", 4096), ("512K", 512 << 10),
@@ -61,26 +67,44 @@ def test_parse_bytes(text, value):
 def test_one_line_takes_nccls_last_error():
     detail = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "nccl" /
                          "h200-nccl2.28.9-duplicate-gpu.rank0.worker.json").read_text())["detail"]
-    assert w.one_line(RuntimeError(detail)) == (
+    assert base.one_line(RuntimeError(detail)) == (
         "RuntimeError: Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 60")
-    assert w.one_line(TimeoutError("a\nb")) == "TimeoutError: a"
+    assert base.one_line(TimeoutError("a\nb")) == "TimeoutError: a"
 
 
-def test_worker_imports_nothing_from_rdmaprov():
-    # It is copied into the validation image with rounds.py beside it (the pair planner,
-    # standard library only), where rdmaprov is not installed.
-    tree = ast.parse(WORKER.read_text())
-    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
-             for a in n.names}
-    names |= {n.module.split(".")[0] for n in ast.walk(tree)
-              if isinstance(n, ast.ImportFrom) and n.module}
-    assert names <= set(sys.stdlib_module_names) | {"torch", "__future__", "rounds"}, names
-    rounds = ast.parse((WORKER.parent / "rounds.py").read_text())
-    used = {a.name.split(".")[0] for n in ast.walk(rounds) if isinstance(n, ast.Import)
-            for a in n.names}
-    used |= {n.module.split(".")[0] for n in ast.walk(rounds)
-             if isinstance(n, ast.ImportFrom) and n.module}
-    assert used <= set(sys.stdlib_module_names) | {"__future__"}, used
+def _imports(path: Path) -> set[str]:
+    """The top-level names a file imports; ``from . import x`` (the package's own copy of a
+    file shipped beside it) counts as importing x."""
+    names: set[str] = set()
+    for n in ast.walk(ast.parse(path.read_text())):
+        if isinstance(n, ast.Import):
+            names |= {a.name.split(".")[0] for a in n.names}
+        elif isinstance(n, ast.ImportFrom):
+            names |= {a.name for a in n.names} if n.level else {(n.module or "").split(".")[0]}
+    return names
+
+
+def test_the_shipped_files_import_nothing_from_rdmaprov():
+    # They are copied into the validation image (worker_files()), where rdmaprov is not
+    # installed: the worker's files import the standard library, torch and each other; the
+    # pair planner and the port reader the standard library only.
+    files = worker_files()
+    assert files["worker.py"] == WORKER
+    stdlib = set(sys.stdlib_module_names) | {"__future__"}
+    parts = {Path(name).stem for name in files if name.startswith("worker")}
+    for name, path in files.items():
+        allowed = stdlib | parts | {"torch", "rounds"} if name.startswith("worker") else stdlib
+        assert _imports(path) <= allowed, (name, _imports(path) - allowed)
+    # Every file the worker's files import from beside themselves is shipped.
+    imported = set().union(*(_imports(p) for n, p in files.items() if n.startswith("worker")))
+    assert {m for m in imported - stdlib if m != "torch"} == parts - {"worker"} | {"rounds"}
+
+
+def test_the_role_copies_the_shipped_files():
+    # The nccl_validate role copies the worker to the hosts itself: the same files.
+    tasks = yaml.safe_load((ROOT / "roles/nccl_validate/tasks/worker.yml").read_text())
+    [copy] = [t for t in tasks if "ansible.builtin.copy" in t]
+    assert sorted(item["dest"] for item in copy["loop"]) == sorted(worker_files())
 
 
 def test_stdout_holds_only_the_document():
@@ -206,21 +230,22 @@ def test_watchdog_kills_a_hung_worker_and_says_so(tmp_path):
     os.kill(child, signal.SIGSTOP)
     t0 = time.monotonic()
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == w.RC_WATCHDOG
-    assert time.monotonic() - t0 < w.watchdog_limit(5) + 3
+    assert proc.returncode == base.RC_WATCHDOG
+    assert time.monotonic() - t0 < watchdog.watchdog_limit(5) + 3
     doc = json.loads(out)
     assert doc["ok"] is False
-    assert doc["error"].startswith(f"watchdog: no progress for {w.watchdog_limit(5):.0f} s in ")
+    limit = watchdog.watchdog_limit(5)
+    assert doc["error"].startswith(f"watchdog: no progress for {limit:.0f} s in ")
     assert any(json.loads(ln)["error"] == doc["error"] for ln in err.splitlines()
                if ln.startswith("{"))
     assert _gone(child)
     # Where the launch reads it back (torchrun would report 1 for any failure).
     assert (tmp_path / "worker-rc.0").read_text() == "3\n"
     # And the steps the rank went through, for the failure's reason: frozen in its rendezvous.
-    steps = [ln.split(" ", 2)[1:] for ln in (tmp_path / w.STEPS_FILE).read_text().splitlines()]
+    steps = [ln.split(" ", 2)[1:] for ln in (tmp_path / base.STEPS_FILE).read_text().splitlines()]
     assert steps[:2] == [["rank0", "start"], ["rank0", "import torch"]]
     assert steps[-3:] == [["rank0", "rendezvous at tcp://127.0.0.1:29678"],
-                          ["rank0", f"watchdog: killed after {w.watchdog_limit(5):.0f} s in "
+                          ["rank0", f"watchdog: killed after {watchdog.watchdog_limit(5):.0f} s in "
                                     "rendezvous at tcp://127.0.0.1:29678"],
                           ["rank0", "exit 3"]]
 
@@ -245,7 +270,7 @@ def test_a_host_that_cannot_start_exits_2():
         [sys.executable, str(WORKER), "--backend", "nccl", "--rank", "0", "--world-size", "2",
          "--master-addr", "127.0.0.1", "--master-port", "29680", "--timeout", "60"],
         capture_output=True, text=True, timeout=60)
-    assert proc.returncode == w.RC_CANNOT_START
+    assert proc.returncode == base.RC_CANNOT_START
     assert json.loads(proc.stdout)["error"] == (
         "CannotStart: backend nccl asked for, but torch sees no CUDA device")
 
@@ -254,25 +279,38 @@ def test_preflight_document():
     proc = subprocess.run([sys.executable, str(WORKER), "--preflight", "--backend", "gloo"],
                           capture_output=True, text=True, timeout=120, check=True)
     doc = json.loads(proc.stdout)
-    assert doc["schema"] == w.PREFLIGHT_SCHEMA and doc["backend"] == "gloo"
+    assert doc["schema"] == pre.PREFLIGHT_SCHEMA and doc["backend"] == "gloo"
     assert doc["torch"]["error"] is None and doc["torch"]["version"] == torch.__version__
     assert doc["torch"]["libuv"] is True  # PyPI's torch is built with libuv
     assert isinstance(doc["preflight"]["problems"], list) and "hcas" in doc["preflight"]
 
 
-def test_preflight_document_without_torch(tmp_path):
-    # The worker alone, with a Python that cannot import torch (-I: no site-packages).
+def test_the_shipped_files_alone_run_the_worker(tmp_path):
+    # The files worker_files() names, alone in a folder, with a Python that cannot import torch
+    # nor anything outside that folder (-I: no site-packages, not even the script's folder on
+    # sys.path; -S): what the worker finds on a host or in an image without rdmaprov.
     alone = image(tmp_path / "img")
-    proc = subprocess.run([sys.executable, "-I", "-S", str(alone), "--preflight"],
-                          capture_output=True, text=True, timeout=60, check=True)
+    assert sorted(p.name for p in alone.parent.iterdir()) == sorted(worker_files())
+    bare = [sys.executable, "-I", "-S", str(alone)]
+    usage = subprocess.run([*bare, "--help"], capture_output=True, text=True, timeout=60,
+                           check=True)
+    assert usage.stdout.startswith("usage: rdmaprov-worker") and usage.stderr == ""
+    proc = subprocess.run([*bare, "--preflight"], capture_output=True, text=True, timeout=60,
+                          check=True)
     doc = json.loads(proc.stdout)
+    assert doc["schema"] == pre.PREFLIGHT_SCHEMA and isinstance(doc["preflight"]["ports"], list)
     assert doc["torch"]["error"] == "ModuleNotFoundError: No module named 'torch'"
+    # Without torch, a run cannot start on this host: exit 2 and one JSON document.
+    proc = subprocess.run([*bare, "--backend", "gloo", "--no-watchdog"], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == base.RC_CANNOT_START, proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["error"].startswith("CannotStart: torch is not importable")
 
 
 def test_busy_cores():
-    assert w.busy_cores((100, 1000, 4), (300, 1400, 4)) == pytest.approx(2.0)
-    assert w.busy_cores(None, (1, 2, 4)) is None
-    assert w.busy_cores((1, 2, 4), (1, 2, 4)) is None
+    assert timing.busy_cores((100, 1000, 4), (300, 1400, 4)) == pytest.approx(2.0)
+    assert timing.busy_cores(None, (1, 2, 4)) is None
+    assert timing.busy_cores((1, 2, 4), (1, 2, 4)) is None
 
 
 # --- pre-flight ----------------------------------------------------------------------------
@@ -290,7 +328,7 @@ DEVS = [("mlx5_0", 1), ("mlx5_1", 1), ("mlx5_10", 1), ("mlx5_bond_0", 1)]
     ("ib0", []),
 ])
 def test_nccl_ib_hca_syntax(spec, picked):
-    assert w.hca_filter_matches(spec, DEVS) == picked
+    assert pre.hca_filter_matches(spec, DEVS) == picked
 
 
 def _sysfs(root, ports):
@@ -308,11 +346,11 @@ def test_preflight_healthy(tmp_path, monkeypatch):
     _sysfs(tmp_path / "ib", [("mlx5_0", 1, "4: ACTIVE", "400 Gb/sec (4X NDR)")])
     (tmp_path / "dev").mkdir()
     (tmp_path / "dev" / "uverbs0").touch()
-    monkeypatch.setattr(w, "_can_load", lambda names: names[0])
+    monkeypatch.setattr(pre, "_can_load", lambda names: names[0])
     monkeypatch.setattr(resource, "getrlimit", lambda _r: (resource.RLIM_INFINITY,) * 2)
     monkeypatch.delenv("NCCL_IB_DISABLE", raising=False)
     monkeypatch.setenv("NCCL_IB_HCA", "mlx5")
-    out = w.preflight(str(tmp_path / "ib"), str(tmp_path / "dev"))
+    out = pre.preflight(str(tmp_path / "ib"), str(tmp_path / "dev"))
     assert out["problems"] == []
     assert out["ports"] == [{"device": "mlx5_0", "port": 1, "state": "ACTIVE",
                              "link_layer": "InfiniBand", "rate": "400 Gb/sec (4X NDR)",
@@ -325,11 +363,11 @@ def test_preflight_names_each_usual_cause(tmp_path, monkeypatch):
 
     _sysfs(tmp_path / "ib", [("mlx5_0", 1, "4: ACTIVE", "200 Gb/sec (4X HDR)"),
                              ("mlx5_1", 1, "1: DOWN", "10 Gb/sec (4X SDR)")])
-    monkeypatch.setattr(w, "_can_load", lambda names: None)
+    monkeypatch.setattr(pre, "_can_load", lambda names: None)
     monkeypatch.setattr(resource, "getrlimit", lambda _r: (65536, 65536))
     monkeypatch.setenv("NCCL_IB_DISABLE", "1")
     monkeypatch.setenv("NCCL_IB_HCA", "=mlx5_1")
-    out = w.preflight(str(tmp_path / "ib"), str(tmp_path / "nodev"))
+    out = pre.preflight(str(tmp_path / "ib"), str(tmp_path / "nodev"))
     assert out["problems"] == [
         "no libibverbs.so.1 in this image/host: NCCL cannot use IB",
         f"no {tmp_path / 'nodev'}/uverbs*: RDMA devices not passed in "
@@ -343,17 +381,17 @@ def test_preflight_names_each_usual_cause(tmp_path, monkeypatch):
 def test_preflight_counts_hcas_libibverbs_lists(tmp_path, monkeypatch):
     _sysfs(tmp_path / "ib", [("mlx5_0", 1, "4: ACTIVE", "400 Gb/sec (4X NDR)"),
                              ("mlx5_1", 1, "4: ACTIVE", "400 Gb/sec (4X NDR)")])
-    monkeypatch.setattr(w, "_can_load", lambda names: names[0])
-    monkeypatch.setattr(w, "_verbs_device_count", lambda name: 1)
-    out = w.preflight(str(tmp_path / "ib"), str(tmp_path / "dev"))
+    monkeypatch.setattr(pre, "_can_load", lambda names: names[0])
+    monkeypatch.setattr(pre, "_verbs_device_count", lambda name: 1)
+    out = pre.preflight(str(tmp_path / "ib"), str(tmp_path / "dev"))
     assert out["hcas"] == ["mlx5_0", "mlx5_1"] and out["verbs_devices"] == 1
     assert "libibverbs lists 1 of 2 HCA(s): no provider for the others in this image/host" in (
         out["problems"])
 
 
 def test_preflight_no_devices(tmp_path, monkeypatch):
-    monkeypatch.setattr(w, "_can_load", lambda names: names[0])
-    out = w.preflight(str(tmp_path / "none"), str(tmp_path / "none"))
+    monkeypatch.setattr(pre, "_can_load", lambda names: names[0])
+    out = pre.preflight(str(tmp_path / "none"), str(tmp_path / "none"))
     assert f"no RDMA device in {tmp_path / 'none'}" in out["problems"]
 
 
@@ -397,12 +435,12 @@ def test_pair_rounds_run_in_the_same_processes(tmp_path):
 # ----- per-iteration timing (CPU/gloo path) ----------------------------------------------------
 
 def test_percentile_interpolates_like_numpy():
-    assert w.percentile([3.0, 1.0, 2.0], 50) == 2.0
-    assert w.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
-    assert w.percentile([1.0] * 99 + [100.0], 99) == pytest.approx(1.99)
-    assert w.percentile([5.0], 99) == 5.0
+    assert timing.percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert timing.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert timing.percentile([1.0] * 99 + [100.0], 99) == pytest.approx(1.99)
+    assert timing.percentile([5.0], 99) == 5.0
     with pytest.raises(ValueError):
-        w.percentile([], 50)
+        timing.percentile([], 50)
 
 
 @pytest.fixture
@@ -414,7 +452,7 @@ def gloo_ctx(tmp_path):
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0,
                             world_size=1)
     try:
-        yield w._Ctx(torch, dist, "gloo", 0, 1, 0)
+        yield base._Ctx(torch, dist, "gloo", 0, 1, 0)
     finally:
         dist.destroy_process_group()
 
@@ -434,17 +472,17 @@ def test_each_iteration_is_timed_on_the_monotonic_clock(gloo_ctx, monkeypatch):
         return real(*a, **kw)
 
     monkeypatch.setattr(gloo_ctx.dist, "all_reduce", held)
-    seconds, correct, per_iter = w._time_size(gloo_ctx, 1 << 16, torch.float32, 4, 2, 5, True)
+    seconds, correct, per_iter = timing._time_size(gloo_ctx, 1 << 16, torch.float32, 4, 2, 5, True)
     assert correct and len(per_iter) == 5 and all(t > 0 for t in per_iter)
     assert max(per_iter) == per_iter[2] >= 0.05
     assert sum(per_iter) == pytest.approx(seconds * 5)
-    s = w.iteration_stats(per_iter)
+    s = timing.iteration_stats(per_iter)
     assert s["n"] == 5 and s["p50_us"] < 50_000 <= s["max_us"]
     assert s["p50_us"] <= s["p99_us"] <= s["max_us"]
 
 
 def test_sweep_rows_carry_the_distribution(gloo_ctx):
-    rows = w.sweep(gloo_ctx, [1 << 12, 1 << 14], "float32", 1, 4)
+    rows = timing.sweep(gloo_ctx, [1 << 12, 1 << 14], "float32", 1, 4)
     for r in rows:
         assert r["correct"] and len(r["iters_us"]) == 4
         assert r["iter_us"]["max_us"] == max(r["iters_us"])
@@ -455,9 +493,9 @@ def test_start_limit_names_a_frozen_start_before_the_peers_rendezvous_ends():
     # The start (Python, import torch) has no torch error to wait for: no grace, so a worker
     # frozen there is killed when its peers, started with it, reach their rendezvous timeout
     # at the latest; a short --timeout still leaves a slow import its floor.
-    assert w.start_limit(120) == 120 < w.watchdog_limit(120)
-    assert w.start_limit(600) == 600 < w.watchdog_limit(600)
-    assert w.start_limit(5) == w.IMPORT_FLOOR_S
+    assert watchdog.start_limit(120) == 120 < watchdog.watchdog_limit(120)
+    assert watchdog.start_limit(600) == 600 < watchdog.watchdog_limit(600)
+    assert watchdog.start_limit(5) == watchdog.IMPORT_FLOOR_S
 
 
 def test_a_rendezvous_without_a_route_to_the_fabric_is_this_hosts_own():
@@ -475,19 +513,19 @@ def test_a_rendezvous_without_a_route_to_the_fabric_is_this_hosts_own():
 def test_steps_are_appended_with_the_rank_and_a_time(tmp_path, monkeypatch):
     from rdmaprov.collection import validate_launch as vl
 
-    assert w.STEPS_FILE == vl.STEPS_FILE  # the worker writes what the launch fetches
+    assert base.STEPS_FILE == vl.STEPS_FILE  # the worker writes what the launch fetches
     monkeypatch.setenv("RDMAPROV_WORKER_RC_DIR", str(tmp_path))
     monkeypatch.setenv("RANK", "3")
     before = time.time()
-    w.progress("all_reduce of\n65536 bytes")
-    w._record_exit(1)
-    lines = (tmp_path / w.STEPS_FILE).read_text().splitlines()
+    base.progress("all_reduce of\n65536 bytes")
+    watchdog._record_exit(1)
+    lines = (tmp_path / base.STEPS_FILE).read_text().splitlines()
     assert [ln.split(" ", 1)[1] for ln in lines] == ["rank3 all_reduce of 65536 bytes",
                                                       "rank3 exit 1"]
     assert all(before - 1 < float(ln.split(" ", 1)[0]) < time.time() + 1 for ln in lines)
-    monkeypatch.setattr(w, "_STEP_RANK", 5)  # the direct launcher's --rank, not torchrun's RANK
-    w.progress("barrier")
-    assert (tmp_path / w.STEPS_FILE).read_text().splitlines()[-1].endswith(" rank5 barrier")
+    monkeypatch.setattr(base, "_STEP_RANK", 5)  # the direct launcher's --rank, not torchrun's RANK
+    base.progress("barrier")
+    assert (tmp_path / base.STEPS_FILE).read_text().splitlines()[-1].endswith(" rank5 barrier")
     monkeypatch.delenv("RDMAPROV_WORKER_RC_DIR")
-    w.progress("teardown")  # no directory: nothing written, nothing raised
-    assert len((tmp_path / w.STEPS_FILE).read_text().splitlines()) == 3
+    base.progress("teardown")  # no directory: nothing written, nothing raised
+    assert len((tmp_path / base.STEPS_FILE).read_text().splitlines()) == 3

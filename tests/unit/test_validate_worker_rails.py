@@ -17,7 +17,7 @@ from rdmaprov.parsers.perftest import parse_perftest
 from rdmaprov.validate import judge as J
 from rdmaprov.validate import rounds as R
 from rdmaprov.validate import verdict as V
-from rdmaprov.validate import worker as w
+from rdmaprov.validate import worker_rails as rails
 from rdmaprov.validate.slurm import worker_files
 
 FIX = Path(__file__).parent.parent / "fixtures" / "explain"
@@ -77,14 +77,17 @@ socket.gethostname = lambda: "h" + rank
 os.environ["GROUP_RANK"] = rank
 sys.path.insert(0, os.getcwd())
 import worker
+import worker_base
+import worker_preflight
+import worker_rails
 root = sys.argv[1] if rank in os.environ["AS_HOST_HCAS"].split(",") else sys.argv[2]
-worker._SYS_IB = root
-real = worker._ib_ports
-worker._ib_ports = lambda _root=None: real(root)
+worker_base._SYS_IB = root
+real = worker_preflight._ib_ports
+worker_preflight._ib_ports = lambda _root=None: real(root)
 if os.environ.get("AS_HOST_LOOPBACK"):  # hosts on one machine: each its own 127.0.0.N
     own = "127.0.0.%d" % (int(rank) + 1)
     os.environ["SHIM_BIND"] = own
-    worker._reach_addr = lambda _args: own
+    worker_rails._reach_addr = lambda _args: own
 args = sys.argv[3:]
 i = args.index("--rails-dir")
 args[i + 1] = os.path.join(args[i + 1], "h" + rank)
@@ -109,9 +112,9 @@ def _sysfs(root: Path) -> None:
 
 def test_roce_gid_index_prefers_an_ipv4_roce_v2_gid(tmp_path):
     _sysfs(tmp_path)
-    assert w.roce_gid_index("mlx5_0", 1, str(tmp_path)) == 3
+    assert rails.roce_gid_index("mlx5_0", 1, str(tmp_path)) == 3
     (tmp_path / "mlx5_0" / "ports" / "1" / "link_layer").write_text("InfiniBand\n")
-    assert w.roce_gid_index("mlx5_0", 1, str(tmp_path)) is None  # IB: no -x
+    assert rails.roce_gid_index("mlx5_0", 1, str(tmp_path)) is None  # IB: no -x
 
 
 def _run(tmp_path, nproc, hcas, **shim_env):
