@@ -19,6 +19,9 @@ import shutil
 import subprocess
 
 PATHS_SPEC = {"type": "list", "elements": "str", "default": []}
+# The header line of the files a role's plan renders in Python: ansible-core's default
+# ansible_managed, which the roles' templates wrote before, so those files compare equal.
+MANAGED = "Ansible managed"
 
 
 def sha1(data: bytes) -> str:
@@ -65,6 +68,12 @@ def read_units(units: list[str]) -> dict[str, str]:
                               check=False, env={**os.environ, "LC_ALL": "C"})
         out[unit] = proc.stdout.strip() or proc.stderr.strip() or f"exit {proc.returncode}"
     return out
+
+
+def drift(files: list[dict], units: list[str]) -> list[str]:
+    """Read the wanted files ({path, content, mode?, owner?, group?}) and units on this host and
+    compare them (``compare``): one line per one that differs."""
+    return compare(read_files([f["path"] for f in files]), read_units(units), files, units)
 
 
 def compare(file_state: dict, unit_state: dict, files: list[dict], units: list[str]) -> list[str]:

@@ -485,7 +485,6 @@ def test_sites_are_found() -> None:
     for expected in ("roles/firewall/tasks/configure-nftables.yml",
                      "roles/nccl_validate/tasks/run.yml",
                      "roles/net_mtu/templates/rdmaprov-mtu.service.j2",
-                     "roles/roce_qos/templates/rdmaprov-roce-qos.sh.j2",
                      "roles/slurm_health/templates/slurm.env.j2"):
         assert expected in where
 
@@ -519,6 +518,42 @@ def test_the_check_catches_an_unquoted_value(tmp_path: Path) -> None:
     quoted = Site("made-up", "shell", "nft -f {{ firewall_nft_dir | quote }}/x", None)
     assert not _check(quoted, Values(env, bad, work), env, shims, work, bad)
     assert not marker.exists()
+
+
+class Rendered(Values):
+    """The files a role's plan renders in Python (module_utils): their text is final."""
+
+    def render(self, source: Any, local: dict[str, Any]) -> Any:
+        return source
+
+
+def plan_sites(bad: str) -> list[Site]:
+    """The shell scripts and units the roles' plans render, from hostile host and inventory text."""
+    plans = _fixtures(bad, ROOT)["_roce_qos_plans"]
+    qos_settings = {"pfc_priority": 3, "dscp": 26, "ecn_codepoint": "ect0",
+                    "rdma_cm_defaults": True, "script": bad, "unit_name": bad}
+    return [Site("netcfg_qos.script", "script", qos.script(plans, qos_settings), "roce_qos"),
+            Site("netcfg_qos.unit", "unit", qos.unit(qos_settings), "roce_qos")]
+
+
+PLAN_SITES = [s.where for s in plan_sites("x")]
+
+
+@pytest.mark.parametrize("payload", PAYLOADS, ids=range(len(PAYLOADS)))
+@pytest.mark.parametrize("where", PLAN_SITES)
+def test_hostile_values_never_reach_a_shell_from_a_plan(where: str, payload: str,
+                                                        tmp_path: Path) -> None:
+    marker = tmp_path / "PWNED"
+    bad = payload.format(x=marker)
+    work = tmp_path / "work"
+    (work / "run").mkdir(parents=True)
+    env = _env()
+    site = next(s for s in plan_sites(bad) if s.where == where)
+    assert bad in site.source or "touch" in site.source  # the hostile text is in the file
+    problems = _check(site, Rendered(env, bad, work), env, _shims(tmp_path), work,
+                      _core(payload, str(marker)))
+    assert not marker.exists(), f"{where}: {bad!r} ran in a shell"
+    assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("value", ["eth1", "/etc/rdmaprov/firewall.nft", "a b", 'q"uote',
