@@ -206,7 +206,8 @@ def _fixtures(bad: str, workdir: Path) -> dict[str, Any]:
     data = Hostile(bad)
     return {
         # Probes and registered results, read field by field.
-        **{name: data for name in ("_container_runtime_probe", "_nccl_validate_probe",
+        **{name: data for name in ("_container_runtime_probe", "_firewall_probe",
+                                   "_nccl_validate_probe",
                                    "_nccl_validate_done", "_net_mtu_probe",
                                    "_rdma_ofed_probe", "_slurm_health_wheels",
                                    "ansible_facts", "hostvars", "item")},
@@ -218,7 +219,6 @@ def _fixtures(bad: str, workdir: Path) -> dict[str, Any]:
         "_net_mtu_by_backend": {b: [iface] for b in ("systemd_unit", "netplan",
                                                      "networkmanager", "networkd", "ifupdown",
                                                      "ifcfg")},
-        "_firewall_probe": {"nft_table": {"rc": 0, "stdout": bad}},
         "_plan": {"dir": str(workdir / "run"), "argv": ["python3", bad, "--name", bad],
                   "container": bad, "env": {}},
         "_nccl_validate_settings": {"engine": "podman"},
@@ -533,7 +533,9 @@ def plan_sites(bad: str) -> list[Site]:
     qos_settings = {"pfc_priority": 3, "dscp": 26, "ecn_codepoint": "ect0",
                     "rdma_cm_defaults": True, "script": bad, "unit_name": bad}
     return [Site("netcfg_qos.script", "script", qos.script(plans, qos_settings), "roce_qos"),
-            Site("netcfg_qos.unit", "unit", qos.unit(qos_settings), "roce_qos")]
+            Site("netcfg_qos.unit", "unit", qos.unit(qos_settings), "roce_qos"),
+            Site("netcfg_firewall.nft_unit", "unit", collection.netcfg_firewall.nft_unit(bad, bad),
+                 "firewall")]
 
 
 PLAN_SITES = [s.where for s in plan_sites("x")]
