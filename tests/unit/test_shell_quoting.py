@@ -216,9 +216,6 @@ def _fixtures(bad: str, workdir: Path) -> dict[str, Any]:
         "_rdma_modules_combined": [{"name": bad, "options": bad}],
         "inventory_hostname": bad,
         "_roce_qos_plans": plans,
-        "_net_mtu_by_backend": {b: [iface] for b in ("systemd_unit", "netplan",
-                                                     "networkmanager", "networkd", "ifupdown",
-                                                     "ifcfg")},
         "_plan": {"dir": str(workdir / "run"), "argv": ["python3", bad, "--name", bad],
                   "container": bad, "env": {}},
         "_nccl_validate_settings": {"engine": "podman"},
@@ -484,7 +481,6 @@ def test_sites_are_found() -> None:
     where = {s.where.split(":")[0] for s in ALL_SITES}
     for expected in ("roles/firewall/tasks/configure-nftables.yml",
                      "roles/nccl_validate/tasks/run.yml",
-                     "roles/net_mtu/templates/rdmaprov-mtu.service.j2",
                      "roles/slurm_health/templates/slurm.env.j2"):
         assert expected in where
 
@@ -535,7 +531,9 @@ def plan_sites(bad: str) -> list[Site]:
     return [Site("netcfg_qos.script", "script", qos.script(plans, qos_settings), "roce_qos"),
             Site("netcfg_qos.unit", "unit", qos.unit(qos_settings), "roce_qos"),
             Site("netcfg_firewall.nft_unit", "unit", collection.netcfg_firewall.nft_unit(bad, bad),
-                 "firewall")]
+                 "firewall"),
+            Site("netcfg_mtu.unit", "unit",
+                 collection.netcfg_mtu.unit([{"name": bad, "mtu": 9000}]), "net_mtu")]
 
 
 PLAN_SITES = [s.where for s in plan_sites("x")]
