@@ -132,6 +132,7 @@ def main() -> None:
             module.fail_json(msg="roce_qos plan: %s" % exc, **result)
         if hp["errors"]:
             module.fail_json(msg="; ".join(hp["errors"]), **result)
+        del hp["files"]  # the script and unit, as plan.script and plan.unit give them
         result.update(plans=hp.pop("plans"), reports=hp.pop("reports"),
                       rdmaprov_report=hp.pop("rdmaprov_report"), plan=hp)
     module.exit_json(**result)
