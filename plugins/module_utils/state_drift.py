@@ -4,8 +4,9 @@
 """Where a host's files and systemd units differ from what the control host wants.
 
 The roles' probe modules read the files a role writes and the units it enables (``read``, on the
-node); the control host renders the same templates the install tasks write and compares
-(``compare``, through the state_drift filter). An empty answer means those files and units need
+node); a role's plan compares them with the files it renders itself (``compare``: roce_qos,
+firewall, net_mtu), or the control host renders the templates the install tasks write and
+compares through the state_drift filter. An empty answer means those files and units need
 no task; any difference sends the role through its install/configure/verify tasks, which then
 report the exact change (with --diff) or make it.
 """
@@ -68,12 +69,6 @@ def read_units(units: list[str]) -> dict[str, str]:
                               check=False, env={**os.environ, "LC_ALL": "C"})
         out[unit] = proc.stdout.strip() or proc.stderr.strip() or f"exit {proc.returncode}"
     return out
-
-
-def drift(files: list[dict], units: list[str]) -> list[str]:
-    """Read the wanted files ({path, content, mode?, owner?, group?}) and units on this host and
-    compare them (``compare``): one line per one that differs."""
-    return compare(read_files([f["path"] for f in files]), read_units(units), files, units)
 
 
 def compare(file_state: dict, unit_state: dict, files: list[dict], units: list[str]) -> list[str]:
