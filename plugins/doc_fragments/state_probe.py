@@ -13,7 +13,7 @@ options:
   files:
     description:
       - Files the role writes; each one's existence, sha1 checksum, mode, owner and group are in
-        RV(file_state), for the control host to compare with what it renders (the state_drift filter).
+        RV(file_state), for the role's plan or the control host to compare with what it renders.
     type: list
     elements: str
     default: []

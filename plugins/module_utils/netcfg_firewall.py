@@ -12,7 +12,8 @@ import ipaddress
 import json
 import re
 
-from ansible_collections.rdmaprov.cluster.plugins.module_utils import ranges
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import ranges, state_drift
+from ansible_collections.rdmaprov.cluster.plugins.module_utils.unit_words import systemd_word
 
 BACKENDS = ("nftables", "firewalld", "ufw")
 
@@ -349,7 +350,7 @@ def describe_listeners(items):
 # its connection (the probe's action plugin fills them from the role's variables and the play).
 SETTINGS = ("backend", "policy", "cluster_subnets", "allow_control_host", "ssh_sources",
             "ssh_port", "rendezvous_ports", "nccl_port_range", "roce_udp_port", "slurm", "allow",
-            "waive", "host", "connection")
+            "waive", "host", "connection", "nft_extra_rules", "nft_dir", "nft_unit_name")
 
 
 def plan(probe, settings, firewalld_policy=None):
@@ -400,6 +401,15 @@ def plan(probe, settings, firewalld_policy=None):
                                  for t in (fwd["permanent"], fwd["runtime"]))
     ) if backend == "firewalld" and fwd and firewalld_policy else []
     out["refusals"], out["nft_cut_refusal"] = refusals(out, probe, settings)
+    out.update(nft_state(out, probe, settings))
+    # What --check reports for the backends whose commands skip their work under it.
+    host = settings["host"]
+    out["firewalld_drift"] = (f"{host}: drift: "
+                              + "; ".join(" ".join(c) for c in out["firewalld_changes"])
+                              if out["firewalld_changes"] else "")
+    out["ufw_enable"] = policy == "deny" and not probe["ufw_active"]
+    out["ufw_enable_drift"] = (f"{host}: drift: ufw is inactive; firewall_policy=deny switches it on"
+                               if out["ufw_enable"] else "")
     return out
 
 
@@ -437,6 +447,121 @@ def refusals(plan_, probe, settings):
     if backend == "ufw" and plan_["policy"] == "deny" and not probe["ufw_active"]:
         out += cut
     return out, cut if backend == "nftables" else []
+
+
+# --- The nftables table, its boot unit and what differs ---------------------------------------
+def paths(settings):
+    """The files the nftables backend keeps, under firewall_nft_dir, and its boot unit's."""
+    base = str(settings["nft_dir"])
+    return {"nft_file": f"{base}/firewall.nft", "nft_candidate": f"{base}/firewall.nft.new",
+            "nft_rollback": f"{base}/firewall.rollback.nft",
+            "unit_file": f"/etc/systemd/system/{settings['nft_unit_name']}"}
+
+
+def _sets(plan_):
+    out = []
+    for fam, typ in (("ipv4", "ipv4_addr"), ("ipv6", "ipv6_addr")):
+        for name, elements in ((f"cluster_{fam}", plan_["subnets"][fam]),
+                               (f"ssh_{fam}", plan_["ssh_only"][fam])):
+            if elements:
+                out += [f"\tset {name} {{", f"\t\ttype {typ}", "\t\tflags interval",
+                        f"\t\telements = {{ {', '.join(elements)} }}", "\t}"]
+    return out
+
+
+def nft_ruleset(plan_, table, extra_rules, managed=state_drift.MANAGED):
+    """The table inet TABLE the nftables backend loads, one transaction that replaces only it, with
+    the sha1 of its own text (the placeholder in its comment) → (text, sha1)."""
+    deny = plan_["policy"] == "deny"
+    rules = [f"\t\t{r}" for r in extra_rules or []]
+    rules += ["\t\tct state established,related accept"]
+    rules += ["\t\tct state invalid drop"] if deny else []
+    rules += ['\t\tiif "lo" accept',
+              '\t\t# ICMP carries PMTU ("fragmentation needed") and the net_mtu DF pings;'
+              " ICMPv6 also ND.",
+              "\t\tmeta l4proto { icmp, ipv6-icmp } accept"]
+    for fam, ipk in (("ipv4", "ip"), ("ipv6", "ip6")):
+        if plan_["ssh_only"][fam]:
+            rules.append(f"\t\t{ipk} saddr @ssh_{fam} tcp dport {plan_['ssh_port']} accept")
+        if plan_["subnets"][fam]:
+            rules += [f"\t\t{ipk} saddr @cluster_{fam} tcp dport "
+                      f"{{ {', '.join(plan_['cluster_tcp'])} }} accept",
+                      f"\t\t{ipk} saddr @cluster_{fam} udp dport {plan_['udp_port']} accept"]
+    for a in plan_["allow"]:
+        if a["anywhere"]:
+            rules.append(f"\t\t{a['proto']} dport {a['port']} accept")
+            continue
+        rules += [f"\t\t{ipk} saddr {{ {', '.join(a['sources'][fam])} }} {a['proto']} dport "
+                  f"{a['port']} accept"
+                  for fam, ipk in (("ipv4", "ip"), ("ipv6", "ip6")) if a["sources"][fam]]
+    what = ("everything not accepted below is dropped" if deny else
+            "only rdmaprov's own ports are refused to hosts outside the cluster; the rest passes")
+    text = "\n".join([
+        f"# {managed} (firewall)",
+        f"# Replaces only table inet {table}, in one transaction; other tables (the",
+        "# host's own, a container runtime's) are left alone. Declaring the table first makes the"
+        " delete",
+        "# valid when it does not exist yet.",
+        f"# firewall_policy={plan_['policy']}: {what}.",
+        f"table inet {table}", f"delete table inet {table}", f"table inet {table} {{",
+        '\tcomment "rdmaprov sha1=@@HASH@@"', *_sets(plan_), "",
+        "\tchain input {",
+        "\t\ttype filter hook input priority filter - 10; "
+        f"policy {'drop' if deny else 'accept'};",
+        *rules,
+        "\t\t# rdmaprov's own ports, to anyone else: refused at once, so torch/NCCL fail fast"
+        " instead",
+        "\t\t# of hanging in timeouts.",
+        f"\t\ttcp dport {{ {', '.join(plan_['restricted_tcp'])} }} reject with tcp reset",
+        f"\t\tudp dport {plan_['udp_port']} drop", "\t}", "}", ""])
+    digest = state_drift.sha1(text.encode("utf-8"))
+    return text.replace("@@HASH@@", digest), digest
+
+
+def nft_unit(table, nft_file, managed=state_drift.MANAGED):
+    """The unit that loads the persisted table at boot, after the distribution's nftables.service."""
+    t, f = systemd_word(table), systemd_word(nft_file)
+    return "\n".join([
+        f"# {managed} (firewall)",
+        f"# Loads table inet {t} at boot, after the distribution's nftables.service",
+        "# (whose `flush ruleset` would otherwise remove it), and again whenever that service"
+        " restarts.",
+        "[Unit]", "Description=rdmaprov: cluster firewall table", "DefaultDependencies=no",
+        "After=nftables.service", "PartOf=nftables.service", "Before=network-pre.target",
+        "Wants=network-pre.target", f"ConditionPathExists={f}", "", "[Service]",
+        "Type=oneshot", "RemainAfterExit=yes", f"ExecStart=/usr/sbin/nft -f {f}",
+        "# The table's name is the shell's $1 ($$ is systemd's escape of $), never part of its"
+        " script.",
+        "ExecStop=/bin/sh -c 'nft list table inet \"$$1\" >/dev/null 2>&1 && nft delete table"
+        f" inet \"$$1\" || true' rdmaprov-firewall {t}",
+        "", "[Install]", "WantedBy=multi-user.target", "WantedBy=nftables.service", ""])
+
+
+def nft_state(plan_, probe, settings):
+    """The nftables ruleset and boot unit as they must be, the rollback ruleset (the live table,
+    restored by declare-then-delete whether or not ours exists by then) and what differs: a new
+    ruleset (the live table's sha1 is another), the persisted and candidate rulesets, the unit
+    and its enablement (file_drift), and whether the role has anything to do at all (drift:
+    firewalld and ufw always go through their tasks). errors: the refusals, with the nftables
+    cut refusal where the ruleset is new."""
+    table = settings["nft_table"]
+    where = paths(settings)
+    rules, digest = nft_ruleset(plan_, table, settings["nft_extra_rules"])
+    unit = nft_unit(table, where["nft_file"])
+    live = probe.get("nft_table") or {}
+    rollback = (f"table inet {table}\ndelete table inet {table}\n"
+                f"{live.get('stdout') or '' if live.get('rc') == 0 else ''}\n")
+    owned = {"owner": "root", "group": "root"}
+    files = [{"path": where["nft_file"], "content": rules, "mode": "0600", **owned},
+             {"path": where["nft_candidate"], "content": rules, "mode": "0600", **owned},
+             {"path": where["unit_file"], "content": unit, "mode": "0644", **owned}]
+    new = plan_["live_hash"] != digest
+    file_drift = state_drift.compare(probe.get("file_state") or {}, probe.get("unit_state") or {},
+                                     files, [settings["nft_unit_name"]])
+    return {**where, "nft_rules": rules, "nft_hash": digest, "nft_unit": unit,
+            "nft_rollback_rules": rollback, "new_ruleset": new, "file_drift": file_drift,
+            "drift": plan_["backend"] != "nftables" or new or bool(file_drift),
+            "errors": plan_["refusals"] + (plan_["nft_cut_refusal"] if new else [])}
 
 
 def _join(items, sep, empty):

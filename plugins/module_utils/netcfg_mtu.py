@@ -11,9 +11,11 @@ decides; the role acts on the plan. Unit-tested in tests/unit/test_net_mtu.py.
 
 from __future__ import annotations
 
+import os
 import re
 
-from ansible_collections.rdmaprov.cluster.plugins.module_utils import ranges
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import ranges, state_drift
+from ansible_collections.rdmaprov.cluster.plugins.module_utils.unit_words import systemd_word
 
 # Bytes an IPv4 ICMP echo adds to the payload: 20 (IPv4 header) + 8 (ICMP header).
 IPV4_ICMP_OVERHEAD = 28
@@ -226,11 +228,44 @@ def connection_error(host: str, address: str, name: str, current, mtu: int,
             "ready.")
 
 
+def unit(items, managed=state_drift.MANAGED):
+    """The boot-time unit (net_mtu_persist systemd_unit): each interface's MTU set once it exists."""
+    execs = [
+        "ExecStart=/bin/sh -c 'n=0; while [ ! -e \"/sys/class/net/$$1\" ] && [ $n -lt 60 ]; do sleep"
+        ' 1; n=$((n+1)); done; exec ip link set dev "$$1" mtu "$$2"\' rdmaprov-mtu '
+        f"{systemd_word(i['name'])} {int(i['mtu'])}" for i in items]
+    return "\n".join([
+        f"# {managed} (net_mtu)",
+        "# The host's interfaces are configured by something this role does not manage; this unit",
+        "# re-applies the fabric MTU at boot. It waits for the device itself instead of ordering"
+        " after",
+        "# its .device unit, which never starts where udev does not run (containers, the lab). The"
+        " name",
+        "# and MTU are the shell's $1 and $2 ($$ is systemd's escape of $), never part of its"
+        " script.",
+        "[Unit]", "Description=rdmaprov: fabric interface MTU", "DefaultDependencies=no",
+        "After=systemd-modules-load.service", "Before=network-pre.target",
+        "Wants=network-pre.target", "", "[Service]", "Type=oneshot", "RemainAfterExit=yes",
+        *execs, "", "[Install]", "WantedBy=multi-user.target", ""])
+
+
+def unit_state(by_backend, settings, file_state, unit_states):
+    """The boot unit as it must be where an interface persists through it, and what differs of
+    it and its enablement (lines) → (unit text or "", its path, drift lines)."""
+    path = f"/etc/systemd/system/{settings['unit_name']}"
+    if "systemd_unit" not in by_backend:
+        return "", path, []
+    text = unit(by_backend["systemd_unit"])
+    want = [{"path": path, "content": text, "mode": "0644", "owner": "root", "group": "root"}]
+    return text, path, state_drift.compare(file_state or {}, unit_states or {}, want,
+                                           [settings["unit_name"]])
+
+
 # The settings the plan reads: the net_mtu_* variables without the prefix and the host's name
 # (the probe's action plugin fills them from the role's variables and the play).
 SETTINGS = ("interfaces", "interfaces_group", "interfaces_host", "default",
             "allow_connection_interface", "persist", "verify", "verify_interface",
-            "fabric_address", "ping_package", "host")
+            "fabric_address", "ping_package", "host", "unit_name", "networkd_dropin")
 
 
 def plan(probe: dict, settings: dict) -> dict:
@@ -238,7 +273,8 @@ def plan(probe: dict, settings: dict) -> dict:
 
     settings: ``interfaces``, ``interfaces_group``, ``interfaces_host`` (the three layers),
     ``default``, ``allow_connection_interface``, ``persist``, ``verify``, ``verify_interface``,
-    ``fabric_address``, ``ping_package`` (the role's net_mtu_* variables), ``host`` (the inventory name, for the messages) and ``address`` (the address
+    ``fabric_address``, ``ping_package``, ``unit_name``, ``networkd_dropin`` (the role's
+    net_mtu_* variables), ``host`` (the inventory name, for the messages) and ``address`` (the address
     Ansible connects to).
 
     Returns ``wanted`` ([{name, mtu, link_type}], merged), ``mtu`` (name -> MTU), ``runtime`` (the
@@ -246,11 +282,15 @@ def plan(probe: dict, settings: dict) -> dict:
     {backend, reason}), ``by_backend`` (backend -> [{name, mtu}]; an interface without one is
     left out: it is refused), ``networkmanager`` (the connections whose MTU setting differs),
     ``networkd`` and ``ifupdown`` (each interface's file and, for ifupdown, its new text),
-    ``ifcfg`` (the files), ``persist_drift`` (lines: what persistence differs or is not probed;
-    the boot unit's is the role's, which renders it), ``errors`` (what to refuse, one line each),
-    ``report`` (where each MTU persists), ``ping_package`` (the package that gives the proof its
-    ping where it is missing, else None), ``host_drift`` (anything to do or refuse) and
-    ``verify`` (what the path proof needs of this host - ``{name, interface, address, mtu,
+    ``ifcfg`` (the files; networkd's with its drop-in's directory, path and text), ``unit`` and
+    ``unit_path`` (the boot unit as it must be, "" where no interface persists through it),
+    ``persist_drift`` (lines: what persistence differs or is not probed, the boot unit and its
+    enablement compared with probe's ``file_state`` and ``unit_state``), ``errors`` (what to
+    refuse, one line each), ``report`` (where each MTU persists), ``unpersisted`` (a line per
+    interface set at runtime only), ``ping_package`` (the package that gives the proof its
+    ping where it is missing, else None) and ``ping_install`` (apt, package or None: how),
+    ``host_drift`` (anything to do or refuse), ``provable`` (the proof has something to prove)
+    and ``verify`` (what the path proof needs of this host - ``{name, interface, address, mtu,
     drift}``, the entry its peers ping - or None when there is nothing to prove).
     """
     host = settings.get("host") or "?"
@@ -317,6 +357,16 @@ def plan(probe: dict, settings: dict) -> dict:
             elif backend == "ifcfg":
                 ifcfg.append({**i, "file": entry.get("ifcfg_file")})
 
+    unit_text, unit_path, unit_drift = unit_state(by_backend, settings, probe.get("file_state"),
+                                                  probe.get("unit_state"))
+    persist_drift += unit_drift
+    for item in networkd:
+        item["dropin_dir"] = (f"/etc/systemd/network/{os.path.basename(item['network_file'] or '')}"
+                              ".d")
+        item["dropin"] = f"{item['dropin_dir']}/{settings['networkd_dropin']}"
+        item["content"] = f"# Managed by rdmaprov (net_mtu)\n[Link]\nMTUBytes={item['mtu']}\n"
+    unpersisted = [{"name": i["name"], "msg": f"{i['name']}: MTU {i['mtu']} set at runtime only "
+                    "(net_mtu_persist: none)"} for i in by_backend.get("none", [])]
     report = [f"{i['name']}: {backends[i['name']]['backend'] or 'not persisted'}, MTU {i['mtu']} "
               f"({backends[i['name']]['reason']})" for i in wanted]
     needs_ping = bool(settings.get("verify", True)) and bool(wanted) and not probe.get("ping")
@@ -342,5 +392,10 @@ def plan(probe: dict, settings: dict) -> dict:
         "ping_package": ((settings.get("ping_package")
                           or ("iputils-ping" if probe.get("apt") else "iputils"))
                          if needs_ping else None),
+        "ping_install": ("apt" if probe.get("apt") else "package") if needs_ping else None,
         "host_drift": bool(drift or persist_drift or needs_ping or errors), "verify": verify,
+        # The pairwise proof has something to prove here (whether it runs is the play's: any
+        # host with something to do, or --tags net_mtu_verify).
+        "provable": bool(settings.get("verify", True)) and bool(wanted),
+        "unit": unit_text, "unit_path": unit_path, "unpersisted": unpersisted,
     }

@@ -14,7 +14,8 @@ import json
 import re
 import shlex
 
-from ansible_collections.rdmaprov.cluster.plugins.module_utils import ranges
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import ranges, state_drift
+from ansible_collections.rdmaprov.cluster.plugins.module_utils.unit_words import systemd_word
 
 # ECN field (the two low bits of the IPv4 ToS / IPv6 traffic class byte), RFC 3168.
 ECN_CODEPOINTS = {"not-ect": 0, "ect1": 1, "ect0": 2, "ce": 3}
@@ -159,7 +160,7 @@ def qos_state(probe):
 # The settings the plan reads: the roce_qos_* variables without the prefix (the probe's action
 # plugin fills them from the role's variables).
 SETTINGS = ("pfc_priority", "dscp", "ecn", "ecn_codepoint", "cnp_dscp", "cnp_priority", "roce_v2",
-            "backend")
+            "backend", "interfaces", "rdma_cm_defaults", "script", "unit_name", "host")
 
 
 def desired(settings):
@@ -288,3 +289,123 @@ def report(iface_plan):
 def not_capable_lines(plans):
     """The report's lines: the interfaces that cannot do DCB, and why."""
     return ["not capable: " + p["reason"] for p in plans if not p["capable"]]
+
+
+# ----- the host's plan: interfaces, the boot-time script and unit, drift, verification ---------
+
+def pick_interfaces(listed, rdma):
+    """roce_qos_interfaces, else the netdevs of the Ethernet (RoCE) ports rdma_facts found
+    (ansible_facts.rdma)."""
+    if listed:
+        return [str(i) for i in listed]
+    return [port["netdev"] for dev in (rdma or {}).get("devices") or []
+            for port in dev.get("ports") or []
+            if port.get("link_layer") == "Ethernet" and port.get("netdev")]
+
+
+def script(plans, settings, managed=state_drift.MANAGED):
+    """The boot-time script: every interface's commands and sysfs writes, names and paths quoted."""
+    prio, dscp = int(settings["pfc_priority"]), int(settings["dscp"])
+    tos = tos_from_dscp(dscp, settings.get("ecn_codepoint", "ect0"))
+    cm = bool(settings.get("rdma_cm_defaults", True))
+    out = [
+        "#!/bin/sh",
+        f"# {managed} (roce_qos)",
+        f"# Lossless RoCEv2 host settings: DSCP trust, PFC on priority {prio}, DSCP {dscp} ->",
+        f"# priority {prio}, ECN (DCQCN) on that priority, and rdma_cm's default ToS {tos}",
+        f"# (DSCP {dscp} << 2 = {dscp * 4}, plus the ECN codepoint). Run at boot by its unit.",
+        "# An interface without DCB support is logged as not capable and skipped; that is not an"
+        " error.",
+        "# Names and paths (inventory and host text) are quoted into variables; the script uses"
+        " those.",
+        "rc=0",
+        'log() { echo "rdmaprov-roce-qos: $*"; }',
+        'try() { "$@" || { log "FAILED: $*"; rc=1; }; }',
+        'put() { if [ -w "$1" ]; then echo "$2" > "$1" || { log "FAILED: $2 > $1"; rc=1; };'
+        ' else log "skipped (absent): $1"; fi; }',
+    ]
+    if cm:
+        out += ["# rdma_cm exposes its per-device defaults only once the module is loaded.",
+                "[ -d /sys/kernel/config/rdma_cm ] || modprobe rdma_cm 2>/dev/null || true"]
+    for pl in plans:
+        out += ["", f"# --- {pl['backend'] or 'no DCB tool'} ---",
+                f"iface={shlex.quote(str(pl['name']))}",
+                'if [ ! -e "/sys/class/net/$iface" ]; then',
+                '  log "$iface: no such interface"; rc=1']
+        if pl["backend"] == "mlnx_qos":
+            out += ['elif ! err=$(mlnx_qos -i "$iface" 2>&1 >/dev/null); then',
+                    '  log "$iface: not capable: mlnx_qos: $err"']
+        elif pl["backend"] == "dcb":
+            out += ['elif ! err=$(dcb pfc show dev "$iface" 2>&1 >/dev/null); then',
+                    '  log "$iface: not capable: dcb pfc show: $err"']
+        else:
+            out += ["elif true; then",
+                    '  log "$iface: not capable: neither mlnx_qos nor iproute2 dcb is installed"']
+        out += ["else", *(f"  try {cmd}" for cmd in pl["commands"]),
+                '  log "$iface: DCB settings applied"', "fi"]
+        if pl["state"].get("ibdev") and cm:
+            out += [f"ibdev={shlex.quote(str(pl['state']['ibdev']))}",
+                    '[ -d /sys/kernel/config/rdma_cm ] && mkdir -p "/sys/kernel/config/rdma_cm/'
+                    '$ibdev" 2>/dev/null']
+        out += [f"put {shlex.quote(str(w['path']))} {shlex.quote(str(w['value']))}"
+                for w in pl["writes"] if cm or "rdma_cm" not in w["path"]]
+    return "\n".join([*out, "exit $rc", ""])
+
+
+def unit(settings, managed=state_drift.MANAGED):
+    """The oneshot unit that runs the script at boot."""
+    return "\n".join([
+        f"# {managed} (roce_qos)",
+        "# NIC QoS (trust, PFC, ECN) and rdma_cm defaults live in the driver and are lost on"
+        " reboot or",
+        "# driver reload; this re-applies them once the network devices exist.",
+        "[Unit]",
+        "Description=rdmaprov: lossless RoCEv2 QoS",
+        "After=network-pre.target systemd-modules-load.service",
+        "Before=network.target",
+        "",
+        "[Service]",
+        "Type=oneshot",
+        "RemainAfterExit=yes",
+        f"ExecStart={systemd_word(settings['script'])}",
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+        ""])
+
+
+def checks(plans, settings):
+    """The verification after applying: one {name, ok, msg} per capable interface."""
+    host = settings.get("host") or "?"
+    tos = tos_from_dscp(settings["dscp"], settings.get("ecn_codepoint", "ect0"))
+    return [{"name": pl["name"], "ok": not pl["drift"], "msg": (
+        f"{host}: {pl['name']} ({pl['backend']}) still differs: {'; '.join(pl['drift'])}"
+        if pl["drift"] else
+        f"{host}: {pl['name']}: trust dscp, PFC on priority {settings['pfc_priority']}, "
+        f"DSCP {settings['dscp']} -> ToS {tos} ({pl['backend']})")}
+        for pl in plans if pl["capable"]]
+
+
+def host_plan(interfaces, settings, file_state=None, unit_state=None):
+    """The probe of each interface (and of the script and unit, as state_drift reads them) + the
+    role's settings → the host's plan: each interface's plan and report, the not-capable report
+    lines, the listed interfaces that do not exist (errors), the script and unit as they must
+    be, what differs (file_drift lines, qos_drift: a capable NIC's live QoS, drift: anything to
+    do) and the verification lines (checks)."""
+    plans = [plan(i, settings) for i in interfaces]
+    text, unit_text = script(plans, settings), unit(settings)
+    unit_path = f"/etc/systemd/system/{settings['unit_name']}"
+    files = [{"path": settings["script"], "content": text, "mode": "0755", "owner": "root",
+              "group": "root"},
+             {"path": unit_path, "content": unit_text, "mode": "0644", "owner": "root",
+              "group": "root"}]
+    file_drift = state_drift.compare(file_state or {}, unit_state or {}, files,
+                                     [settings["unit_name"]])
+    qos_drift = any(pl["drift"] for pl in plans)
+    return {"plans": plans, "reports": [report(pl) for pl in plans],
+            "rdmaprov_report": not_capable_lines(plans),
+            "errors": [pl["reason"] for pl, i in zip(plans, interfaces)
+                       if not i.get("exists", True)],
+            "files": files, "script": text, "unit": unit_text, "unit_path": unit_path,
+            "file_drift": file_drift, "qos_drift": qos_drift,
+            "drift": bool(file_drift) or qos_drift, "checks": checks(plans, settings)}

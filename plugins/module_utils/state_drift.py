@@ -4,8 +4,9 @@
 """Where a host's files and systemd units differ from what the control host wants.
 
 The roles' probe modules read the files a role writes and the units it enables (``read``, on the
-node); the control host renders the same templates the install tasks write and compares
-(``compare``, through the state_drift filter). An empty answer means those files and units need
+node); a role's plan compares them with the files it renders itself (``compare``: roce_qos,
+firewall, net_mtu), or the control host renders the templates the install tasks write and
+compares through the state_drift filter. An empty answer means those files and units need
 no task; any difference sends the role through its install/configure/verify tasks, which then
 report the exact change (with --diff) or make it.
 """
@@ -19,6 +20,9 @@ import shutil
 import subprocess
 
 PATHS_SPEC = {"type": "list", "elements": "str", "default": []}
+# The header line of the files a role's plan renders in Python: ansible-core's default
+# ansible_managed, which the roles' templates wrote before, so those files compare equal.
+MANAGED = "Ansible managed"
 
 
 def sha1(data: bytes) -> str:

@@ -13,8 +13,9 @@ description:
   - With O(files) and O(units), also reads the files and units the role keeps, so that one call
     tells the control host whether a converged host needs any further task.
   - With O(settings), also plans (netcfg_firewall.plan) what to open, what to refuse and why,
-    and each backend's changes, and reports the backend, so that a converged host needs no task of
-    the role's beyond this one and the skipped converge.
+    and each backend's changes, renders the nftables ruleset and its boot unit, reads the files
+    and unit the nftables backend keeps and says what differs, and reports the backend, so that
+    a converged host needs no task of the role's beyond this one and the skipped converge.
   - With O(verify), reads only the backend's rules back after the role applied O(plan) and
     holds them to it (netcfg_firewall.verify), returning RV(verify) instead.
 version_added: "0.2.0"
@@ -31,9 +32,10 @@ options:
   settings:
     description:
       - The firewall role's settings (keys backend, policy, cluster_subnets, allow_control_host,
-        ssh_sources, ssh_port, rendezvous_ports, nccl_port_range, roce_udp_port, slurm, allow
-        and waive, as the role's firewall_* variables hold them; host, the inventory name the
-        refusals start with; connection, Ansible's connection type). Given, the module returns
+        ssh_sources, ssh_port, rendezvous_ports, nccl_port_range, roce_udp_port, slurm, allow,
+        waive, nft_extra_rules, nft_dir and nft_unit_name, as the role's firewall_* variables hold
+        them; host, the inventory name the refusals start with; connection, Ansible's connection
+        type). Given, the module returns
         RV(plan) and RV(rdmaprov_report); a setting it cannot use fails the module.
       - In a task, every key it lacks is filled on the control host by the module's action
         plugin (plugins/plugin_utils/role_settings.py), from the role variable
@@ -50,12 +52,6 @@ options:
   plan:
     description: With O(verify), the RV(plan) of the module's first call.
     type: dict
-  wanted_hash:
-    description:
-      - With O(verify), the sha1 of the nftables ruleset the control host rendered; a live
-        table without it is pending (reported under check mode, not verified).
-    type: str
-    default: ""
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - rdmaprov.cluster.state_probe
@@ -100,7 +96,11 @@ unit_state:
 plan:
   description:
     - The backend (null when none is usable) and why, the sources, the port sets, Slurm's
-      ports, the allow entries, the listeners and those the ruleset would cut.
+      ports, the allow entries, the listeners and those the ruleset would cut; the nftables
+      ruleset (C(nft_rules), its C(nft_hash)), boot unit (C(nft_unit)), rollback ruleset and
+      paths; whether the ruleset is new (C(new_ruleset)), where the kept files and unit differ
+      (C(file_drift)), whether the role has anything to do (C(drift)) and what it refuses
+      (C(errors)).
   returned: when O(settings) is given
   type: dict
   sample: {backend: nftables, backend_reason: "neither firewalld nor ufw is active; nft is installed", policy: scoped}
@@ -132,7 +132,7 @@ def _verify(module: AnsibleModule) -> None:
     plan, check = p["plan"], module.check_mode
     settings = {**p["settings"], "nft_table": p["nft_table"],
                 "firewalld_policy": p["firewalld_policy"]}
-    pending = plan["live_hash"] != p["wanted_hash"]
+    pending = plan["new_ruleset"]
     argv = {"nftables": ["nft", "-j", "list", "table", "inet", p["nft_table"]],
             "firewalld": ["firewall-cmd", "--policy=%s" % p["firewalld_policy"],
                           "--list-rich-rules"],
@@ -150,8 +150,7 @@ def main() -> None:
                        "files": state_drift.PATHS_SPEC, "units": state_drift.PATHS_SPEC,
                        "settings": {"type": "dict"},
                        "verify": {"type": "bool", "default": False},
-                       "plan": {"type": "dict"},
-                       "wanted_hash": {"type": "str", "default": ""}},
+                       "plan": {"type": "dict"}},
         required_if=[("verify", True, ("plan", "settings"))],
         supports_check_mode=True,
     )
@@ -161,17 +160,27 @@ def main() -> None:
     result = probe.probe(p["nft_table"], p["firewalld_policy"])
     if "error" in result:
         module.fail_json(msg=result["error"])
-    if p["settings"] is not None:
+    files, units = list(p["files"]), list(p["units"])
+    settings = p["settings"]
+    if settings is not None:
+        settings = {**settings, "nft_table": p["nft_table"]}
         try:
-            plan = netcfg_firewall.plan(result, p["settings"], p["firewalld_policy"])
+            where = netcfg_firewall.paths(settings)
+            units.append(settings["nft_unit_name"])
+        except KeyError as exc:
+            module.fail_json(msg="firewall plan: settings has no %s" % exc)
+        files += [where["nft_file"], where["nft_candidate"], where["unit_file"]]
+    result.update(file_state=state_drift.read_files(files), unit_state=state_drift.read_units(units))
+    if settings is not None:
+        try:
+            plan = netcfg_firewall.plan(result, settings, p["firewalld_policy"])
         except KeyError as exc:
             module.fail_json(msg="firewall plan: settings has no %s" % exc)
         except (ValueError, TypeError) as exc:
             module.fail_json(msg="firewall plan: %s" % exc)
         result["plan"] = plan
         result["rdmaprov_report"] = ["firewall backend %s (%s)" % (plan["backend"] or "none", plan["backend_reason"])]
-    module.exit_json(changed=False, file_state=state_drift.read_files(p["files"]),
-                     unit_state=state_drift.read_units(p["units"]), **result)
+    module.exit_json(changed=False, **result)
 
 
 if __name__ == "__main__":

@@ -11,8 +11,9 @@ short_description: "Read interfaces, the connection's interface and each interfa
 description:
   - "Reads C(ip -j addr/link), sysfs, netplan/ifupdown files and C(nmcli)/C(networkctl) answers; changes nothing (check mode safe)."
   - With O(settings), also plans (netcfg_mtu.plan) what the net_mtu role does on this host and
-    returns it as RV(plan) - the merged interfaces, each one's persistence, what differs, what to
-    refuse and why - so that the role acts only on what differs.
+    returns it as RV(plan) - the merged interfaces, each one's persistence, the boot-time unit as
+    it must be, what differs (the boot unit and its enablement read here), what to refuse and
+    why - so that the role acts only on what differs.
   - With O(files) and O(units), also reads the files and units the role keeps, so that one call
     tells the control host whether a converged host needs any further task.
 version_added: "0.2.0"
@@ -84,6 +85,14 @@ options:
         description: The host's inventory name, which the refusals name.
         type: str
         default: ""
+      unit_name:
+        description: net_mtu_unit_name, the boot-time unit's name; the module reads the unit and its file and the plan says where they differ.
+        type: str
+        default: rdmaprov-mtu.service
+      networkd_dropin:
+        description: net_mtu_networkd_dropin, the name of the systemd-networkd drop-in the plan writes.
+        type: str
+        default: 60-rdmaprov-mtu.conf
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - rdmaprov.cluster.state_probe
@@ -140,9 +149,11 @@ plan:
     - What the net_mtu role does on this host (netcfg_mtu.plan) - C(wanted) (the merged
       interfaces), C(mtu) (name to MTU), C(runtime) and C(drift) (the runtime MTUs that differ),
       C(backends) and C(by_backend) (each interface's persistence and why), C(networkmanager),
-      C(networkd), C(ifupdown) and C(ifcfg) (the persistence edits), C(persist_drift),
-      C(errors) (what to refuse, one line each), C(report), C(ping_package) (the package to
-      install where ping is missing, else null), C(host_drift) and C(verify) (the
+      C(networkd), C(ifupdown) and C(ifcfg) (the persistence edits), C(unit) and C(unit_path)
+      (the boot-time unit as it must be), C(persist_drift) (with the boot unit's and its
+      enablement's), C(errors) (what to refuse, one line each), C(report), C(unpersisted),
+      C(ping_package) (the package to install where ping is missing, else null) and
+      C(ping_install) (apt, package or null), C(host_drift), C(provable) and C(verify) (the
       path proof's entry for this host - C(name), C(interface), C(address), C(mtu), C(drift) -
       or null when there is nothing to prove).
   returned: when O(settings) is given
@@ -167,6 +178,8 @@ SETTINGS_SPEC = {
     "fabric_address": {"type": "str", "default": ""},
     "ping_package": {"type": "str", "default": ""},
     "host": {"type": "str", "default": ""},
+    "unit_name": {"type": "str", "default": "rdmaprov-mtu.service"},
+    "networkd_dropin": {"type": "str", "default": "60-rdmaprov-mtu.conf"},
 }
 
 
@@ -191,13 +204,17 @@ def main() -> None:
     result = probe.probe(p["address"], names)
     if "error" in result:
         module.fail_json(msg=result["error"])
+    files, units = list(p["files"]), list(p["units"])
+    if settings is not None:
+        files.append("/etc/systemd/system/%s" % settings["unit_name"])
+        units.append(settings["unit_name"])
+    result.update(file_state=state_drift.read_files(files), unit_state=state_drift.read_units(units))
     if settings is not None:
         try:
             result["plan"] = netcfg_mtu.plan(result, {**settings, "address": p["address"]})
         except (ValueError, KeyError, TypeError) as exc:
             module.fail_json(msg="net_mtu plan: %s" % exc)
-    module.exit_json(changed=False, file_state=state_drift.read_files(p["files"]),
-                     unit_state=state_drift.read_units(p["units"]), **result)
+    module.exit_json(changed=False, **result)
 
 
 if __name__ == "__main__":

@@ -13,27 +13,36 @@ description:
   - "With O(settings) the raw answers are planned on the host (see below); without, they are returned as read."
   - With O(files) and O(units), also reads the files and units the role keeps, so that one call
     tells the control host whether a converged host needs any further task.
-  - With O(settings), also plans each interface on the host (C(plan) in module_utils/netcfg_qos.py), giving RV(plans), the
+  - With O(settings), also plans each interface on the host (C(host_plan) in module_utils/netcfg_qos.py), giving RV(plans), the
     not-capable interfaces as RV(rdmaprov_report), and a failure when a listed interface does not
-    exist. The role reads its state, decides and reports in this one call.
+    exist; and renders the boot-time script and unit, reads them and says what differs (RV(plan)).
+    The role reads its state, decides and reports in this one call.
 version_added: "0.2.0"
 author: rdmaprov developers (!UNKNOWN)
 options:
   interfaces:
-    description: Interfaces to read.
+    description:
+      - Interfaces to read. With O(settings), empty means the role's C(interfaces) setting, else
+        the netdevs of the Ethernet ports in O(rdma).
     type: list
     elements: str
     default: []
   settings:
     description:
       - The role's QoS settings (C(pfc_priority), C(dscp), C(ecn), C(ecn_codepoint),
-        C(cnp_dscp), C(cnp_priority), C(roce_v2), C(backend)), as C(plan) in
-        module_utils/netcfg_qos.py takes them. Omit to read only.
+        C(cnp_dscp), C(cnp_priority), C(roce_v2), C(rdma_cm_defaults), C(backend)), as C(plan) in
+        module_utils/netcfg_qos.py takes them, and C(interfaces), C(script), C(unit_name) and
+        C(host) (the inventory name the verification lines start with). Omit to read only.
       - In a task, every key it lacks is filled on the control host by the module's action
         plugin (plugins/plugin_utils/role_settings.py), from the role variable
         C(roce_qos_<key>) where one is defined, else from the play (C(host), C(address),
         C(hosts), C(check_mode), C(connection), C(managed)). C({}) gives the role's settings whole.
     type: dict
+  rdma:
+    description: The host's RDMA facts (C(ansible_facts.rdma), from rdma_facts), whose Ethernet
+      ports' netdevs are the interfaces when the settings list none.
+    type: dict
+    default: {}
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - rdmaprov.cluster.state_probe
@@ -70,6 +79,15 @@ reports:
   returned: when O(settings) is given
   type: list
   elements: dict
+plan:
+  description:
+    - The host's plan (C(host_plan) in module_utils/netcfg_qos.py) less the per-interface parts
+      above, the script and unit as they must be (C(script), C(unit), C(unit_path)), the lines
+      that say where they differ (C(file_drift)), whether a capable NIC's QoS differs
+      (C(qos_drift)), whether anything is to do (C(drift)) and one verification line per capable
+      interface (C(checks), each C(name), C(ok), C(msg)).
+  returned: when O(settings) is given
+  type: dict
 rdmaprov_report:
   description: One line per interface that cannot do DCB, and why (rdmaprov prints it as the host's report).
   returned: when O(settings) is given
@@ -88,21 +106,35 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={"interfaces": {"type": "list", "elements": "str", "default": []},
                        "settings": {"type": "dict"},
+                       "rdma": {"type": "dict", "default": {}},
                        "files": state_drift.PATHS_SPEC, "units": state_drift.PATHS_SPEC},
         supports_check_mode=True,
     )
-    p = module.params
-    result = {"changed": False, "file_state": state_drift.read_files(p["files"]),
-              "unit_state": state_drift.read_units(p["units"]),
-              "interfaces": probe.probe(p["interfaces"])}
-    if p["settings"] is not None:
-        plans = [qos.plan(i, p["settings"]) for i in result["interfaces"]]
-        missing = [pl["reason"] for pl, iface in zip(plans, result["interfaces"])
-                   if not iface.get("exists", True)]
-        if missing:
-            module.fail_json(msg="; ".join(missing), **result)
-        result.update(plans=plans, reports=[qos.report(pl) for pl in plans],
-                      rdmaprov_report=qos.not_capable_lines(plans))
+    p, settings = module.params, module.params["settings"]
+    names = p["interfaces"]
+    if settings is not None and not names:
+        names = qos.pick_interfaces(settings.get("interfaces"), p["rdma"])
+    files, units = list(p["files"]), list(p["units"])
+    if settings is not None:
+        try:
+            files += [settings["script"], "/etc/systemd/system/%s" % settings["unit_name"]]
+            units.append(settings["unit_name"])
+        except KeyError as exc:
+            module.fail_json(msg="roce_qos plan: settings has no %s" % exc)
+    result = {"changed": False, "file_state": state_drift.read_files(files),
+              "unit_state": state_drift.read_units(units),
+              "interfaces": probe.probe(names)}
+    if settings is not None:
+        try:
+            hp = qos.host_plan(result["interfaces"], settings, result["file_state"],
+                               result["unit_state"])
+        except (KeyError, ValueError, TypeError) as exc:
+            module.fail_json(msg="roce_qos plan: %s" % exc, **result)
+        if hp["errors"]:
+            module.fail_json(msg="; ".join(hp["errors"]), **result)
+        del hp["files"]  # the script and unit, as plan.script and plan.unit give them
+        result.update(plans=hp.pop("plans"), reports=hp.pop("reports"),
+                      rdmaprov_report=hp.pop("rdmaprov_report"), plan=hp)
     module.exit_json(**result)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from rdmaprov import collection
 from rdmaprov.collection import netcfg_firewall as fw
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +33,9 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 SETTINGS = {"backend": "auto", "policy": "scoped", "cluster_subnets": ["10.198.246.8/29"],
             "allow_control_host": True, "ssh_sources": [], "ssh_port": 22,
             "rendezvous_ports": [29500], "nccl_port_range": "auto", "roce_udp_port": 4791,
-            "slurm": "auto", "allow": [], "waive": [], "host": "node1", "connection": "ssh"}
+            "slurm": "auto", "allow": [], "waive": [], "host": "node1", "connection": "ssh",
+            "nft_extra_rules": [], "nft_dir": "/etc/rdmaprov",
+            "nft_unit_name": "rdmaprov-firewall.service", "nft_table": "rdmaprov"}
 
 
 def test_backend_choice():
@@ -301,8 +304,13 @@ def test_a_cut_is_refused_only_where_the_change_tightens():
     # ufw: switched on under deny tightens; an active ufw only gets additions.
     off = fw.plan({**PROBE, "ufw_present": True}, {**deny, "backend": "ufw"})
     assert off["refusals"] == [line] and off["nft_cut_refusal"] == []
+    assert off["ufw_enable"] is True and off["ufw_enable_drift"] == (
+        "node1: drift: ufw is inactive; firewall_policy=deny switches it on")
     on = fw.plan({**PROBE, "ufw_present": True, "ufw_active": True}, {**deny, "backend": "ufw"})
     assert on["refusals"] == [] and on["ufw_active"] is True
+    assert on["ufw_enable"] is False and on["ufw_enable_drift"] == ""
+    scoped = fw.plan({**PROBE, "ufw_present": True}, {**SETTINGS, "backend": "ufw"})
+    assert scoped["ufw_enable"] is False and scoped["ufw_enable_drift"] == ""
     # firewalld only ever adds.
     fwd = fw.plan({**PROBE, "firewalld_active": True}, deny)
     assert fwd["refusals"] == [] and fwd["nft_cut_refusal"] == []
@@ -324,6 +332,9 @@ def test_plan_carries_each_backends_changes():
     assert plan["firewalld_changes"] == fw.firewalld_changes(plan, "rdmaprov", have, have)
     assert [c[-1] for c in plan["firewalld_changes"]] == [
         f"--add-rich-rule={base['firewalld_rules'][0]}"] * 2
+    assert plan["firewalld_drift"] == "node1: drift: " + "; ".join(
+        " ".join(c) for c in plan["firewalld_changes"])
+    assert base["firewalld_drift"] == ""
     # The policy does not exist yet (firewall-cmd answers rc 1 for an unknown policy).
     missing = {"rc": 1, "stdout": "", "stderr": "Error: INVALID_POLICY: rdmaprov"}
     new = fw.plan({**probe, "firewalld_policy": {"permanent": missing, "runtime": missing}},
@@ -422,3 +433,98 @@ def test_probe_module_verify_mode_reads_only_the_backends_rules(tmp_path):
     # Settings without the inventory name the refusals start with: one line, no traceback.
     lacking = run({"settings": {k: v for k, v in SETTINGS.items() if k != "host"}})
     assert lacking["failed"] is True and lacking["msg"] == "firewall plan: settings has no 'host'"
+    # The probe reads the files and unit the nftables backend keeps where the settings put them
+    # (here nowhere yet) and plans what differs.
+    got = run({"settings": {**SETTINGS, "nft_dir": str(tmp_path / "nft"), "backend": "nftables"}})
+    assert got["plan"]["file_drift"][:2] == [f"{tmp_path}/nft/firewall.nft: absent",
+                                             f"{tmp_path}/nft/firewall.nft.new: absent"], got
+    assert got["plan"]["drift"] is True and got["file_state"][f"{tmp_path}/nft/firewall.nft"] == {
+        "exists": False}
+    lacking = run({"settings": {k: v for k, v in SETTINGS.items() if k != "nft_dir"}})
+    assert lacking["failed"] is True
+    assert lacking["msg"] == "firewall plan: settings has no 'nft_dir'"
+
+
+# --- the nftables ruleset, its boot unit and what differs (nft_state) --------------------------
+def _fw_files(plan):
+    """file_state and unit_state of a host that has exactly what the plan wants."""
+    state = {plan[k]: {"exists": True, "sha1": collection.state_drift.sha1(plan[c].encode()),
+                       "mode": m, "owner": "root", "group": "root"}
+             for k, c, m in (("nft_file", "nft_rules", "0600"),
+                             ("nft_candidate", "nft_rules", "0600"),
+                             ("unit_file", "nft_unit", "0644"))}
+    return {"file_state": state, "unit_state": {"rdmaprov-firewall.service": "enabled"}}
+
+
+def test_nft_ruleset_carries_its_own_hash_and_the_plans_rules():
+    scoped = fw.plan({**PROBE, "control_ip": "10.199.246.1"}, SETTINGS)
+    text, digest = scoped["nft_rules"], scoped["nft_hash"]
+    # The hash is the text's own with the placeholder, so the live table names what it is.
+    assert fw.live_hash(text) == digest
+    assert collection.state_drift.sha1(text.replace(digest, "@@HASH@@").encode()) == digest
+    assert text.startswith("# Ansible managed (firewall)\n") and text.endswith("\t}\n}\n")
+    assert "policy accept;" in text and "ct state invalid drop" not in text
+    assert "\tset cluster_ipv4 {\n\t\ttype ipv4_addr\n\t\tflags interval\n" \
+           "\t\telements = { 10.198.246.8/29 }\n\t}\n" in text
+    assert "set cluster_ipv6" not in text and "set ssh_ipv6" not in text
+    assert "\t\tip saddr @ssh_ipv4 tcp dport 22 accept\n" in text
+    assert "\t\tip saddr @cluster_ipv4 tcp dport { 22, 29500, 32768-60999 } accept\n" in text
+    assert "\t\ttcp dport { 29500, 32768-60999 } reject with tcp reset\n" \
+           "\t\tudp dport 4791 drop\n" in text
+    deny = fw.plan(PROBE, {**SETTINGS, "policy": "deny", "nft_table": "t2",
+                           "nft_extra_rules": ["ip saddr 192.0.2.1 drop"],
+                           "cluster_subnets": ["fd00::/64"],
+                           "allow": [{"port": 9100}, {"port": 80, "proto": "udp",
+                                                      "sources": ["10.0.0.0/8", "fd01::/64"]}]})
+    text = deny["nft_rules"]
+    assert deny["nft_hash"] != digest and fw.live_hash(text) == deny["nft_hash"]
+    assert "table inet t2\ndelete table inet t2\ntable inet t2 {\n" in text
+    assert "policy drop;\n\t\tip saddr 192.0.2.1 drop\n\t\tct state established,related accept" \
+           "\n\t\tct state invalid drop\n" in text
+    assert "ip6 saddr @cluster_ipv6 udp dport 4791 accept" in text and "@cluster_ipv4" not in text
+    assert "\t\ttcp dport 9100 accept\n" in text
+    assert "\t\tip saddr { 10.0.0.0/8 } udp dport 80 accept\n" \
+           "\t\tip6 saddr { fd01::/64 } udp dport 80 accept\n" in text
+
+
+def test_nft_unit_names_the_table_and_file_as_one_word_each():
+    unit = fw.nft_unit("rdmaprov", "/etc/rdmaprov/firewall.nft")
+    assert "\nExecStart=/usr/sbin/nft -f /etc/rdmaprov/firewall.nft\n" in unit
+    assert "\nConditionPathExists=/etc/rdmaprov/firewall.nft\n" in unit
+    assert unit.endswith("' rdmaprov-firewall rdmaprov\n\n[Install]\nWantedBy=multi-user.target\n"
+                         "WantedBy=nftables.service\n")
+    assert '\nExecStart=/usr/sbin/nft -f "/etc/my dir/firewall.nft"\n' in fw.nft_unit(
+        "t", "/etc/my dir/firewall.nft")
+
+
+def test_nft_state_says_what_differs_and_what_to_refuse():
+    deny = {**SETTINGS, "policy": "deny"}
+    first = fw.plan(PROBE, deny)
+    # Nothing on the host yet: a new ruleset, every file and the unit differ; the cut is refused.
+    assert first["new_ruleset"] is True and first["drift"] is True
+    assert first["file_drift"] == ["/etc/rdmaprov/firewall.nft: not probed",
+                                   "/etc/rdmaprov/firewall.nft.new: not probed",
+                                   "/etc/systemd/system/rdmaprov-firewall.service: not probed",
+                                   "rdmaprov-firewall.service: not probed, wanted enabled"]
+    assert first["errors"] == first["nft_cut_refusal"] != []
+    assert first["nft_rollback_rules"] == "table inet rdmaprov\ndelete table inet rdmaprov\n\n"
+    # The live table is the wanted one, the files and the unit too: nothing to do or refuse.
+    live = {"rc": 0, "stdout": first["nft_rules"], "stderr": ""}
+    same = fw.plan({**PROBE, "nft_table": live, **_fw_files(first)}, deny)
+    assert same["new_ruleset"] is False and same["file_drift"] == []
+    assert same["drift"] is False and same["errors"] == []
+    assert same["nft_rollback_rules"] == ("table inet rdmaprov\ndelete table inet rdmaprov\n"
+                                          + first["nft_rules"] + "\n")
+    # Only the unit disabled: drift, but the live table stays (no new ruleset, no cut refusal).
+    off = _fw_files(first)
+    off["unit_state"] = {"rdmaprov-firewall.service": "disabled"}
+    unit_off = fw.plan({**PROBE, "nft_table": live, **off}, deny)
+    assert unit_off["file_drift"] == ["rdmaprov-firewall.service: disabled, wanted enabled"]
+    assert unit_off["drift"] is True and unit_off["new_ruleset"] is False
+    assert unit_off["errors"] == []
+    # firewalld and ufw go through their own tasks each run.
+    fwd = fw.plan({**PROBE, "firewalld_active": True, "nft_table": live, **_fw_files(first)}, deny)
+    assert fwd["drift"] is True and fwd["errors"] == []
+    assert fw.paths({"nft_dir": "/x", "nft_unit_name": "u.service"}) == {
+        "nft_file": "/x/firewall.nft", "nft_candidate": "/x/firewall.nft.new",
+        "nft_rollback": "/x/firewall.rollback.nft", "unit_file": "/etc/systemd/system/u.service"}

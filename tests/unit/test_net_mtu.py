@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rdmaprov import collection
 from rdmaprov.collection import netcfg_mtu as mtu
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -164,7 +165,8 @@ def _probe(*interfaces: dict, conn: str | None = "eth0", ping: str | None = "/us
 def _settings(**kw) -> dict:
     return {"interfaces": [], "interfaces_group": [], "interfaces_host": [], "default": 9000,
             "allow_connection_interface": False, "persist": "auto", "verify": True,
-            "host": "node1", "address": "10.0.0.1", **kw}
+            "host": "node1", "address": "10.0.0.1", "unit_name": "rdmaprov-mtu.service",
+            "networkd_dropin": "60-rdmaprov-mtu.conf", **kw}
 
 
 IFUPDOWN = "auto ens1\niface ens1 inet static\n    address 10.0.0.2/24\n"
@@ -330,7 +332,12 @@ def test_plan_backend_auto_and_chosen():
         "ens1: netplan configuration in /etc/netplan/50.yaml")
     assert plan["by_backend"]["networkd"] == [{"name": "ens3", "mtu": 9000}]
     assert plan["networkd"] == [{"name": "ens3", "mtu": 9000,
-                                 "network_file": "/run/n/10-ens3.network"}]
+                                 "network_file": "/run/n/10-ens3.network",
+                                 "dropin_dir": "/etc/systemd/network/10-ens3.network.d",
+                                 "dropin": "/etc/systemd/network/10-ens3.network.d/"
+                                           "60-rdmaprov-mtu.conf",
+                                 "content": "# Managed by rdmaprov (net_mtu)\n[Link]\n"
+                                            "MTUBytes=9000\n"}]
     assert plan["ifcfg"] == [{"name": "ens5", "mtu": 9000,
                               "file": "/etc/sysconfig/network-scripts/ifcfg-ens5"}]
     assert plan["errors"] == [] and plan["drift"] == []
@@ -347,8 +354,12 @@ def test_plan_backend_auto_and_chosen():
                                           "reason": "chosen: net_mtu_persist=systemd_unit"}
     assert chosen["by_backend"] == {"systemd_unit": [{"name": "ens1", "mtu": 9000},
                                                      {"name": "ens2", "mtu": 9000}]}
-    # The boot unit's drift is the role's (it renders the unit): not in the plan's lines.
-    assert chosen["persist_drift"] == [] and chosen["host_drift"] is False
+    # The boot unit is the plan's: absent here (not probed), so something to do.
+    assert chosen["unit"] == mtu.unit(chosen["by_backend"]["systemd_unit"])
+    assert chosen["unit_path"] == "/etc/systemd/system/rdmaprov-mtu.service"
+    assert chosen["persist_drift"] == ["/etc/systemd/system/rdmaprov-mtu.service: not probed",
+                                       "rdmaprov-mtu.service: not probed, wanted enabled"]
+    assert chosen["host_drift"] is True and plan["unit"] == ""
 
 
 def test_plan_networkmanager_only_where_the_setting_differs():
@@ -379,7 +390,7 @@ def test_plan_ifupdown_edit():
 
 def test_the_probe_module_documents_its_settings():
     """net_mtu_probe's settings: the spec's options and defaults are the documented ones, and
-    the role passes every one of them."""
+    they are the plan's table, which the probe's action plugin fills for the role."""
     import importlib.util
     spec = importlib.util.spec_from_file_location(
         "net_mtu_probe_module", ROOT / "plugins/modules/net_mtu_probe.py")
@@ -394,8 +405,8 @@ def test_the_probe_module_documents_its_settings():
         assert opt["type"] == documented[name]["type"], name
         assert opt.get("default") == documented[name].get("default"), name
     preflight = yaml.safe_load((ROOT / "roles/net_mtu/tasks/preflight.yml").read_text())
-    passed = preflight[0]["rdmaprov.cluster.net_mtu_probe"]["settings"]
-    assert set(passed) == set(documented)
+    assert preflight[0]["rdmaprov.cluster.net_mtu_probe"]["settings"] == {}
+    assert set(mtu.SETTINGS) == set(documented)
 
 
 @pytest.mark.parametrize("role", ["net_mtu", "roce_qos", "firewall"])
@@ -476,3 +487,47 @@ def test_verify_module_refuses_an_option_as_an_address(tmp_path: Path) -> None:
             "peers": [{"name": "evil", "address": "-f", "drift": False}]}
     rc, out, seen = _run_verify(tmp_path, args)
     assert rc != 0 and out["msg"] == "net_mtu verify: '-f' is not an address" and seen == []
+
+
+def test_the_boot_unit_sets_each_mtu_and_its_drift_is_the_plans():
+    text = mtu.unit([{"name": "ens1", "mtu": "9000"}, {"name": "my if", "mtu": 4000}])
+    assert text.startswith("# Ansible managed (net_mtu)\n")
+    assert text.endswith("[Install]\nWantedBy=multi-user.target\n")
+    execs = [ln for ln in text.splitlines() if ln.startswith("ExecStart=")]
+    assert [ln.rsplit("rdmaprov-mtu ", 1)[1] for ln in execs] == ["ens1 9000", '"my if" 4000']
+    probe = _probe(_iface("ens1", 9000))
+    settings = _settings(interfaces=[{"name": "ens1"}], persist="systemd_unit")
+    first = mtu.plan(probe, settings)
+    state = {first["unit_path"]: {"exists": True, "mode": "0644", "owner": "root",
+                                  "group": "root",
+                                  "sha1": collection.state_drift.sha1(first["unit"].encode())}}
+    same = mtu.plan({**probe, "file_state": state,
+                     "unit_state": {"rdmaprov-mtu.service": "enabled"}}, settings)
+    assert same["persist_drift"] == [] and same["host_drift"] is False
+    off = mtu.plan({**probe, "file_state": state,
+                    "unit_state": {"rdmaprov-mtu.service": "disabled"}}, settings)
+    assert off["persist_drift"] == ["rdmaprov-mtu.service: disabled, wanted enabled"]
+    assert off["host_drift"] is True
+    # Another MTU is another unit.
+    other = mtu.plan({**probe, "file_state": state,
+                      "unit_state": {"rdmaprov-mtu.service": "enabled"}},
+                     {**settings, "default": 4000})
+    assert other["persist_drift"] == [
+        "/etc/systemd/system/rdmaprov-mtu.service: content differs"]
+
+
+def test_plan_runtime_only_lines_ping_install_and_provable():
+    probe = _probe(_iface("ens1", 9000), ping=None)
+    plan = mtu.plan(probe, _settings(interfaces=[{"name": "ens1"}], persist="none"))
+    assert plan["unpersisted"] == [
+        {"name": "ens1", "msg": "ens1: MTU 9000 set at runtime only (net_mtu_persist: none)"}]
+    assert plan["ping_install"] == "apt" and plan["provable"] is True
+    assert mtu.plan({**probe, "apt": False}, _settings(interfaces=[{"name": "ens1"}],
+                                                       persist="none"))["ping_install"] == \
+        "package"
+    quiet = mtu.plan(probe, _settings(interfaces=[{"name": "ens1"}], persist="none",
+                                      verify=False))
+    assert quiet["ping_install"] is None and quiet["provable"] is False
+    assert mtu.plan(_probe(), _settings())["provable"] is False  # nothing set, nothing to prove
+    assert mtu.plan({**probe, "ping": "/bin/ping"}, _settings(
+        interfaces=[{"name": "ens1"}], persist="none"))["ping_install"] is None

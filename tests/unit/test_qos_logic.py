@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from rdmaprov import collection
 from rdmaprov.collection import netcfg_qos as qos
+
+sha1 = collection.state_drift.sha1
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -130,7 +133,8 @@ def _run_module(tmp_path: Path, name: str, args: dict) -> tuple[int, dict]:
 
 
 SETTINGS = {"pfc_priority": 3, "dscp": 26, "ecn": True, "ecn_codepoint": "ect0", "cnp_dscp": 48,
-            "cnp_priority": 6, "roce_v2": True, "backend": "auto"}
+            "cnp_priority": 6, "roce_v2": True, "backend": "auto", "rdma_cm_defaults": True,
+            "script": "/nonexistent/rdmaprov-roce-qos", "unit_name": "rdmaprov-roce-qos.service"}
 
 
 def test_probe_with_settings_plans_reports_and_refuses_a_missing_interface(tmp_path: Path) -> None:
@@ -150,3 +154,89 @@ def test_probe_with_settings_plans_reports_and_refuses_a_missing_interface(tmp_p
     # Without settings it only reads, as before.
     rc, out = _run_module(tmp_path / "c", "roce_qos_probe", {"interfaces": ["nosuch0"]})
     assert rc == 0 and "plans" not in out and out["interfaces"][0]["exists"] is False
+    # The script is absent here: the plan says so, and that there is something to do.
+    rc, out = _run_module(tmp_path / "d", "roce_qos_probe",
+                          {"interfaces": ["lo"], "settings": SETTINGS})
+    assert "/nonexistent/rdmaprov-roce-qos: absent" in out["plan"]["file_drift"]
+    assert out["plan"]["drift"] is True and out["plan"]["qos_drift"] is False
+    assert out["plan"]["script"].startswith("#!/bin/sh\n") and out["plan"]["checks"] == []
+    # The interfaces from the RDMA facts, when the settings list none.
+    rdma = {"devices": [{"ports": [{"link_layer": "Ethernet", "netdev": "lo"}]}]}
+    rc, out = _run_module(tmp_path / "r", "roce_qos_probe",
+                          {"settings": {**SETTINGS, "interfaces": []}, "rdma": rdma})
+    assert rc == 0 and [p["name"] for p in out["plans"]] == ["lo"], out
+    # A setting missing is one line.
+    rc, out = _run_module(tmp_path / "s", "roce_qos_probe",
+                          {"interfaces": ["lo"],
+                           "settings": {k: v for k, v in SETTINGS.items() if k != "script"}})
+    assert rc != 0 and out["msg"] == "roce_qos plan: settings has no 'script'", out
+
+
+def _capable(name="eth1", trust="pcp", ibdev="mlx5_0"):
+    """A probe entry of an mlnx_qos NIC with trust `trust`."""
+    text = MLNX_QOS.replace("trust state: dscp", f"trust state: {trust}")
+    return {"name": name, "exists": True, "mlnx_qos": {"rc": 0, "stdout": text, "stderr": ""},
+            "ibdev": ibdev, "ibport": 1, "roce_tos": "106", "roce_mode": "RoCE v2",
+            "ecn_np": {}, "ecn_rp": {}}
+
+
+def test_interfaces_are_the_listed_ones_else_the_rdma_ethernet_ports():
+    rdma = {"devices": [{"ports": [{"link_layer": "Ethernet", "netdev": "eth1"},
+                                   {"link_layer": "InfiniBand", "netdev": "ib0"},
+                                   {"link_layer": "Ethernet", "netdev": None}]},
+                        {"ports": [{"link_layer": "Ethernet", "netdev": "eth2"}]}, {}]}
+    assert qos.pick_interfaces([], rdma) == ["eth1", "eth2"]
+    assert qos.pick_interfaces(["eth9"], rdma) == ["eth9"]
+    assert qos.pick_interfaces([], {}) == [] and qos.pick_interfaces(None, None) == []
+
+
+def test_script_quotes_names_and_keeps_rdma_cm_only_when_asked():
+    s = {**SETTINGS, "dscp": 10, "ecn_codepoint": "not-ect"}
+    plans = [qos.plan(_capable("e th'1"), s), qos.plan({"name": "eth3", "exists": True}, s)]
+    text = qos.script(plans, s)
+    assert text.startswith("#!/bin/sh\n# Ansible managed (roce_qos)\n")
+    assert text.endswith("exit $rc\n")
+    assert "default ToS 40\n# (DSCP 10 << 2 = 40," in text
+    assert "iface='e th'\"'\"'1'\n" in text and "# --- mlnx_qos ---" in text
+    assert "# --- no DCB tool ---" in text and "neither mlnx_qos nor iproute2 dcb" in text
+    assert "try mlnx_qos -i 'e th'\"'\"'1' --trust dscp" in text
+    assert "modprobe rdma_cm" in text and "ibdev=mlx5_0" in text
+    assert "put /sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos 40" in text
+    off = qos.script(plans, {**s, "rdma_cm_defaults": False})
+    assert "modprobe rdma_cm" not in off and "/sys/kernel/config/rdma_cm" not in off
+    assert "put /sys/class/infiniband/mlx5_0/tc/1/traffic_class 40" in off
+
+
+def test_unit_runs_the_script_as_one_word():
+    assert "\nExecStart=/usr/local/sbin/rdmaprov-roce-qos\n" in qos.unit(
+        {"script": "/usr/local/sbin/rdmaprov-roce-qos"})
+    assert '\nExecStart="/opt/my qos"\n' in qos.unit({"script": "/opt/my qos"})
+
+
+def test_host_plan_drift_checks_and_refusal():
+    s = {**SETTINGS, "script": "/usr/local/sbin/q", "host": "node1"}
+    ifaces = [_capable("eth1", trust="pcp"), _capable("eth2", trust="dscp", ibdev=None),
+              {"name": "eth3", "exists": True}, {"name": "nosuch0", "exists": False}]
+    hp = qos.host_plan(ifaces, s)
+    assert hp["errors"] == ["nosuch0: no such interface"]
+    assert hp["qos_drift"] is True and hp["drift"] is True
+    assert hp["file_drift"] == ["/usr/local/sbin/q: not probed",
+                                "/etc/systemd/system/rdmaprov-roce-qos.service: not probed",
+                                "rdmaprov-roce-qos.service: not probed, wanted enabled"]
+    assert hp["checks"] == [
+        {"name": "eth1", "ok": False,
+         "msg": "node1: eth1 (mlnx_qos) still differs: trust pcp -> dscp"},
+        {"name": "eth2", "ok": True, "msg": "node1: eth2: trust dscp, PFC on priority 3, "
+                                            "DSCP 26 -> ToS 106 (mlnx_qos)"}]
+    # The files as they are wanted and the unit enabled, NICs in line: nothing to do.
+    good = [_capable("eth2", trust="dscp", ibdev=None)]
+    first = qos.host_plan(good, s)
+    state = {f["path"]: {"exists": True, "sha1": sha1(f["content"].encode()), "mode": f["mode"],
+                         "owner": "root", "group": "root"} for f in first["files"]}
+    hp = qos.host_plan(good, s, state, {"rdmaprov-roce-qos.service": "enabled"})
+    assert hp["file_drift"] == [] and hp["drift"] is False and hp["errors"] == []
+    state["/usr/local/sbin/q"]["mode"] = "0644"
+    hp = qos.host_plan(good, s, state, {"rdmaprov-roce-qos.service": "disabled"})
+    assert hp["file_drift"] == ["/usr/local/sbin/q: mode 0644, wanted 0755",
+                                "rdmaprov-roce-qos.service: disabled, wanted enabled"]
+    assert hp["drift"] is True and hp["qos_drift"] is False

@@ -222,16 +222,12 @@ def _fixtures(bad: str, workdir: Path) -> dict[str, Any]:
     data = Hostile(bad)
     return {
         # Probes and registered results, read field by field.
-        **{name: data for name in ("_container_runtime_probe", "_nccl_validate_probe",
-                                   "_net_mtu_probe",
+        **{name: data for name in ("_container_runtime_probe", "_firewall_probe",
+                                   "_nccl_validate_probe", "_net_mtu_probe",
                                    "_rdma_ofed_probe", "_slurm_health_probe",
                                    "ansible_facts", "hostvars", "item")},
         "inventory_hostname": bad,
         "_roce_qos_plans": plans,
-        "_net_mtu_by_backend": {b: [iface] for b in ("systemd_unit", "netplan",
-                                                     "networkmanager", "networkd", "ifupdown",
-                                                     "ifcfg")},
-        "_firewall_probe": {"nft_table": {"rc": 0, "stdout": bad}},
         "_nccl_validate_label": bad,
         # The preflight's launch, with what the role does around it (run_plan), of host text.
         "_nccl_validate_pf": {"launch": _validate_launch(bad, workdir)},
@@ -495,8 +491,6 @@ def test_sites_are_found() -> None:
     where = {s.where.split(":")[0] for s in ALL_SITES}
     for expected in ("roles/firewall/tasks/configure-nftables.yml",
                      "roles/nccl_validate/tasks/run.yml",
-                     "roles/net_mtu/templates/rdmaprov-mtu.service.j2",
-                     "roles/roce_qos/templates/rdmaprov-roce-qos.sh.j2",
                      "roles/slurm_health/templates/slurm.env.j2"):
         assert expected in where
 
@@ -530,6 +524,46 @@ def test_the_check_catches_an_unquoted_value(tmp_path: Path) -> None:
     quoted = Site("made-up", "shell", "nft -f {{ firewall_nft_dir | quote }}/x", None)
     assert not _check(quoted, Values(env, bad, work), env, shims, work, bad)
     assert not marker.exists()
+
+
+class Rendered(Values):
+    """The files a role's plan renders in Python (module_utils): their text is final."""
+
+    def render(self, source: Any, local: dict[str, Any]) -> Any:
+        return source
+
+
+def plan_sites(bad: str) -> list[Site]:
+    """The shell scripts and units the roles' plans render, from hostile host and inventory text."""
+    plans = _fixtures(bad, ROOT)["_roce_qos_plans"]
+    qos_settings = {"pfc_priority": 3, "dscp": 26, "ecn_codepoint": "ect0",
+                    "rdma_cm_defaults": True, "script": bad, "unit_name": bad}
+    return [Site("netcfg_qos.script", "script", qos.script(plans, qos_settings), "roce_qos"),
+            Site("netcfg_qos.unit", "unit", qos.unit(qos_settings), "roce_qos"),
+            Site("netcfg_firewall.nft_unit", "unit", collection.netcfg_firewall.nft_unit(bad, bad),
+                 "firewall"),
+            Site("netcfg_mtu.unit", "unit",
+                 collection.netcfg_mtu.unit([{"name": bad, "mtu": 9000}]), "net_mtu")]
+
+
+PLAN_SITES = [s.where for s in plan_sites("x")]
+
+
+@pytest.mark.parametrize("payload", PAYLOADS, ids=range(len(PAYLOADS)))
+@pytest.mark.parametrize("where", PLAN_SITES)
+def test_hostile_values_never_reach_a_shell_from_a_plan(where: str, payload: str,
+                                                        tmp_path: Path) -> None:
+    marker = tmp_path / "PWNED"
+    bad = payload.format(x=marker)
+    work = tmp_path / "work"
+    (work / "run").mkdir(parents=True)
+    env = _env()
+    site = next(s for s in plan_sites(bad) if s.where == where)
+    assert bad in site.source or "touch" in site.source  # the hostile text is in the file
+    problems = _check(site, Rendered(env, bad, work), env, _shims(tmp_path), work,
+                      _core(payload, str(marker)))
+    assert not marker.exists(), f"{where}: {bad!r} ran in a shell"
+    assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("value", ["eth1", "/etc/rdmaprov/firewall.nft", "a b", 'q"uote',
