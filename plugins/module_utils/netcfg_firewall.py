@@ -350,7 +350,7 @@ def describe_listeners(items):
 # its connection (the probe's action plugin fills them from the role's variables and the play).
 SETTINGS = ("backend", "policy", "cluster_subnets", "allow_control_host", "ssh_sources",
             "ssh_port", "rendezvous_ports", "nccl_port_range", "roce_udp_port", "slurm", "allow",
-            "waive", "host", "connection", "nft_extra_rules", "nft_dir", "nft_unit_name")
+            "waive", "host", "connection", "nft_extra_rules", "nft_dir", "nft_unit_name", "managed")
 
 
 def plan(probe, settings, firewalld_policy=None):
@@ -546,8 +546,9 @@ def nft_state(plan_, probe, settings):
     cut refusal where the ruleset is new."""
     table = settings["nft_table"]
     where = paths(settings)
-    rules, digest = nft_ruleset(plan_, table, settings["nft_extra_rules"])
-    unit = nft_unit(table, where["nft_file"])
+    managed = settings.get("managed") or state_drift.MANAGED
+    rules, digest = nft_ruleset(plan_, table, settings["nft_extra_rules"], managed)
+    unit = nft_unit(table, where["nft_file"], managed)
     live = probe.get("nft_table") or {}
     rollback = (f"table inet {table}\ndelete table inet {table}\n"
                 f"{live.get('stdout') or '' if live.get('rc') == 0 else ''}\n")

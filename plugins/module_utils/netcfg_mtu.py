@@ -255,7 +255,7 @@ def unit_state(by_backend, settings, file_state, unit_states):
     path = f"/etc/systemd/system/{settings['unit_name']}"
     if "systemd_unit" not in by_backend:
         return "", path, []
-    text = unit(by_backend["systemd_unit"])
+    text = unit(by_backend["systemd_unit"], settings.get("managed") or state_drift.MANAGED)
     want = [{"path": path, "content": text, "mode": "0644", "owner": "root", "group": "root"}]
     return text, path, state_drift.compare(file_state or {}, unit_states or {}, want,
                                            [settings["unit_name"]])
@@ -265,7 +265,7 @@ def unit_state(by_backend, settings, file_state, unit_states):
 # (the probe's action plugin fills them from the role's variables and the play).
 SETTINGS = ("interfaces", "interfaces_group", "interfaces_host", "default",
             "allow_connection_interface", "persist", "verify", "verify_interface",
-            "fabric_address", "ping_package", "host", "unit_name", "networkd_dropin")
+            "fabric_address", "ping_package", "host", "unit_name", "networkd_dropin", "managed")
 
 
 def plan(probe: dict, settings: dict) -> dict:

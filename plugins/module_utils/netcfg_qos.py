@@ -160,7 +160,7 @@ def qos_state(probe):
 # The settings the plan reads: the roce_qos_* variables without the prefix (the probe's action
 # plugin fills them from the role's variables).
 SETTINGS = ("pfc_priority", "dscp", "ecn", "ecn_codepoint", "cnp_dscp", "cnp_priority", "roce_v2",
-            "backend", "interfaces", "rdma_cm_defaults", "script", "unit_name", "host")
+            "backend", "interfaces", "rdma_cm_defaults", "script", "unit_name", "host", "managed")
 
 
 def desired(settings):
@@ -393,7 +393,8 @@ def host_plan(interfaces, settings, file_state=None, unit_state=None):
     be, what differs (file_drift lines, qos_drift: a capable NIC's live QoS, drift: anything to
     do) and the verification lines (checks)."""
     plans = [plan(i, settings) for i in interfaces]
-    text, unit_text = script(plans, settings), unit(settings)
+    managed = settings.get("managed") or state_drift.MANAGED
+    text, unit_text = script(plans, settings, managed), unit(settings, managed)
     unit_path = f"/etc/systemd/system/{settings['unit_name']}"
     files = [{"path": settings["script"], "content": text, "mode": "0755", "owner": "root",
               "group": "root"},

@@ -93,6 +93,10 @@ options:
         description: net_mtu_networkd_dropin, the name of the systemd-networkd drop-in the plan writes.
         type: str
         default: 60-rdmaprov-mtu.conf
+      managed:
+        description: The header of the boot unit the plan renders, as a template's C(ansible_managed).
+        type: str
+        default: Ansible managed
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - rdmaprov.cluster.state_probe
@@ -180,6 +184,7 @@ SETTINGS_SPEC = {
     "host": {"type": "str", "default": ""},
     "unit_name": {"type": "str", "default": "rdmaprov-mtu.service"},
     "networkd_dropin": {"type": "str", "default": "60-rdmaprov-mtu.conf"},
+    "managed": {"type": "str", "default": "Ansible managed"},
 }
 
 

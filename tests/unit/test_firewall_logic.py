@@ -528,3 +528,12 @@ def test_nft_state_says_what_differs_and_what_to_refuse():
     assert fw.paths({"nft_dir": "/x", "nft_unit_name": "u.service"}) == {
         "nft_file": "/x/firewall.nft", "nft_candidate": "/x/firewall.nft.new",
         "nft_rollback": "/x/firewall.rollback.nft", "unit_file": "/etc/systemd/system/u.service"}
+
+
+def test_the_files_header_is_the_plays_managed_string():
+    """The ruleset and unit carry the managed-file header the play gives (the role_settings
+    action fills it from ansible_managed or ansible.cfg), as the role's templates did."""
+    own = fw.plan(PROBE, {**SETTINGS, "managed": "Managed by ops"})
+    assert own["nft_rules"].startswith("# Managed by ops (firewall)\n")
+    assert "Managed by ops" in own["nft_unit"]
+    assert fw.plan(PROBE, SETTINGS)["nft_rules"].startswith("# Ansible managed (firewall)\n")

@@ -531,3 +531,10 @@ def test_plan_runtime_only_lines_ping_install_and_provable():
     assert mtu.plan(_probe(), _settings())["provable"] is False  # nothing set, nothing to prove
     assert mtu.plan({**probe, "ping": "/bin/ping"}, _settings(
         interfaces=[{"name": "ens1"}], persist="none"))["ping_install"] is None
+
+
+def test_the_boot_units_header_is_the_plays_managed_string():
+    probe = _probe(_iface("ens1", 9000))
+    settings = _settings(interfaces=[{"name": "ens1"}], persist="systemd_unit",
+                         managed="Managed by ops")
+    assert mtu.plan(probe, settings)["unit"].startswith("# Managed by ops (net_mtu)\n")

@@ -240,3 +240,10 @@ def test_host_plan_drift_checks_and_refusal():
     assert hp["file_drift"] == ["/usr/local/sbin/q: mode 0644, wanted 0755",
                                 "rdmaprov-roce-qos.service: disabled, wanted enabled"]
     assert hp["drift"] is True and hp["qos_drift"] is False
+
+
+def test_the_files_header_is_the_plays_managed_string():
+    s = {**SETTINGS, "script": "/usr/local/sbin/q", "host": "node1", "managed": "Managed by ops"}
+    files = {f["path"]: f["content"] for f in qos.host_plan([_capable("eth2", trust="dscp",
+                                                                       ibdev=None)], s)["files"]}
+    assert all("# Managed by ops (roce_qos)" in text.splitlines()[:2] for text in files.values())

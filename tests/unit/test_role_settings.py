@@ -133,7 +133,8 @@ def test_the_action_fills_settings_and_runs_the_module(monkeypatch):
     assert action.run(task_vars=variables) == {"changed": False}
     assert calls == [("rdmaprov.cluster.roce_qos_probe",
                       {"interfaces": ["eth1"], "settings": {"dscp": 26, "backend": "auto",
-                                                            "host": "n1"}})]
+                                                            "host": "n1",
+                                                            "managed": "Ansible managed"}})]
     # Without settings the module runs as given (the raw probe).
     task.args = {"interfaces": ["eth1"]}
     calls.clear()
