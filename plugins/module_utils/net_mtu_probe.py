@@ -58,7 +58,13 @@ def ipv4_of(addrs, name):
 def probe(conn_addr, ifaces):
     res = run(["ip", "-j", "addr", "show"])
     if not res or res[0] != 0:
-        return {"error": "ip -j addr show failed: is iproute2 installed?"}
+        if ifaces:
+            return {"error": "ip -j addr show failed: is iproute2 installed?"}
+        # No interface to read or set: a host without iproute2 (a container or a minimal
+        # image under a local connection) has nothing for this role to do, not a failure.
+        return {"connection_iface": None, "control_ip": ssh_session.endpoints()[0],
+                "interfaces": [], "ping": shutil.which("ping"),
+                "apt": bool(shutil.which("apt-get"))}
     addrs = json.loads(res[1] or "[]")
     res = run(["ip", "-j", "-d", "link", "show"])
     links = {lk["ifname"]: lk for lk in json.loads(res[1] or "[]")} if res and res[0] == 0 else {}

@@ -538,3 +538,17 @@ def test_the_boot_units_header_is_the_plays_managed_string():
     settings = _settings(interfaces=[{"name": "ens1"}], persist="systemd_unit",
                          managed="Managed by ops")
     assert mtu.plan(probe, settings)["unit"].startswith("# Managed by ops (net_mtu)\n")
+
+
+def test_a_host_without_iproute2_and_nothing_to_set_is_not_a_failure(monkeypatch):
+    """The lent GPU host (Ubuntu 24.04, no `ip`, local connection) failed bootstrap --check at
+    net_mtu's probe although no MTU was asked for: `ip` is needed only to read the interfaces
+    the role sets."""
+    probe_mod = collection.net_mtu_probe
+    monkeypatch.setattr(probe_mod, "run", lambda argv: None)  # no `ip` command
+    assert probe_mod.probe("h200", ["eth1"]) == {
+        "error": "ip -j addr show failed: is iproute2 installed?"}
+    seen = probe_mod.probe("h200", [])
+    assert "error" not in seen and seen["interfaces"] == []
+    plan = mtu.plan(seen, _settings())
+    assert plan["errors"] == [] and plan["host_drift"] is False and plan["wanted"] == []
