@@ -335,6 +335,10 @@ def test_docker_cli_is_looked_for_only_where_apt_installs_docker_io() -> None:
     assert not cr.plan(docker, settings(engine="docker", os_family="RedHat"))["docker_cli_check"]
     assert not cr.plan(docker, settings(engine="docker", install=False))["docker_cli_check"]
     assert not cr.plan(docker, settings())["docker_cli_check"]
+    # --check without python3-apt: the apt module may not run, so nothing would install it.
+    assert not cr.plan(docker, settings(engine="docker", check_mode=True, python_apt=False))[
+        "docker_cli_check"]
+    assert cr.plan(docker, settings(engine="docker", check_mode=True))["docker_cli_check"]
 
 
 def test_the_missing_images_are_loaded_from_their_files() -> None:
@@ -344,12 +348,44 @@ def test_the_missing_images_are_loaded_from_their_files() -> None:
     plan = cr.plan(facts(images_missing=["localhost/w:1", "localhost/r:1"]),
                    settings(memlock="host", images=images))
     assert plan["images_to_load"] == [
-        {"name": "localhost/w:1", "archive": "/srv/w.tar", "format": "auto"},
-        {"name": "localhost/r:1", "archive": "/srv/r.tar", "format": "rootfs"}]
+        {"name": "localhost/w:1", "archive": "/srv/w.tar", "format": "auto",
+         "argv": ["sh", "-ec", cr.LOAD_SCRIPT, "sh", "podman", "/srv/w.tar", "localhost/w:1",
+                  "auto"]},
+        {"name": "localhost/r:1", "archive": "/srv/r.tar", "format": "rootfs",
+         "argv": ["sh", "-ec", cr.LOAD_SCRIPT, "sh", "podman", "/srv/r.tar", "localhost/r:1",
+                  "rootfs"]}]
     # No engine to load them into: no image is copied or loaded.
     none = cr.plan(facts(images_missing=[]), settings(
         memlock="host", engine="none", images=[{**images[0], "src": "/srv/w.tar"}]))
     assert none["images_to_load"] == none["images_to_copy"] == none["image_dirs"] == []
+
+
+def test_the_load_script_imports_a_rootfs_and_loads_then_tags_an_archive(tmp_path: Path) -> None:
+    import subprocess
+    import tarfile
+    engine = tmp_path / "engine"
+    engine.write_text('#!/bin/sh\necho "$@" >> "$0.log"\n'
+                      '[ "$1" = load ] && echo "Loaded image: sha256:abc, other"\nexit 0\n')
+    engine.chmod(0o755)
+    archive, rootfs = tmp_path / "a.tar", tmp_path / "r.tar"
+    for path, member in ((archive, "manifest.json"), (rootfs, "etc")):
+        (tmp_path / member).write_text("x")
+        with tarfile.open(path, "w") as tar:
+            tar.add(tmp_path / member, arcname=f"./{member}")
+
+    def load(path: Path, fmt: str) -> subprocess.CompletedProcess:
+        argv = ["sh", "-ec", cr.LOAD_SCRIPT, "sh", str(engine), str(path), "n:1", fmt]
+        return subprocess.run(argv, capture_output=True, text=True, check=False)
+
+    assert load(archive, "auto").returncode == 0
+    assert load(rootfs, "auto").returncode == 0
+    assert load(archive, "rootfs").returncode == 0
+    assert (tmp_path / "engine.log").read_text().splitlines() == [
+        f"load -i {archive}", "tag sha256:abc n:1", f"import {rootfs} n:1", f"import {archive} n:1"]
+    # A load that names no image fails with one line.
+    engine.write_text('#!/bin/sh\nexit 0\n')
+    failed = load(archive, "archive")
+    assert failed.returncode == 1 and failed.stderr == f"{archive}: {engine} load named no image\n"
 
 
 # -- docker's daemon.json -----------------------------------------------------------------------
@@ -598,6 +634,9 @@ def test_check_container_with_the_devices_one_by_one(gpu_host) -> None:
     host_docker = cr.plan(facts(engines=docker), settings(rdma_cdi=False, memlock="host"))
     assert "--ulimit" not in host_docker["verify"]["argv"]
     assert not cr.plan(facts(), settings(check_mode=True))["verify"]["run"]
+    # container_runtime_verify false: no check container.
+    assert cr.plan(facts(), settings())["verify"]["run"]
+    assert not cr.plan(facts(), settings(verify=False))["verify"]["run"]
 
 
 # -- what the check container and podman info say (container_runtime_verify) ----------------------
