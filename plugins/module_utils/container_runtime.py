@@ -145,6 +145,20 @@ SETTINGS: dict[str, dict] = {
 }
 
 
+# The settings that are the host's facts, not role variables (fact_settings()).
+FACT_SETTINGS = ("os_family", "architecture", "python_apt")
+
+
+def fact_settings(facts: dict) -> dict:
+    """os_family, architecture and python_apt from the host's facts (Ansible's, and the preflight
+    role's rdmaprov.python_apt), as the probe's action fills them: Debian, x86_64 and true where
+    a fact is missing."""
+    ours = facts.get("rdmaprov")
+    return {"os_family": facts.get("os_family", "Debian"),
+            "architecture": facts.get("architecture", "x86_64"),
+            "python_apt": (ours.get("python_apt", True) if isinstance(ours, dict) else True)}
+
+
 def argument_spec() -> dict:
     """SETTINGS as an AnsibleModule argument spec (no descriptions)."""
     return {name: {k: v for k, v in spec.items()
@@ -346,16 +360,17 @@ def storage_conf(managed: str, storage: dict) -> str:
 
 
 def storage_edits(storage: dict, conf_exists: bool) -> list[dict]:
-    """A site's own storage.conf: the lineinfile edits ({regexp, line, after}) that set the
-    driver, and fuse-overlayfs as the overlay driver's mount program."""
+    """A site's own storage.conf: the lineinfile edits ({path, regexp, line, after}) that set
+    the driver, and fuse-overlayfs as the overlay driver's mount program."""
     if not storage["driver"] or not conf_exists:
         return []
-    edits = [{"regexp": r"^\s*driver\s*=", "line": f'driver = "{storage["conf_driver"]}"',
-              "after": r"^\[storage\]\s*$"}]
+    path = storage["conf_path"]
+    edits = [{"path": path, "regexp": r"^\s*driver\s*=",
+              "line": f'driver = "{storage["conf_driver"]}"', "after": r"^\[storage\]\s*$"}]
     if storage["driver"] == "fuse-overlayfs":
-        edits += [{"regexp": r"^\[storage\.options\.overlay\]\s*$",
+        edits += [{"path": path, "regexp": r"^\[storage\.options\.overlay\]\s*$",
                    "line": "[storage.options.overlay]", "after": "EOF"},
-                  {"regexp": r"^\s*#?\s*mount_program\s*=",
+                  {"path": path, "regexp": r"^\s*#?\s*mount_program\s*=",
                    "line": f'mount_program = "{storage["mount_program"]}"',
                    "after": r"^\[storage\.options\.overlay\]\s*$"}]
     return edits

@@ -211,24 +211,25 @@ def test_overlayfs_root_gets_fuse_overlayfs_through_the_overlay_driver() -> None
 def test_a_sites_storage_conf_is_edited_not_replaced() -> None:
     store = _overlay(None)
     store["conf"]["exists"] = True
+    store["conf"]["path"] = conf = "/srv/site/storage.conf"
     plan = cr.plan(facts(storage=store), settings())
     st = plan["storage"]
     assert st["driver"] == "vfs" and st["conf_driver"] == "vfs"
     assert not st["write_conf"] and st["conf_text"] is None
     assert "/etc/containers/storage.conf" not in [w["path"] for w in plan["writes"]]
-    # Only the driver line, under [storage].
-    assert st["edits"] == [{"regexp": r"^\s*driver\s*=", "line": 'driver = "vfs"',
+    # Only the driver line, under [storage], in the file the probe read.
+    assert st["edits"] == [{"path": conf, "regexp": r"^\s*driver\s*=", "line": 'driver = "vfs"',
                             "after": r"^\[storage\]\s*$"}]
     assert st["mount_program"] == cr.FUSE_MOUNT_PROGRAM
     fuse = cr.plan(facts(storage=store), settings(podman_storage_driver="fuse-overlayfs"))
     # fuse-overlayfs: the overlay driver, and its mount program in [storage.options.overlay]
     # (the section added at the end where the file has none).
     assert fuse["storage"]["edits"] == [
-        {"regexp": r"^\s*driver\s*=", "line": 'driver = "overlay"',
+        {"path": conf, "regexp": r"^\s*driver\s*=", "line": 'driver = "overlay"',
          "after": r"^\[storage\]\s*$"},
-        {"regexp": r"^\[storage\.options\.overlay\]\s*$", "line": "[storage.options.overlay]",
-         "after": "EOF"},
-        {"regexp": r"^\s*#?\s*mount_program\s*=",
+        {"path": conf, "regexp": r"^\[storage\.options\.overlay\]\s*$",
+         "line": "[storage.options.overlay]", "after": "EOF"},
+        {"path": conf, "regexp": r"^\s*#?\s*mount_program\s*=",
          "line": f'mount_program = "{cr.FUSE_MOUNT_PROGRAM}"',
          "after": r"^\[storage\.options\.overlay\]\s*$"}]
     assert fuse["storage"]["why"] == "container_runtime_podman_storage_driver is fuse-overlayfs"
