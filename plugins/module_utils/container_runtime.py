@@ -25,6 +25,25 @@ OWN_CHOICE = "podman's own choice"
 NVIDIA_KEYRING = "/usr/share/keyrings/nvidia-container-toolkit.asc"
 NVIDIA_DEB_URL = "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)"
 NVIDIA_RPM_URL = "https://nvidia.github.io/libnvidia-container/stable/rpm/$basearch"
+# Loads one image file: rootfs `import` names the image; a docker/OCI archive is `load`ed under
+# the name it carries (or none), then tagged with the name asked for, so the next run finds it.
+LOAD_SCRIPT = """\
+engine=$1 file=$2 name=$3 format=$4
+if [ "$format" = auto ]; then
+  if tar -tf "$file" | grep -qxE '(\\./)?(manifest\\.json|index\\.json|oci-layout)'; then
+    format=archive
+  else
+    format=rootfs
+  fi
+fi
+if [ "$format" = rootfs ]; then exec "$engine" import "$file" "$name"; fi
+out=$("$engine" load -i "$file")
+echo "$out"
+id=$(printf '%s\\n' "$out" | sed -n 's/^Loaded image[^:]*: *//p' | tail -n 1 | cut -d, -f1)
+[ -n "$id" ] || { echo "$file: $engine load named no image" >&2; exit 1; }
+"$engine" tag "$id" "$name"
+"""
+
 # What the check container prints (sh builtins only: the check image needs only sh, ls and tr).
 CHECK_SCRIPT = (
     'echo "memlock=$(ulimit -l)"; echo "ib=$(ls /dev/infiniband 2>/dev/null | tr "\\n" " ")";'
@@ -119,7 +138,25 @@ SETTINGS: dict[str, dict] = {
                                    " not.")},
     "apt_cache_valid_time": {"type": "int", "default": 3600,
                              "description": "container_runtime_apt_cache_valid_time."},
+    "podman_storage_conf": {"type": "str", "default": "/etc/containers/storage.conf",
+                            "description": ("container_runtime_podman_storage_conf (the probe"
+                                            " reads it).")},
+    "verify": {"type": "bool", "default": True, "description": "container_runtime_verify."},
 }
+
+
+# The settings that are the host's facts, not role variables (fact_settings()).
+FACT_SETTINGS = ("os_family", "architecture", "python_apt")
+
+
+def fact_settings(facts: dict) -> dict:
+    """os_family, architecture and python_apt from the host's facts (Ansible's, and the preflight
+    role's rdmaprov.python_apt), as the probe's action fills them: Debian, x86_64 and true where
+    a fact is missing."""
+    ours = facts.get("rdmaprov")
+    return {"os_family": facts.get("os_family", "Debian"),
+            "architecture": facts.get("architecture", "x86_64"),
+            "python_apt": (ours.get("python_apt", True) if isinstance(ours, dict) else True)}
 
 
 def argument_spec() -> dict:
@@ -323,16 +360,17 @@ def storage_conf(managed: str, storage: dict) -> str:
 
 
 def storage_edits(storage: dict, conf_exists: bool) -> list[dict]:
-    """A site's own storage.conf: the lineinfile edits ({regexp, line, after}) that set the
-    driver, and fuse-overlayfs as the overlay driver's mount program."""
+    """A site's own storage.conf: the lineinfile edits ({path, regexp, line, after}) that set
+    the driver, and fuse-overlayfs as the overlay driver's mount program."""
     if not storage["driver"] or not conf_exists:
         return []
-    edits = [{"regexp": r"^\s*driver\s*=", "line": f'driver = "{storage["conf_driver"]}"',
-              "after": r"^\[storage\]\s*$"}]
+    path = storage["conf_path"]
+    edits = [{"path": path, "regexp": r"^\s*driver\s*=",
+              "line": f'driver = "{storage["conf_driver"]}"', "after": r"^\[storage\]\s*$"}]
     if storage["driver"] == "fuse-overlayfs":
-        edits += [{"regexp": r"^\[storage\.options\.overlay\]\s*$",
+        edits += [{"path": path, "regexp": r"^\[storage\.options\.overlay\]\s*$",
                    "line": "[storage.options.overlay]", "after": "EOF"},
-                  {"regexp": r"^\s*#?\s*mount_program\s*=",
+                  {"path": path, "regexp": r"^\s*#?\s*mount_program\s*=",
                    "line": f'mount_program = "{storage["mount_program"]}"',
                    "after": r"^\[storage\.options\.overlay\]\s*$"}]
     return edits
@@ -376,7 +414,8 @@ def verify_plan(settings: dict, facts: dict, engine: str, cdi: dict, memlock_not
     else:
         wanted = f"; the host has {len(wanted_ib)} RDMA device files"
     return {
-        "run": engine in ENGINES and not settings.get("check_mode") and bool(image),
+        "run": (engine in ENGINES and not settings.get("check_mode") and bool(image)
+                and settings.get("verify", True)),
         "host": host, "argv": argv, "cdi": cdi["verify"], "wanted_ib": sorted(wanted_ib),
         "wanted_nccl": sorted(wanted_nccl), "unlimited": settings.get("memlock") == "unlimited",
         "label": f"{engine} container" + (f" with {kind}=all" if cdi["verify"] else ""),
@@ -578,8 +617,9 @@ def plan(facts: dict, settings: dict) -> dict:
                                  if candidate or not (apt and install_engine) else 0),
         # Debian 13 split docker's client out of docker.io: whether to look for docker-cli
         # after the install (the role's own docker packages stay as given).
+        # (Not where the apt module may not run: nothing would install what it finds.)
         "docker_cli_check": (apt and install_engine and engine == "docker"
-                             and not settings.get("docker_packages")),
+                             and not settings.get("docker_packages") and apt_module),
         # The install tasks of the OS family (Debian's where there are none of its own).
         "setup_tasks": ("setup-RedHat.yml" if settings.get("os_family") == "RedHat"
                         else "setup-Debian.yml"),
@@ -607,8 +647,11 @@ def plan(facts: dict, settings: dict) -> dict:
         "images_to_copy": images_to_copy,
         "image_dirs": list(dict.fromkeys(posixpath.dirname(i["archive"]) for i in images_to_copy)),
         # The images the engine did not have when probed: loaded from their files.
+        # (argv: LOAD_SCRIPT with the engine, the file, the name and the format.)
         "images_to_load": [{"name": i.get("name"), "archive": i.get("archive"),
-                            "format": i.get("format") or "auto"}
+                            "format": i.get("format") or "auto",
+                            "argv": ["sh", "-ec", LOAD_SCRIPT, "sh", engine, str(i.get("archive")),
+                                     str(i.get("name")), i.get("format") or "auto"]}
                            for i in images if i.get("name") in missing],
         "cdi": cdi,
         "verify": verify_plan(settings, facts, engine, cdi, memlock_note),

@@ -27,7 +27,7 @@ version_added: "0.2.0"
 author: rdmaprov developers (!UNKNOWN)
 options:
   storage_conf:
-    description: podman's storage.conf.
+    description: podman's storage.conf (with O(settings), its podman_storage_conf instead).
     type: str
     default: /etc/containers/storage.conf
   images:
@@ -204,6 +204,14 @@ options:
         description: container_runtime_apt_cache_valid_time.
         type: int
         default: 3600
+      podman_storage_conf:
+        description: container_runtime_podman_storage_conf (the probe reads it).
+        type: str
+        default: /etc/containers/storage.conf
+      verify:
+        description: container_runtime_verify.
+        type: bool
+        default: true
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - rdmaprov.cluster.state_probe
@@ -301,7 +309,9 @@ def main() -> None:
     )
     p = module.params
     settings = p["settings"]
-    result = probe.probe(p["storage_conf"])
+    # podman's storage.conf: the role's (its settings) where the role asks, else the argument.
+    result = probe.probe(p["storage_conf"] if settings is None
+                         else settings["podman_storage_conf"])
     engine, images, cdi, files = p["engine"], p["images"], p["rdma_cdi"], p["files"]
     if settings is not None:
         # The role's settings decide what to ask: the engine as the plan picks it, the images,

@@ -211,24 +211,25 @@ def test_overlayfs_root_gets_fuse_overlayfs_through_the_overlay_driver() -> None
 def test_a_sites_storage_conf_is_edited_not_replaced() -> None:
     store = _overlay(None)
     store["conf"]["exists"] = True
+    store["conf"]["path"] = conf = "/srv/site/storage.conf"
     plan = cr.plan(facts(storage=store), settings())
     st = plan["storage"]
     assert st["driver"] == "vfs" and st["conf_driver"] == "vfs"
     assert not st["write_conf"] and st["conf_text"] is None
     assert "/etc/containers/storage.conf" not in [w["path"] for w in plan["writes"]]
-    # Only the driver line, under [storage].
-    assert st["edits"] == [{"regexp": r"^\s*driver\s*=", "line": 'driver = "vfs"',
+    # Only the driver line, under [storage], in the file the probe read.
+    assert st["edits"] == [{"path": conf, "regexp": r"^\s*driver\s*=", "line": 'driver = "vfs"',
                             "after": r"^\[storage\]\s*$"}]
     assert st["mount_program"] == cr.FUSE_MOUNT_PROGRAM
     fuse = cr.plan(facts(storage=store), settings(podman_storage_driver="fuse-overlayfs"))
     # fuse-overlayfs: the overlay driver, and its mount program in [storage.options.overlay]
     # (the section added at the end where the file has none).
     assert fuse["storage"]["edits"] == [
-        {"regexp": r"^\s*driver\s*=", "line": 'driver = "overlay"',
+        {"path": conf, "regexp": r"^\s*driver\s*=", "line": 'driver = "overlay"',
          "after": r"^\[storage\]\s*$"},
-        {"regexp": r"^\[storage\.options\.overlay\]\s*$", "line": "[storage.options.overlay]",
-         "after": "EOF"},
-        {"regexp": r"^\s*#?\s*mount_program\s*=",
+        {"path": conf, "regexp": r"^\[storage\.options\.overlay\]\s*$",
+         "line": "[storage.options.overlay]", "after": "EOF"},
+        {"path": conf, "regexp": r"^\s*#?\s*mount_program\s*=",
          "line": f'mount_program = "{cr.FUSE_MOUNT_PROGRAM}"',
          "after": r"^\[storage\.options\.overlay\]\s*$"}]
     assert fuse["storage"]["why"] == "container_runtime_podman_storage_driver is fuse-overlayfs"
@@ -335,6 +336,10 @@ def test_docker_cli_is_looked_for_only_where_apt_installs_docker_io() -> None:
     assert not cr.plan(docker, settings(engine="docker", os_family="RedHat"))["docker_cli_check"]
     assert not cr.plan(docker, settings(engine="docker", install=False))["docker_cli_check"]
     assert not cr.plan(docker, settings())["docker_cli_check"]
+    # --check without python3-apt: the apt module may not run, so nothing would install it.
+    assert not cr.plan(docker, settings(engine="docker", check_mode=True, python_apt=False))[
+        "docker_cli_check"]
+    assert cr.plan(docker, settings(engine="docker", check_mode=True))["docker_cli_check"]
 
 
 def test_the_missing_images_are_loaded_from_their_files() -> None:
@@ -344,12 +349,44 @@ def test_the_missing_images_are_loaded_from_their_files() -> None:
     plan = cr.plan(facts(images_missing=["localhost/w:1", "localhost/r:1"]),
                    settings(memlock="host", images=images))
     assert plan["images_to_load"] == [
-        {"name": "localhost/w:1", "archive": "/srv/w.tar", "format": "auto"},
-        {"name": "localhost/r:1", "archive": "/srv/r.tar", "format": "rootfs"}]
+        {"name": "localhost/w:1", "archive": "/srv/w.tar", "format": "auto",
+         "argv": ["sh", "-ec", cr.LOAD_SCRIPT, "sh", "podman", "/srv/w.tar", "localhost/w:1",
+                  "auto"]},
+        {"name": "localhost/r:1", "archive": "/srv/r.tar", "format": "rootfs",
+         "argv": ["sh", "-ec", cr.LOAD_SCRIPT, "sh", "podman", "/srv/r.tar", "localhost/r:1",
+                  "rootfs"]}]
     # No engine to load them into: no image is copied or loaded.
     none = cr.plan(facts(images_missing=[]), settings(
         memlock="host", engine="none", images=[{**images[0], "src": "/srv/w.tar"}]))
     assert none["images_to_load"] == none["images_to_copy"] == none["image_dirs"] == []
+
+
+def test_the_load_script_imports_a_rootfs_and_loads_then_tags_an_archive(tmp_path: Path) -> None:
+    import subprocess
+    import tarfile
+    engine = tmp_path / "engine"
+    engine.write_text('#!/bin/sh\necho "$@" >> "$0.log"\n'
+                      '[ "$1" = load ] && echo "Loaded image: sha256:abc, other"\nexit 0\n')
+    engine.chmod(0o755)
+    archive, rootfs = tmp_path / "a.tar", tmp_path / "r.tar"
+    for path, member in ((archive, "manifest.json"), (rootfs, "etc")):
+        (tmp_path / member).write_text("x")
+        with tarfile.open(path, "w") as tar:
+            tar.add(tmp_path / member, arcname=f"./{member}")
+
+    def load(path: Path, fmt: str) -> subprocess.CompletedProcess:
+        argv = ["sh", "-ec", cr.LOAD_SCRIPT, "sh", str(engine), str(path), "n:1", fmt]
+        return subprocess.run(argv, capture_output=True, text=True, check=False)
+
+    assert load(archive, "auto").returncode == 0
+    assert load(rootfs, "auto").returncode == 0
+    assert load(archive, "rootfs").returncode == 0
+    assert (tmp_path / "engine.log").read_text().splitlines() == [
+        f"load -i {archive}", "tag sha256:abc n:1", f"import {rootfs} n:1", f"import {archive} n:1"]
+    # A load that names no image fails with one line.
+    engine.write_text('#!/bin/sh\nexit 0\n')
+    failed = load(archive, "archive")
+    assert failed.returncode == 1 and failed.stderr == f"{archive}: {engine} load named no image\n"
 
 
 # -- docker's daemon.json -----------------------------------------------------------------------
@@ -598,6 +635,9 @@ def test_check_container_with_the_devices_one_by_one(gpu_host) -> None:
     host_docker = cr.plan(facts(engines=docker), settings(rdma_cdi=False, memlock="host"))
     assert "--ulimit" not in host_docker["verify"]["argv"]
     assert not cr.plan(facts(), settings(check_mode=True))["verify"]["run"]
+    # container_runtime_verify false: no check container.
+    assert cr.plan(facts(), settings())["verify"]["run"]
+    assert not cr.plan(facts(), settings(verify=False))["verify"]["run"]
 
 
 # -- what the check container and podman info say (container_runtime_verify) ----------------------

@@ -107,7 +107,9 @@ def test_every_setting_has_a_source(module):
     assert calls, f"no call of {module} with settings in roles/{role}/tasks"
     for key in action.ActionModule.KEYS:
         given = all(key in (c["settings"] or {}) for c in calls)
-        assert f"{role}_{key}" in declared or key in role_settings().CONTEXT or given, (
+        facts = getattr(action.ActionModule, "FROM_FACTS", ())
+        assert (f"{role}_{key}" in declared or key in role_settings().CONTEXT or given
+                or key in facts), (
             f"{module}: setting {key!r} has no source")
     # And no call lists by hand what the role's variables give.
     for call in calls:
@@ -140,3 +142,35 @@ def test_the_action_fills_settings_and_runs_the_module(monkeypatch):
     calls.clear()
     action.run(task_vars=variables)
     assert calls == [("rdmaprov.cluster.roce_qos_probe", {"interfaces": ["eth1"]})]
+
+
+def test_container_runtimes_action_adds_the_hosts_facts(monkeypatch):
+    """os_family, architecture and python_apt come from the host's facts (Debian, x86_64 and
+    true where one is missing); what the task gives itself wins."""
+    from ansible.plugins.action import ActionBase
+
+    action_mod = importlib.import_module(f"{PKG}.action.container_runtime_probe")
+    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+    task = mock.MagicMock()
+    task.resolved_action = "rdmaprov.cluster.container_runtime_probe"
+
+    def settings(facts, given):
+        task.args = {"settings": given}
+        variables = {"inventory_hostname": "n1", "container_runtime_engine": "docker",
+                     **({"ansible_facts": facts} if facts is not None else {})}
+        action = action_mod.ActionModule(task, mock.MagicMock(), mock.MagicMock(), None,
+                                         Templar(loader=DataLoader(), variables=variables), None)
+        calls = []
+        monkeypatch.setattr(action, "_execute_module", lambda module_name, module_args,
+                            task_vars: calls.append(module_args) or {})
+        action.run(task_vars=variables)
+        return calls[0]["settings"]
+
+    rhel = settings({"os_family": "RedHat", "architecture": "aarch64",
+                     "rdmaprov": {"python_apt": False}}, {})
+    assert {k: rhel[k] for k in ("os_family", "architecture", "python_apt", "engine")} == {
+        "os_family": "RedHat", "architecture": "aarch64", "python_apt": False, "engine": "docker"}
+    bare = settings(None, {})
+    assert (bare["os_family"], bare["architecture"], bare["python_apt"]) == (
+        "Debian", "x86_64", True)
+    assert settings({"os_family": "RedHat"}, {"os_family": "Debian"})["os_family"] == "Debian"
