@@ -122,6 +122,15 @@ def _expect(settings: dict, controller: dict, errors: list[str]) -> tuple[dict, 
     return {**found, **settings["expect"]}, f"slurm_health_expect_dir {name}, slurm_health_expect"
 
 
+def check_yml(expect: dict, source: str, dump) -> str:
+    """check.yml's text: the header naming where its keys came from, then ``expect`` as
+    ``dump`` writes YAML (the action plugin passes Ansible's to_nice_yaml with indent 2), or
+    ``{}`` for none."""
+    body = dump(expect, indent=2) if expect else "{}\n"
+    return (f"# Managed by rdmaprov.cluster.slurm_health ({source}): rdmaprov check's "
+            f"expectations.\n{body}")
+
+
 def report(settings: dict, lines: list[str]) -> str:
     """The line to print where the role leaves slurm.conf to the site ("" where it edits it)."""
     if settings["edit_slurm_conf"]:
@@ -140,7 +149,8 @@ def plan(probe_result: dict, settings: dict, controller: dict | None = None,
     """One host's probe + the role's settings + what the control host read -> what the role does.
 
     ``refuse_all``: a refusal for the whole play (the expectations directory has no hosts.yml),
-    else ""; ``errors``: this host's refusals, in the order the role checks them;
+    else ""; ``errors``: this host's refusals, in the order the role checks them (``error``: them
+    in one line, "" for none);
     ``expect``/``expect_source``: check.yml's content and its origin; ``conf_lines``/
     ``conf_block``: slurm.conf's lines for the hooks; ``scripts``: the hook scripts to install;
     ``nhc``: whether to install the NHC plug-in; ``report``: the line to print; ``install``:
@@ -191,6 +201,7 @@ def plan(probe_result: dict, settings: dict, controller: dict | None = None,
     return {
         "refuse_all": refuse_all,
         "errors": errors,
+        "error": "; ".join(errors),
         "expect": expect,
         "expect_source": source,
         "conf_lines": lines,

@@ -85,14 +85,16 @@ probe:
 plan:
   description:
     - The role's work on this node (module_utils/slurm_health.py C(plan)) - C(refuse_all) (a
-      refusal for the whole play, or empty), C(errors) (this host's refusals), C(expect) and
-      C(expect_source) (check.yml), C(conf_lines) and C(conf_block) (slurm.conf), C(scripts),
+      refusal for the whole play, or empty), C(errors) (this host's refusals) and C(error)
+      (them in one line, or empty), C(expect) and C(expect_source) (check.yml; through the
+      action plugin also C(check_yml), its text), C(conf_lines) and C(conf_block) (slurm.conf), C(scripts),
       C(nhc), C(report) (the line to print, or empty) and C(install).
   returned: always
   type: dict
   sample:
     refuse_all: ""
     errors: []
+    error: ""
     expect: {mtu: 1500}
     expect_source: slurm_health_expect
     conf_lines: [Prolog=/etc/slurm/rdmaprov-prolog.sh]

@@ -177,12 +177,26 @@ def test_slurm_conf_keys_set_outside_the_block_are_refused():
                                  "node? (or leave slurm_health_edit_slurm_conf off)"]
 
 
+def test_check_yml_is_the_header_and_the_keys_as_yaml():
+    # The text the role's copy wrote from a block scalar with to_nice_yaml(indent=2), or {}.
+    def dump(data, indent):
+        return yaml.safe_dump(data, indent=indent, default_flow_style=False, sort_keys=True)
+
+    head = "# Managed by rdmaprov.cluster.slurm_health (SRC): rdmaprov check's expectations.\n"
+    assert sh.check_yml({"mtu": 1500, "interfaces": ["eth1"], "memlock": "0"}, "SRC", dump) == (
+        head + "interfaces:\n- eth1\nmemlock: '0'\nmtu: 1500\n")
+    assert sh.check_yml({}, "SRC", dump) == head + "{}\n"
+
+
 def test_refusals_come_in_the_roles_order():
     got = plan({"nhc_dir": False, "slurm_conf": "Prolog=/p\n"}, {"wheels": []}, budget=-1,
                install="wheelhouse", wheelhouse="wh", hooks=["prolog", "nhc"],
                edit_slurm_conf=True)
     assert [e.split(" ")[0] for e in got["errors"]] == [
         "slurm_health:", "slurm_health_wheelhouse", "slurm_health:", "/etc/slurm/slurm.conf"]
+    # the assert's one line: the refusals joined, "" for none
+    assert got["error"] == "; ".join(got["errors"]) and got["error"].count("; ") >= 3
+    assert plan()["error"] == ""
 
 
 def test_probe_reads_only_what_the_settings_need(tmp_path: Path):
@@ -232,12 +246,17 @@ def test_module_reads_the_controllers_files_through_its_action_plugin(tmp_path: 
     assert rc == 0, res
     got = res["plan"]
     assert got["errors"] == [] and got["expect"] == {"ports": 3, "mtu": 1500}
+    # check.yml's text, written by the action with Ansible's to_nice_yaml
+    assert got["check_yml"] == ("# Managed by rdmaprov.cluster.slurm_health (slurm_health_expect_dir"
+                                " ndr.yml, slurm_health_expect): rdmaprov check's expectations.\n"
+                                "mtu: 1500\nports: 3\n")
     assert got["install"]["checksum"] == hashlib.sha256(b"wheel").hexdigest()
     wheel = f"{tmp_path}/venv-wheelhouse/{WHEEL}"
     assert [c[-1] for c in got["install"]["commands"]] == [wheel, wheel]
     # not named in hosts.yml; a directory without hosts.yml (refused for the whole play)
     rc, res = _module(tmp_path / "b", {"settings": {**args["settings"], "host": "node9"}})
     assert rc == 0 and "node9 is not in its hosts.yml" in res["plan"]["errors"][0], res
+    assert res["plan"]["check_yml"].endswith("): rdmaprov check's expectations.\n{}\n"), res
     rc, res = _module(tmp_path / "c", {"settings": {**args["settings"],
                                                     "expect_dir": str(wh)}})
     assert rc == 0 and res["plan"]["refuse_all"].endswith("no hosts.yml in it (write it with "
