@@ -247,9 +247,9 @@ def test_module_reads_the_controllers_files_through_its_action_plugin(tmp_path: 
     got = res["plan"]
     assert got["errors"] == [] and got["expect"] == {"ports": 3, "mtu": 1500}
     # check.yml's text, written by the action with Ansible's to_nice_yaml
-    assert got["check_yml"] == ("# Managed by rdmaprov.cluster.slurm_health (slurm_health_expect_dir"
-                                " ndr.yml, slurm_health_expect): rdmaprov check's expectations.\n"
-                                "mtu: 1500\nports: 3\n")
+    assert got["check_yml"] == ("# Managed by rdmaprov.cluster.slurm_health (slurm_health_"
+                                "expect_dir ndr.yml, slurm_health_expect): rdmaprov check's "
+                                "expectations.\nmtu: 1500\nports: 3\n")
     assert got["install"]["checksum"] == hashlib.sha256(b"wheel").hexdigest()
     wheel = f"{tmp_path}/venv-wheelhouse/{WHEEL}"
     assert [c[-1] for c in got["install"]["commands"]] == [wheel, wheel]
