@@ -266,3 +266,45 @@ def test_module_reads_the_controllers_files_through_its_action_plugin(tmp_path: 
     (exp / "ndr.yml").write_text("ports: [3\n")
     rc, res = _module(tmp_path / "d", args)
     assert rc != 0 and res["msg"].startswith(f"{exp / 'ndr.yml'}: not YAML ("), res
+
+
+def test_verify_runs_the_installed_check_and_gives_the_verdict(tmp_path: Path):
+    cmd = tmp_path / "rdmaprov"
+    calls = []
+
+    def run(rc, out):
+        return lambda argv: calls.append(argv) or (rc, out, "warn\n")
+
+    s = settings(rdmaprov=str(cmd), config_dir="/etc/rdmaprov")
+    missing = ("does not exist on this node: set slurm_health_install=wheelhouse or point "
+               "slurm_health_rdmaprov at an installed rdmaprov")
+    assert sh.verify(s, run(0, "")) == {"failure": f"{cmd} {missing}", "verdict": ""}
+    # --check does not refuse a node without it (the install did not run), and runs nothing
+    assert sh.verify({**s, "check_mode": True}, run(0, "")) == {"failure": "", "verdict": ""}
+    assert calls == []
+    cmd.write_text("")
+    got = sh.verify(s, run(0, "ok\n"))
+    assert calls == [[str(cmd), "check", "--nhc", "--config", "/etc/rdmaprov/check.yml"]]
+    assert got["failure"] == "" and got["verdict"] == "healthy" and got["broken"] is False
+    got = sh.verify(s, run(2, "[config] eth1 MTU 9000, want 1500\n"))
+    assert got["verdict"] == "unhealthy: [config] eth1 MTU 9000, want 1500"
+    assert got["broken"] is False and got["stderr"] == "warn"
+    assert sh.verify(s, run(1, "bad config\n"))["broken"] is True
+
+
+def test_module_verify_fails_on_a_broken_configuration(tmp_path: Path):
+    cmd = tmp_path / "rdmaprov"
+    cmd.write_text("#!/bin/sh\necho \"[config] $4\"\nexit ${RC:-2}\n")
+    cmd.chmod(0o755)
+    args = {"verify": True, "settings": {"rdmaprov": str(cmd), "config_dir": "/c"}}
+    rc, res = _module(tmp_path / "a", args)
+    assert rc == 0 and res["verdict"] == "unhealthy: [config] /c/check.yml", res
+    assert "plan" not in res
+    cmd.write_text("#!/bin/sh\necho broken\nexit 1\n")
+    rc, res = _module(tmp_path / "b", args)
+    assert rc != 0 and res["msg"] == "non-zero return code" and res["rc"] == 1, res
+    assert res["stdout"] == "broken"
+    rc, res = _module(tmp_path / "c", {**args, "settings": {"rdmaprov": str(tmp_path / "no")}})
+    assert rc == 0 and res["failure"].endswith("does not exist on this node: set "
+                                               "slurm_health_install=wheelhouse or point "
+                                               "slurm_health_rdmaprov at an installed rdmaprov")
