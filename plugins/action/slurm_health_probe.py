@@ -5,7 +5,8 @@
 variables (plugins/plugin_utils/role_settings.py; the table is slurm_health.SETTINGS) and
 O(controller) filled on the control host: the
 expectations directory's hosts.yml and this host's class file, the wheelhouse's wheels and the
-rdmaprov wheel's checksum (module doc: plugins/modules/slurm_health_probe.py). The plan it returns
+rdmaprov wheel's checksum (module doc: plugins/modules/slurm_health_probe.py), and O(python_apt)
+from the host's C(ansible_facts.rdmaprov.python_apt) where the task does not give it. The plan it returns
 gains C(check_yml), check.yml's text (slurm_health.check_yml with Ansible's to_nice_yaml, which
 the node's Python may lack). A relative
 directory is found as the file and fileglob lookups find it (the task's search path: beside the
@@ -74,6 +75,9 @@ class ActionModule(RoleSettingsAction):
         host = settings.get("host") or task_vars.get("inventory_hostname", "")
         if not args.get("verify"):  # the proof reads nothing on the control host
             args["controller"] = self.controller(settings, host)
+            if "python_apt" not in args:  # the host's fact (rdmaprov's facts), true without it
+                facts = (task_vars.get("ansible_facts") or {}).get("rdmaprov") or {}
+                args["python_apt"] = facts.get("python_apt", True)
         return args
 
     def run(self, tmp=None, task_vars=None):

@@ -57,7 +57,9 @@ options:
     type: dict
     default: {}
   python_apt:
-    description: Whether the node's Python has apt's bindings (C(ansible_facts.rdmaprov.python_apt)).
+    description:
+      - Whether the node's Python has apt's bindings; the action plugin fills it from the host's
+        C(ansible_facts.rdmaprov.python_apt) where the task does not give it (true without it).
     type: bool
     default: true
   verify:

@@ -308,3 +308,34 @@ def test_module_verify_fails_on_a_broken_configuration(tmp_path: Path):
     assert rc == 0 and res["failure"].endswith("does not exist on this node: set "
                                                "slurm_health_install=wheelhouse or point "
                                                "slurm_health_rdmaprov at an installed rdmaprov")
+
+
+def test_the_action_fills_python_apt_from_the_hosts_fact(monkeypatch):
+    import importlib
+    from unittest import mock
+
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.plugins.action import ActionBase
+    from ansible.template import Templar
+
+    mod = importlib.import_module("ansible_collections.rdmaprov.cluster.plugins.action."
+                                  "slurm_health_probe")
+    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+
+    def python_apt(args, variables):
+        task = mock.MagicMock()
+        task.args = args
+        action = mod.ActionModule(task, mock.MagicMock(), mock.MagicMock(), None,
+                                  Templar(loader=DataLoader(), variables=variables), None)
+        seen = {}
+        monkeypatch.setattr(action, "_execute_module", lambda module_name, module_args,
+                            task_vars: seen.update(module_args) or {})
+        action.run(task_vars=variables)
+        return seen.get("python_apt", "unset")
+
+    host = {"inventory_hostname": "n1"}
+    facts = {**host, "ansible_facts": {"rdmaprov": {"python_apt": False}}}
+    assert python_apt({"settings": {}}, facts) is False
+    assert python_apt({"settings": {}}, host) is True  # no fact: as the default(true) was
+    assert python_apt({"settings": {}, "python_apt": True}, facts) is True  # the task's wins
+    assert python_apt({"settings": {}, "verify": True}, facts) == "unset"  # the proof: no plan
