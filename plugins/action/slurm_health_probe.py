@@ -5,7 +5,10 @@
 variables (plugins/plugin_utils/role_settings.py; the table is slurm_health.SETTINGS) and
 O(controller) filled on the control host: the
 expectations directory's hosts.yml and this host's class file, the wheelhouse's wheels and the
-rdmaprov wheel's checksum (module doc: plugins/modules/slurm_health_probe.py). A relative
+rdmaprov wheel's checksum (module doc: plugins/modules/slurm_health_probe.py), and O(python_apt)
+from the host's C(ansible_facts.rdmaprov.python_apt) where the task does not give it. The plan it returns
+gains C(check_yml), check.yml's text (slurm_health.check_yml with Ansible's to_nice_yaml, which
+the node's Python may lack). A relative
 directory is found as the file and fileglob lookups find it (the task's search path: beside the
 playbook, the role's files/). What to make of them is the module's plan
 (module_utils/slurm_health.py)."""
@@ -18,6 +21,7 @@ import os
 
 import yaml
 from ansible.errors import AnsibleActionFail, AnsibleError
+from ansible.plugins.filter.core import to_nice_yaml
 
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import slurm_health
 from ansible_collections.rdmaprov.cluster.plugins.plugin_utils.role_settings import (
@@ -69,5 +73,17 @@ class ActionModule(RoleSettingsAction):
     def more_args(self, args, task_vars):
         settings = args.get("settings") or {}
         host = settings.get("host") or task_vars.get("inventory_hostname", "")
-        args["controller"] = self.controller(settings, host)
+        if not args.get("verify"):  # the proof reads nothing on the control host
+            args["controller"] = self.controller(settings, host)
+            if "python_apt" not in args:  # the host's fact (rdmaprov's facts), true without it
+                facts = (task_vars.get("ansible_facts") or {}).get("rdmaprov") or {}
+                args["python_apt"] = facts.get("python_apt", True)
         return args
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        plan = result.get("plan")
+        if isinstance(plan, dict) and "expect" in plan:
+            plan["check_yml"] = slurm_health.check_yml(plan["expect"], plan["expect_source"],
+                                                      to_nice_yaml)
+        return result

@@ -20,7 +20,7 @@ import subprocess
 # and whether the play runs in check mode.
 SETTINGS = ("install", "wheelhouse", "venv", "budget", "healthcheck_interval", "expect",
             "expect_dir", "hooks", "script_dir", "nhc_dir", "edit_slurm_conf", "slurm_conf",
-            "host", "check_mode")
+            "rdmaprov", "config_dir", "host", "check_mode")
 
 INDEX = "hosts.yml"
 INSTALLED = ".rdmaprov-wheel.sha256"
@@ -122,6 +122,35 @@ def _expect(settings: dict, controller: dict, errors: list[str]) -> tuple[dict, 
     return {**found, **settings["expect"]}, f"slurm_health_expect_dir {name}, slurm_health_expect"
 
 
+def check_yml(expect: dict, source: str, dump) -> str:
+    """check.yml's text: the header naming where its keys came from, then ``expect`` as
+    ``dump`` writes YAML (the action plugin passes Ansible's to_nice_yaml with indent 2), or
+    ``{}`` for none."""
+    body = dump(expect, indent=2) if expect else "{}\n"
+    return (f"# Managed by rdmaprov.cluster.slurm_health ({source}): rdmaprov check's "
+            f"expectations.\n{body}")
+
+
+def verify(settings: dict, run) -> dict:
+    """The role's proof: the installed check run once, as the hooks run it but without
+    draining, through ``run(argv) -> (rc, stdout, stderr)``. {failure: why the role fails ("" for
+    none: in check mode a node without the command is not refused), verdict: the line to print
+    ("" where nothing ran), argv, exit_code, stdout, stderr (of the run, where it ran)}. Exit 2
+    (unhealthy) is a verdict about the node, which the hooks act on; any other non-zero exit is
+    a broken configuration, which would drain every node it reaches: the module fails on it."""
+    cmd = settings["rdmaprov"]
+    if not os.path.lexists(cmd):
+        failure = "" if settings["check_mode"] else (
+            f"{cmd} does not exist on this node: set slurm_health_install=wheelhouse or point "
+            "slurm_health_rdmaprov at an installed rdmaprov")
+        return {"failure": failure, "verdict": ""}
+    argv = [cmd, "check", "--nhc", "--config", f"{settings['config_dir']}/check.yml"]
+    rc, out, err = run(argv)
+    out, err = out.rstrip("\r\n"), err.rstrip("\r\n")  # as the command module returns them
+    return {"failure": "", "verdict": "healthy" if rc == 0 else f"unhealthy: {out}",
+            "argv": argv, "exit_code": rc, "stdout": out, "stderr": err, "broken": rc not in (0, 2)}
+
+
 def report(settings: dict, lines: list[str]) -> str:
     """The line to print where the role leaves slurm.conf to the site ("" where it edits it)."""
     if settings["edit_slurm_conf"]:
@@ -140,7 +169,8 @@ def plan(probe_result: dict, settings: dict, controller: dict | None = None,
     """One host's probe + the role's settings + what the control host read -> what the role does.
 
     ``refuse_all``: a refusal for the whole play (the expectations directory has no hosts.yml),
-    else ""; ``errors``: this host's refusals, in the order the role checks them;
+    else ""; ``errors``: this host's refusals, in the order the role checks them (``error``: them
+    in one line, "" for none);
     ``expect``/``expect_source``: check.yml's content and its origin; ``conf_lines``/
     ``conf_block``: slurm.conf's lines for the hooks; ``scripts``: the hook scripts to install;
     ``nhc``: whether to install the NHC plug-in; ``report``: the line to print; ``install``:
@@ -191,6 +221,7 @@ def plan(probe_result: dict, settings: dict, controller: dict | None = None,
     return {
         "refuse_all": refuse_all,
         "errors": errors,
+        "error": "; ".join(errors),
         "expect": expect,
         "expect_source": source,
         "conf_lines": lines,

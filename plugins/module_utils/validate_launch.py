@@ -55,6 +55,27 @@ PLAN_KEYS = (
     "poll_interval")
 
 
+# The worker's parts, each imported from beside worker.py (its docstring says which is what).
+WORKER_PARTS = ("worker_base.py", "worker_preflight.py", "worker_timing.py", "worker_rails.py",
+                "worker_watchdog.py")
+
+
+def worker_sources(worker, ports):
+    """Name -> controller path of what runs wherever the worker runs, in the order the role
+    copies them: ``worker`` (a worker.py), its parts and the pair planner from its folder (all
+    standard library only), and the port reader ``ports`` (module_utils/rdma_ports.py)."""
+    folder = os.path.dirname(worker)
+    return {"worker.py": worker,
+            **{name: os.path.join(folder, name) for name in WORKER_PARTS + ("rounds.py",)},
+            "rdma_ports.py": ports}
+
+
+def worker_copies(worker, ports, remote_dir):
+    """The role's copies of worker_sources() to ``remote_dir``/bin: [{name, src, dest}]."""
+    return [{"name": name, "src": src, "dest": f"{remote_dir}/bin/{name}"}
+            for name, src in worker_sources(worker, ports).items()]
+
+
 def master_of(s):
     """The rendezvous host: nccl_validate_master_host, else the play's first host."""
     return s.get("master_host") or s["hosts"][0]

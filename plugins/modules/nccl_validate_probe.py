@@ -150,6 +150,9 @@ plan:
       host, what O(rendezvous) takes, the files to keep with the results on the controller
       ([{dir, dest, content}]) and why the rendezvous port is not free ('' when it is)
       (validate_launch.plan())."
+    - "Through the action plugin, in the role (nccl_validate_worker_src defined), also
+      C(worker): the worker's files to copy to the host, [{name, src, dest}]
+      (validate_launch.worker_copies())."
   returned: when O(settings) is given
   type: dict
 rendezvous:

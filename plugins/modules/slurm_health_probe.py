@@ -44,6 +44,8 @@ options:
       nhc_dir: {description: slurm_health_nhc_dir., type: str, default: /etc/nhc/scripts}
       edit_slurm_conf: {description: slurm_health_edit_slurm_conf., type: bool, default: false}
       slurm_conf: {description: slurm_health_slurm_conf., type: str, default: /etc/slurm/slurm.conf}
+      rdmaprov: {description: slurm_health_rdmaprov., type: str, default: /opt/rdmaprov/bin/rdmaprov}
+      config_dir: {description: slurm_health_config_dir., type: str, default: /etc/rdmaprov}
       host: {description: The host's inventory name., type: str, default: ""}
       check_mode: {description: Whether the play runs in check mode., type: bool, default: false}
   controller:
@@ -55,9 +57,19 @@ options:
     type: dict
     default: {}
   python_apt:
-    description: Whether the node's Python has apt's bindings (C(ansible_facts.rdmaprov.python_apt)).
+    description:
+      - Whether the node's Python has apt's bindings; the action plugin fills it from the host's
+        C(ansible_facts.rdmaprov.python_apt) where the task does not give it (true without it).
     type: bool
     default: true
+  verify:
+    description:
+      - Instead of the probe and plan, the role's proof (C(verify) in module_utils/slurm_health.py)
+        - run the installed check once (C(rdmaprov check --nhc --config CONFIG_DIR/check.yml)),
+        as the hooks do but without draining. Exit 0 or 2 (healthy, unhealthy) is a verdict; any
+        other exit fails the module (a broken configuration).
+    type: bool
+    default: false
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -78,6 +90,14 @@ EXAMPLES = r"""
   register: probe
 """
 RETURN = r"""
+failure:
+  description: With O(verify), why the role fails - the rdmaprov command is not on the node (not in check mode) - or empty.
+  returned: when O(verify) is true
+  type: str
+verdict:
+  description: "With O(verify), C(healthy) or C(unhealthy: <the check's line>); empty where nothing ran."
+  returned: when O(verify) is true
+  type: str
 probe:
   description: What the node told (venv_ok, installed, nhc_dir, slurm_conf; each only where the settings need it).
   returned: always
@@ -85,14 +105,16 @@ probe:
 plan:
   description:
     - The role's work on this node (module_utils/slurm_health.py C(plan)) - C(refuse_all) (a
-      refusal for the whole play, or empty), C(errors) (this host's refusals), C(expect) and
-      C(expect_source) (check.yml), C(conf_lines) and C(conf_block) (slurm.conf), C(scripts),
+      refusal for the whole play, or empty), C(errors) (this host's refusals) and C(error)
+      (them in one line, or empty), C(expect) and C(expect_source) (check.yml; through the
+      action plugin also C(check_yml), its text), C(conf_lines) and C(conf_block) (slurm.conf), C(scripts),
       C(nhc), C(report) (the line to print, or empty) and C(install).
   returned: always
   type: dict
   sample:
     refuse_all: ""
     errors: []
+    error: ""
     expect: {mtu: 1500}
     expect_source: slurm_health_expect
     conf_lines: [Prolog=/etc/slurm/rdmaprov-prolog.sh]
@@ -119,6 +141,8 @@ SETTINGS_SPEC = {
     "nhc_dir": {"type": "str", "default": "/etc/nhc/scripts"},
     "edit_slurm_conf": {"type": "bool", "default": False},
     "slurm_conf": {"type": "str", "default": "/etc/slurm/slurm.conf"},
+    "rdmaprov": {"type": "str", "default": "/opt/rdmaprov/bin/rdmaprov"},
+    "config_dir": {"type": "str", "default": "/etc/rdmaprov"},
     "host": {"type": "str", "default": ""},
     "check_mode": {"type": "bool", "default": False},
 }
@@ -128,10 +152,17 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={"settings": {"type": "dict", "required": True, "options": SETTINGS_SPEC},
                        "controller": {"type": "dict", "default": {}},
-                       "python_apt": {"type": "bool", "default": True}},
+                       "python_apt": {"type": "bool", "default": True},
+                       "verify": {"type": "bool", "default": False}},
         supports_check_mode=True,
     )
     p = module.params
+    if p["verify"]:
+        got = slurm_health.verify(p["settings"], lambda argv: module.run_command(argv))
+        if got.pop("broken", False):
+            module.fail_json(msg="non-zero return code", cmd=got["argv"], rc=got["exit_code"],
+                             stdout=got["stdout"], stderr=got["stderr"])
+        module.exit_json(changed=False, **got)
     found = slurm_health.probe(p["settings"])
     plan = slurm_health.plan(found, p["settings"], p["controller"], p["python_apt"])
     module.exit_json(changed=False, probe=found, plan=plan)

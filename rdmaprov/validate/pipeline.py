@@ -85,8 +85,9 @@ def execute(req: Request, human: TextIO) -> Report:
 
 def worker_source() -> dict[str, str]:
     """The worker this very rdmaprov runs, for the role to copy to the hosts. The role's own
-    fallback imports rdmaprov in a new interpreter, which the engine starts without the caller's
-    PYTHONPATH: a checkout run with ``PYTHONPATH=. python -m rdmaprov`` would not find it."""
+    fallback (the nccl_validate_probe action) imports rdmaprov in Ansible's Python, which the
+    engine starts without the caller's PYTHONPATH: a checkout run with
+    ``PYTHONPATH=. python -m rdmaprov`` would not find it."""
     spec = importlib.util.find_spec("rdmaprov.validate.worker")
     assert spec is not None and spec.origin is not None
     return {"nccl_validate_worker_src": spec.origin}

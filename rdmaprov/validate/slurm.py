@@ -283,18 +283,13 @@ def plans(spec: dict[str, Any], members: list[str], addrs: dict[str, str]) -> di
             "timeout": spec["timeout"]}
 
 
-# The worker's parts, each imported from beside worker.py (its docstring says which is what).
-WORKER_PARTS = ("worker_base.py", "worker_preflight.py", "worker_timing.py", "worker_rails.py",
-                "worker_watchdog.py")
-
-
 def worker_files() -> dict[str, Path]:
     """The worker and what runs beside it wherever it runs (the nccl_validate role copies the
     same, tests/unit/test_validate_worker.py checks): its parts, the pair planner and the port
-    reader, all standard library only."""
-    return {"worker.py": HERE / "worker.py", **{name: HERE / name for name in WORKER_PARTS},
-            "rounds.py": HERE / "rounds.py",
-            "rdma_ports.py": collection_root() / "plugins/module_utils/rdma_ports.py"}
+    reader, all standard library only (validate_launch.worker_sources)."""
+    ports = collection_root() / "plugins/module_utils/rdma_ports.py"
+    sources = collection.validate_launch.worker_sources(str(HERE / "worker.py"), str(ports))
+    return {name: Path(src) for name, src in sources.items()}
 
 
 def bundle(plan: dict[str, Any]) -> bytes:

@@ -177,12 +177,26 @@ def test_slurm_conf_keys_set_outside_the_block_are_refused():
                                  "node? (or leave slurm_health_edit_slurm_conf off)"]
 
 
+def test_check_yml_is_the_header_and_the_keys_as_yaml():
+    # The text the role's copy wrote from a block scalar with to_nice_yaml(indent=2), or {}.
+    def dump(data, indent):
+        return yaml.safe_dump(data, indent=indent, default_flow_style=False, sort_keys=True)
+
+    head = "# Managed by rdmaprov.cluster.slurm_health (SRC): rdmaprov check's expectations.\n"
+    assert sh.check_yml({"mtu": 1500, "interfaces": ["eth1"], "memlock": "0"}, "SRC", dump) == (
+        head + "interfaces:\n- eth1\nmemlock: '0'\nmtu: 1500\n")
+    assert sh.check_yml({}, "SRC", dump) == head + "{}\n"
+
+
 def test_refusals_come_in_the_roles_order():
     got = plan({"nhc_dir": False, "slurm_conf": "Prolog=/p\n"}, {"wheels": []}, budget=-1,
                install="wheelhouse", wheelhouse="wh", hooks=["prolog", "nhc"],
                edit_slurm_conf=True)
     assert [e.split(" ")[0] for e in got["errors"]] == [
         "slurm_health:", "slurm_health_wheelhouse", "slurm_health:", "/etc/slurm/slurm.conf"]
+    # the assert's one line: the refusals joined, "" for none
+    assert got["error"] == "; ".join(got["errors"]) and got["error"].count("; ") >= 3
+    assert plan()["error"] == ""
 
 
 def test_probe_reads_only_what_the_settings_need(tmp_path: Path):
@@ -232,12 +246,17 @@ def test_module_reads_the_controllers_files_through_its_action_plugin(tmp_path: 
     assert rc == 0, res
     got = res["plan"]
     assert got["errors"] == [] and got["expect"] == {"ports": 3, "mtu": 1500}
+    # check.yml's text, written by the action with Ansible's to_nice_yaml
+    assert got["check_yml"] == ("# Managed by rdmaprov.cluster.slurm_health (slurm_health_"
+                                "expect_dir ndr.yml, slurm_health_expect): rdmaprov check's "
+                                "expectations.\nmtu: 1500\nports: 3\n")
     assert got["install"]["checksum"] == hashlib.sha256(b"wheel").hexdigest()
     wheel = f"{tmp_path}/venv-wheelhouse/{WHEEL}"
     assert [c[-1] for c in got["install"]["commands"]] == [wheel, wheel]
     # not named in hosts.yml; a directory without hosts.yml (refused for the whole play)
     rc, res = _module(tmp_path / "b", {"settings": {**args["settings"], "host": "node9"}})
     assert rc == 0 and "node9 is not in its hosts.yml" in res["plan"]["errors"][0], res
+    assert res["plan"]["check_yml"].endswith("): rdmaprov check's expectations.\n{}\n"), res
     rc, res = _module(tmp_path / "c", {"settings": {**args["settings"],
                                                     "expect_dir": str(wh)}})
     assert rc == 0 and res["plan"]["refuse_all"].endswith("no hosts.yml in it (write it with "
@@ -247,3 +266,76 @@ def test_module_reads_the_controllers_files_through_its_action_plugin(tmp_path: 
     (exp / "ndr.yml").write_text("ports: [3\n")
     rc, res = _module(tmp_path / "d", args)
     assert rc != 0 and res["msg"].startswith(f"{exp / 'ndr.yml'}: not YAML ("), res
+
+
+def test_verify_runs_the_installed_check_and_gives_the_verdict(tmp_path: Path):
+    cmd = tmp_path / "rdmaprov"
+    calls = []
+
+    def run(rc, out):
+        return lambda argv: calls.append(argv) or (rc, out, "warn\n")
+
+    s = settings(rdmaprov=str(cmd), config_dir="/etc/rdmaprov")
+    missing = ("does not exist on this node: set slurm_health_install=wheelhouse or point "
+               "slurm_health_rdmaprov at an installed rdmaprov")
+    assert sh.verify(s, run(0, "")) == {"failure": f"{cmd} {missing}", "verdict": ""}
+    # --check does not refuse a node without it (the install did not run), and runs nothing
+    assert sh.verify({**s, "check_mode": True}, run(0, "")) == {"failure": "", "verdict": ""}
+    assert calls == []
+    cmd.write_text("")
+    got = sh.verify(s, run(0, "ok\n"))
+    assert calls == [[str(cmd), "check", "--nhc", "--config", "/etc/rdmaprov/check.yml"]]
+    assert got["failure"] == "" and got["verdict"] == "healthy" and got["broken"] is False
+    got = sh.verify(s, run(2, "[config] eth1 MTU 9000, want 1500\n"))
+    assert got["verdict"] == "unhealthy: [config] eth1 MTU 9000, want 1500"
+    assert got["broken"] is False and got["stderr"] == "warn"
+    assert sh.verify(s, run(1, "bad config\n"))["broken"] is True
+
+
+def test_module_verify_fails_on_a_broken_configuration(tmp_path: Path):
+    cmd = tmp_path / "rdmaprov"
+    cmd.write_text("#!/bin/sh\necho \"[config] $4\"\nexit ${RC:-2}\n")
+    cmd.chmod(0o755)
+    args = {"verify": True, "settings": {"rdmaprov": str(cmd), "config_dir": "/c"}}
+    rc, res = _module(tmp_path / "a", args)
+    assert rc == 0 and res["verdict"] == "unhealthy: [config] /c/check.yml", res
+    assert "plan" not in res
+    cmd.write_text("#!/bin/sh\necho broken\nexit 1\n")
+    rc, res = _module(tmp_path / "b", args)
+    assert rc != 0 and res["msg"] == "non-zero return code" and res["rc"] == 1, res
+    assert res["stdout"] == "broken"
+    rc, res = _module(tmp_path / "c", {**args, "settings": {"rdmaprov": str(tmp_path / "no")}})
+    assert rc == 0 and res["failure"].endswith("does not exist on this node: set "
+                                               "slurm_health_install=wheelhouse or point "
+                                               "slurm_health_rdmaprov at an installed rdmaprov")
+
+
+def test_the_action_fills_python_apt_from_the_hosts_fact(monkeypatch):
+    import importlib
+    from unittest import mock
+
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.plugins.action import ActionBase
+    from ansible.template import Templar
+
+    mod = importlib.import_module("ansible_collections.rdmaprov.cluster.plugins.action."
+                                  "slurm_health_probe")
+    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+
+    def python_apt(args, variables):
+        task = mock.MagicMock()
+        task.args = args
+        action = mod.ActionModule(task, mock.MagicMock(), mock.MagicMock(), None,
+                                  Templar(loader=DataLoader(), variables=variables), None)
+        seen = {}
+        monkeypatch.setattr(action, "_execute_module", lambda module_name, module_args,
+                            task_vars: seen.update(module_args) or {})
+        action.run(task_vars=variables)
+        return seen.get("python_apt", "unset")
+
+    host = {"inventory_hostname": "n1"}
+    facts = {**host, "ansible_facts": {"rdmaprov": {"python_apt": False}}}
+    assert python_apt({"settings": {}}, facts) is False
+    assert python_apt({"settings": {}}, host) is True  # no fact: as the default(true) was
+    assert python_apt({"settings": {}, "python_apt": True}, facts) is True  # the task's wins
+    assert python_apt({"settings": {}, "verify": True}, facts) == "unset"  # the proof: no plan

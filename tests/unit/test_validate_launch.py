@@ -1115,3 +1115,62 @@ def test_results_action_keeps_what_it_is_given(monkeypatch, tmp_path):
     (tmp_path / "f").write_text("")
     out = action({"files": [vl.kept(str(tmp_path / "f"), "x", "y")]}).run(task_vars={})
     assert out["failed"] is True and out["msg"].startswith("results on the controller: ")
+
+
+def test_worker_copies_are_the_worker_its_parts_beside_it_and_the_port_reader():
+    got = vl.worker_copies("/ctl/v/worker.py", "/coll/rdma_ports.py", "/var/tmp/rv")
+    assert [c["name"] for c in got] == ["worker.py", *vl.WORKER_PARTS, "rounds.py",
+                                        "rdma_ports.py"]
+    assert {c["name"]: c["src"] for c in got} == {
+        "worker.py": "/ctl/v/worker.py", "rdma_ports.py": "/coll/rdma_ports.py",
+        **{n: f"/ctl/v/{n}" for n in (*vl.WORKER_PARTS, "rounds.py")}}
+    assert all(c["dest"] == f"/var/tmp/rv/bin/{c['name']}" for c in got)
+
+
+def _probe_action(monkeypatch, variables, plan):
+    import importlib
+    from unittest import mock
+
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.plugins.action import ActionBase
+    from ansible.template import Templar
+
+    mod = importlib.import_module("ansible_collections.rdmaprov.cluster.plugins.action."
+                                  "nccl_validate_probe")
+    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+    task = mock.MagicMock()
+    task.args = {"settings": {"label": "fabric"}}
+    task.resolved_action = "rdmaprov.cluster.nccl_validate_probe"
+    action = mod.ActionModule(task, mock.MagicMock(), mock.MagicMock(), None,
+                              Templar(loader=DataLoader(), variables=variables), None)
+    monkeypatch.setattr(action, "_execute_module",
+                        lambda module_name, module_args, task_vars: {"plan": dict(plan)})
+    return mod, action
+
+
+def test_the_probe_action_finds_the_worker_on_the_controller(monkeypatch):
+    import rdmaprov.validate.worker as w
+
+    base = {"inventory_hostname": "a", "nccl_validate_remote_dir": "/r"}
+    # nccl_validate_worker_src wins; empty: the worker of the rdmaprov this Python imports
+    _, action = _probe_action(monkeypatch, {**base, "nccl_validate_worker_src": "/s/worker.py"},
+                              {"members": ["a"]})
+    got = action.run(task_vars={**base, "nccl_validate_worker_src": "/s/worker.py"})["plan"]
+    assert got["members"] == ["a"] and got["worker"][0] == {
+        "name": "worker.py", "src": "/s/worker.py", "dest": "/r/bin/worker.py"}
+    assert got["worker"][1]["src"] == f"/s/{vl.WORKER_PARTS[0]}"
+    ports = got["worker"][-1]["src"]
+    assert Path(ports).read_text() == (ROOT / "plugins/module_utils/rdma_ports.py").read_text()
+    variables = {**base, "nccl_validate_worker_src": ""}
+    mod, action = _probe_action(monkeypatch, variables, {})
+    assert action.run(task_vars=variables)["plan"]["worker"][0]["src"] == w.__file__
+    # none to import: one line
+    monkeypatch.setattr(mod.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(mod.AnsibleActionFail, match=r"^nccl_validate_worker_src is empty and "
+                       r".* cannot import rdmaprov.validate.worker: set it to the worker.py of "
+                       r"an rdmaprov$"):
+        action.run(task_vars=variables)
+    # the rendezvous and result calls (no settings) get no worker
+    _, action = _probe_action(monkeypatch, variables, {"own": []})
+    action._task.args = {"rendezvous": {}}
+    assert "worker" not in action.run(task_vars=variables)["plan"]

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rdmaprov import collection
 from rdmaprov.validate import worker as w
 from rdmaprov.validate import worker_base as base
 from rdmaprov.validate import worker_preflight as pre
@@ -101,10 +102,16 @@ def test_the_shipped_files_import_nothing_from_rdmaprov():
 
 
 def test_the_role_copies_the_shipped_files():
-    # The nccl_validate role copies the worker to the hosts itself: the same files.
+    # The nccl_validate role copies the worker to the hosts itself: the same files, from the
+    # same places (the probe's action plans them with validate_launch.worker_copies).
     tasks = yaml.safe_load((ROOT / "roles/nccl_validate/tasks/worker.yml").read_text())
     [copy] = [t for t in tasks if "ansible.builtin.copy" in t]
-    assert sorted(item["dest"] for item in copy["loop"]) == sorted(worker_files())
+    assert copy["loop"] == "{{ _nccl_validate_probe.plan.worker }}"
+    files = worker_files()
+    ports = str(files["rdma_ports.py"])
+    copies = collection.validate_launch.worker_copies(str(files["worker.py"]), ports, "/r")
+    assert {c["name"]: c["src"] for c in copies} == {n: str(p) for n, p in files.items()}
+    assert [c["dest"] for c in copies] == [f"/r/bin/{n}" for n in files]
 
 
 def test_stdout_holds_only_the_document():

@@ -1,8 +1,9 @@
 """The validation hands the role the worker of the rdmaprov that runs it.
 
-The role's fallback (a pipe lookup importing rdmaprov in a new interpreter) fails when rdmaprov
-runs from a checkout on PYTHONPATH: the engine starts Ansible without the caller's PYTHONPATH.
-That was the H100/H200 host run's "Find the worker on the controller ... returned 1".
+The role's fallback (the probe's action importing rdmaprov in Ansible's Python; a pipe lookup
+before) fails when rdmaprov runs from a checkout on PYTHONPATH: the engine starts Ansible without
+the caller's PYTHONPATH. That was the H100/H200 host run's "Find the worker on the controller ...
+returned 1".
 """
 from __future__ import annotations
 
