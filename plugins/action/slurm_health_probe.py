@@ -24,6 +24,7 @@ from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.plugins.filter.core import to_nice_yaml
 
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import slurm_health
+from ansible_collections.rdmaprov.cluster.plugins.plugin_utils import role_settings
 from ansible_collections.rdmaprov.cluster.plugins.plugin_utils.role_settings import (
     RoleSettingsAction,
 )
@@ -76,8 +77,7 @@ class ActionModule(RoleSettingsAction):
         if not args.get("verify"):  # the proof reads nothing on the control host
             args["controller"] = self.controller(settings, host)
             if "python_apt" not in args:  # the host's fact (rdmaprov's facts), true without it
-                facts = (task_vars.get("ansible_facts") or {}).get("rdmaprov") or {}
-                args["python_apt"] = facts.get("python_apt", True)
+                args["python_apt"] = role_settings.fact(task_vars, "python_apt")
         return args
 
     def run(self, tmp=None, task_vars=None):

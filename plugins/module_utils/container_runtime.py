@@ -145,20 +145,6 @@ SETTINGS: dict[str, dict] = {
 }
 
 
-# The settings that are the host's facts, not role variables (fact_settings()).
-FACT_SETTINGS = ("os_family", "architecture", "python_apt")
-
-
-def fact_settings(facts: dict) -> dict:
-    """os_family, architecture and python_apt from the host's facts (Ansible's, and the preflight
-    role's rdmaprov.python_apt), as the probe's action fills them: Debian, x86_64 and true where
-    a fact is missing."""
-    ours = facts.get("rdmaprov")
-    return {"os_family": facts.get("os_family", "Debian"),
-            "architecture": facts.get("architecture", "x86_64"),
-            "python_apt": (ours.get("python_apt", True) if isinstance(ours, dict) else True)}
-
-
 def argument_spec() -> dict:
     """SETTINGS as an AnsibleModule argument spec (no descriptions)."""
     return {name: {k: v for k, v in spec.items()

@@ -9,7 +9,8 @@ the plan's table of settings (the keys plan() reads). When the task gives ``sett
 ``{}`` for none of its own), every key of the table the task does not give is filled, on the
 control host, from the role variable ``<role>_<key>`` where one is defined, templated as a task
 argument would be, else from the play's context (CONTEXT: the host's name, its address, the
-play's hosts, check mode, the connection, the managed-file header). A task without ``settings`` runs the module as it is
+play's hosts, check mode, the connection, the managed-file header), else from the host's facts
+(FACTS: the OS, the architecture, what preflight found). A task without ``settings`` runs the module as it is
 (the raw probe)."""
 
 from __future__ import annotations
@@ -43,10 +44,37 @@ CONTEXT = {
 }
 
 
+# Settings that are the host's facts (Ansible's, and the preflight role's ansible_facts.rdmaprov):
+# where each is read, and its value where the fact is missing (a play that did not run preflight).
+FACTS = {
+    "os_family": (("os_family",), "Debian"),
+    "architecture": (("architecture",), "x86_64"),
+    "distribution": (("distribution",), ""),
+    "distribution_major_version": (("distribution_major_version",), ""),
+    "python_apt": (("rdmaprov", "python_apt"), True),
+    "ssh_interface": (("rdmaprov", "ssh_interface"), ""),
+    "ssh_interface_rdma": (("rdmaprov", "ssh_interface_rdma"), False),
+    "has_gpus": (("rdmaprov", "has_gpus"), False),
+    "has_hcas": (("rdmaprov", "has_hcas"), False),
+}
+
+
+def fact(variables, key):
+    """The host's fact behind FACTS[key], or its value for a host without it."""
+    path, missing = FACTS[key]
+    node = variables.get("ansible_facts")
+    for part in path:
+        if not isinstance(node, dict) or part not in node:
+            return missing
+        node = node[part]
+    return node
+
+
 def fill(role, keys, given, variables, template):
     """``given`` with every key of ``keys`` it lacks taken from the role variable
-    ``<role>_<key>`` (templated with ``template``), else from CONTEXT; a key with neither is
-    left out (the module's default applies). Raises ValueError when ``given`` is not a dict."""
+    ``<role>_<key>`` (templated with ``template``), else from CONTEXT, else from the host's
+    facts (FACTS); a key with none of them is left out (the module's default applies). Raises
+    ValueError when ``given`` is not a dict."""
     if not isinstance(given, dict):
         raise ValueError("settings must be a dict (the role's variables fill what it lacks),"
                          " not %s" % type(given).__name__)
@@ -59,6 +87,8 @@ def fill(role, keys, given, variables, template):
             out[key] = template(variables[name])
         elif key in CONTEXT:
             out[key] = CONTEXT[key](variables, template)
+        elif key in FACTS:
+            out[key] = template(fact(variables, key))
     return out
 
 

@@ -107,9 +107,8 @@ def test_every_setting_has_a_source(module):
     assert calls, f"no call of {module} with settings in roles/{role}/tasks"
     for key in action.ActionModule.KEYS:
         given = all(key in (c["settings"] or {}) for c in calls)
-        facts = getattr(action.ActionModule, "FROM_FACTS", ())
         assert (f"{role}_{key}" in declared or key in role_settings().CONTEXT or given
-                or key in facts), (
+                or key in role_settings().FACTS), (
             f"{module}: setting {key!r} has no source")
     # And no call lists by hand what the role's variables give.
     for call in calls:
@@ -174,3 +173,19 @@ def test_container_runtimes_action_adds_the_hosts_facts(monkeypatch):
     assert (bare["os_family"], bare["architecture"], bare["python_apt"]) == (
         "Debian", "x86_64", True)
     assert settings({"os_family": "RedHat"}, {"os_family": "Debian"})["os_family"] == "Debian"
+
+
+def test_fill_takes_the_hosts_facts_last_with_their_missing_values():
+    rs = role_settings()
+    keys = ("os_family", "python_apt", "has_gpus", "ssh_interface")
+    variables = {"inventory_hostname": "n1", "ansible_facts": {
+        "os_family": "RedHat", "rdmaprov": {"python_apt": False, "has_gpus": True}}}
+    assert rs.fill("x", keys, {}, variables, template_with(variables)) == {
+        "os_family": "RedHat", "python_apt": False, "has_gpus": True, "ssh_interface": ""}
+    # A play without preflight's facts: each setting's value for a host without the fact.
+    bare = {"inventory_hostname": "n1"}
+    assert rs.fill("x", keys, {}, bare, template_with(bare)) == {
+        "os_family": "Debian", "python_apt": True, "has_gpus": False, "ssh_interface": ""}
+    # A role variable of the same name wins over the fact.
+    both = {**variables, "x_os_family": "Suse"}
+    assert rs.fill("x", ("os_family",), {}, both, template_with(both)) == {"os_family": "Suse"}
