@@ -84,6 +84,6 @@ class ActionModule(RoleSettingsAction):
         result = super().run(tmp, task_vars)
         plan = result.get("plan")
         if isinstance(plan, dict) and "expect" in plan:
-            plan["check_yml"] = slurm_health.check_yml(plan["expect"], plan["expect_source"],
-                                                      to_nice_yaml)
+            plan["check_yml"] = slurm_health.check_yml(
+                plan["expect"], plan["expect_source"], to_nice_yaml)
         return result

@@ -158,7 +158,7 @@ def main() -> None:
     )
     p = module.params
     if p["verify"]:
-        got = slurm_health.verify(p["settings"], lambda argv: module.run_command(argv))
+        got = slurm_health.verify(p["settings"], module.run_command)
         if got.pop("broken", False):
             module.fail_json(msg="non-zero return code", cmd=got["argv"], rc=got["exit_code"],
                              stdout=got["stdout"], stderr=got["stderr"])
