@@ -73,6 +73,11 @@ lines:
   returned: always
   type: list
   elements: str
+rdmaprov_report:
+  description: The verdict lines of a proof that passed (rdmaprov prints them as the host's report).
+  returned: success
+  type: list
+  elements: str
 failures:
   description: The C(msg) of every pair whose DF packets do not pass (the task then fails).
   returned: always
@@ -115,8 +120,9 @@ def main() -> None:
     if failures:
         module.fail_json(msg="MTU-sized DF packets do not pass: " + "; ".join(failures),
                          report=report, lines=lines, failures=failures)
+    # rdmaprov prints rdmaprov_report as the host's report (the verdicts, as the assert's were).
     module.exit_json(changed=False, report=report, lines=lines, failures=failures,
-                     msg=lines or ["no peer to ping"])
+                     msg=lines or ["no peer to ping"], rdmaprov_report=lines)
 
 
 if __name__ == "__main__":

@@ -503,7 +503,10 @@ def test_verify_module_in_check_mode_pings_only_what_was_made(tmp_path: Path) ->
     rc, out, seen = _run_verify(tmp_path / "a", args)
     assert [s[-1] for s in seen] == ["10.0.0.3"] and out["failures"], out
     rc, out, seen = _run_verify(tmp_path / "b", {**args, "verify": {**own, "drift": True}})
-    assert rc == 0 and seen == [] and out["report"] == []
+    assert rc == 0 and seen == [] and out["report"] == [] and out["rdmaprov_report"] == []
+    rc, out, seen = _run_verify(tmp_path / "d", {"verify": own, "peers": PEERS[1:]})
+    assert rc == 0 and out["rdmaprov_report"] == out["lines"] == [
+        "node2 (10.0.0.2) -> node1 (10.0.0.1): 9000-byte DF packets pass"], out
     # ping not there yet (only reported for installation under --check): nothing proves anything.
     rc, out, seen = _run_verify(tmp_path / "c", args, ping=False)
     assert rc == 0 and out["report"] == []
