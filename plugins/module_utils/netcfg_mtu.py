@@ -457,10 +457,10 @@ def plan(probe: dict, settings: dict) -> dict:
             networkmanager.append({**i, "connection": nm.get("connection"),
                                    "setting_key": nm.get("setting_key")})
             persist_drift.append(f"{i['name']}: NetworkManager setting differs")
-            persisting.append({"argv": ["nmcli", "connection", "modify", str(nm.get("connection")),
-                                      str(nm.get("setting_key")), str(i["mtu"])],
-                             "removes": _removes(i["name"]),
-                             "label": f"{i['name']} ({nm.get('connection')})"})
+            argv = ["nmcli", "connection", "modify", str(nm.get("connection")),
+                    str(nm.get("setting_key")), str(i["mtu"])]
+            persisting.append({"argv": argv, "removes": _removes(i["name"]),
+                               "label": f"{i['name']} ({nm.get('connection')})"})
     kept = persistence(by_backend, info, settings, probe.get("file_state"),
                        probe.get("unit_state"))
     persist_drift += kept["drift"]
