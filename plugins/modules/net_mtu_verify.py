@@ -26,7 +26,7 @@ options:
         M(rdmaprov.cluster.net_mtu_probe)) - C(name) (the inventory name the verdicts name),
         C(address) (the fabric address, the pings' source; empty leaves every pair out),
         C(mtu) (the packet's size; the ICMP payload is 28 bytes less), C(drift) (this host's own
-        MTU change is still to be made: check mode leaves every pair out), C(count) (packets per
+        MTU change is still to be made, so check mode leaves every pair out), C(count) (packets per
         pair) and C(timeout) (seconds to wait for each reply).
       - Null (nothing to prove on this host) or, in the task, a proof the play does not ask for
         (no host of the play has anything to do and C(--tags net_mtu_verify) is not given):

@@ -39,7 +39,7 @@ options:
         plugin (plugins/plugin_utils/role_settings.py), from the role variable
         C(roce_qos_<key>) where one is defined, else from the play (C(host), C(address),
         C(hosts), C(check_mode), C(connection), C(managed)), else from the host's facts
-        (C(rdma): C(ansible_facts.rdma)). C({}) gives the role's settings whole.
+        (C(rdma), from C(ansible_facts.rdma)). C({}) gives the role's settings whole.
     type: dict
   rdma:
     description: The host's RDMA facts (C(ansible_facts.rdma), from rdma_facts), whose Ethernet
