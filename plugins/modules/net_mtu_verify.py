@@ -29,8 +29,8 @@ options:
         MTU change is still to be made, so check mode leaves every pair out), C(count) (packets per
         pair) and C(timeout) (seconds to wait for each reply).
       - Null (nothing to prove on this host) or, in the task, a proof the play does not ask for
-        (no host of the play has anything to do and C(--tags net_mtu_verify) is not given):
-        the action plugin skips the task.
+        (no host of the play has anything to do and C(--tags net_mtu_verify) is not given) - the
+        action plugin then skips the task.
     type: dict
   peers:
     description:
