@@ -10,8 +10,8 @@ module: net_mtu_verify
 short_description: DF-ping each peer's fabric address with a packet of exactly the MTU
 description:
   - The net_mtu role's path proof on one host. Pings each of O(peers), sorted by inventory name,
-    with DF set and a packet of exactly O(mtu) bytes from O(address) (C(ping -M do), an argv, no
-    shell), and returns one verdict per pair that names it (module_utils/netcfg_mtu.py
+    with DF set and a packet of exactly O(verify)'s C(mtu) bytes from its C(address) (C(ping -M do), an argv,
+    no shell), and returns one verdict per pair that names it (module_utils/netcfg_mtu.py
     C(ping_targets), C(ping_argv) and C(ping_verdict)).
   - A pair is left out when either side has no fabric address, and in check mode when either
     side's MTU change (or ping's installation) was only reported, not made.
