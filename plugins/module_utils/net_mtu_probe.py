@@ -90,7 +90,8 @@ def probe(conn_addr, ifaces):
                  "ipoib_mode": (read(f"/sys/class/net/{name}/mode") or "").strip() or None,
                  "ipv4": ipv4_of(addrs, name), "netplan_present": netplan_present,
                  "nm": {"active": nm_active}, "networkd": {"active": nd_active},
-                 "ifupdown_file": None, "ifupdown_text": None, "ifcfg_file": None}
+                 "ifupdown_file": None, "ifupdown_text": None, "ifcfg_file": None,
+                 "ifcfg_text": None}
         word = re.compile(r"(^|[\s:\"'])" + re.escape(name) + r"($|[\s:\"'])", re.M)
         entry["netplan_files"] = [p for p in netplan_yaml if word.search(read(p) or "")]
         if nm_active:
@@ -114,7 +115,7 @@ def probe(conn_addr, ifaces):
                 break
         ifcfg = f"/etc/sysconfig/network-scripts/ifcfg-{name}"
         if os.path.isfile(ifcfg):
-            entry["ifcfg_file"] = ifcfg
+            entry["ifcfg_file"], entry["ifcfg_text"] = ifcfg, read(ifcfg)
         out.append(entry)
 
     return {"connection_iface": conn_iface, "control_ip": control_ip, "interfaces": out,

@@ -265,7 +265,114 @@ def unit_state(by_backend, settings, file_state, unit_states):
 # (the probe's action plugin fills them from the role's variables and the play).
 SETTINGS = ("interfaces", "interfaces_group", "interfaces_host", "default",
             "allow_connection_interface", "persist", "verify", "verify_interface",
-            "fabric_address", "ping_package", "host", "unit_name", "networkd_dropin", "managed")
+            "fabric_address", "ping_package", "host", "unit_name", "networkd_dropin", "managed",
+            "address", "check_mode", "python_apt", "netplan_file", "verify_peers", "ping_count",
+            "ping_timeout")
+
+
+def netplan(items, managed=state_drift.MANAGED):
+    """The netplan file (net_mtu_netplan_file): each netplan interface's MTU; netplan merges it
+    with the host's own files."""
+    lines = [f"# {managed} (net_mtu). netplan merges this with the host's own files.",
+             "network:", "  version: 2", "  ethernets:"]
+    for i in items:
+        lines += [f"    {i['name']}:", f"      mtu: {int(i['mtu'])}"]
+    return "\n".join([*lines, ""])
+
+
+_IFCFG_MTU = re.compile(r"^MTU=")
+
+
+def ifcfg_set_mtu(text, mtu):
+    """An ifcfg file with its last ``MTU=`` line set to ``MTU=N``, or one added at its end (as
+    lineinfile with regexp ``^MTU=`` writes it)."""
+    lines = (text or "").splitlines()
+    hits = [n for n, line in enumerate(lines) if _IFCFG_MTU.match(line)]
+    if hits:
+        lines[hits[-1]] = f"MTU={int(mtu)}"
+    else:
+        lines.append(f"MTU={int(mtu)}")
+    return "\n".join(lines) + "\n"
+
+
+def _removes(name):
+    """The path whose presence lets a command run: the interface's sysfs node (the command
+    module's ``removes``, which gives it real check-mode semantics)."""
+    return f"/sys/class/net/{name}"
+
+
+def persistence(by_backend, info, settings, file_state, unit_state):
+    """The files each interface's manager keeps (``to_write``: [{path, content, mode, backup}],
+    ``dirs``: the directories they need), what of them and of the boot unit's enablement differs
+    from what the probe read (``drift`` lines), and the commands that follow a write (``after``:
+    [{argv, removes, label}]: netplan generate, networkctl reload, the boot unit's daemon-reload
+    and enablement), only where their file differs."""
+    file_state = file_state or {}
+    managed = settings.get("managed") or state_drift.MANAGED
+    to_write, dirs, units = [], [], []
+    if by_backend.get("netplan"):
+        to_write.append({"path": settings.get("netplan_file") or "/etc/netplan/60-rdmaprov-mtu.yaml",
+                         "content": netplan(by_backend["netplan"], managed), "mode": "0600",
+                         "backend": "netplan"})
+    for i in by_backend.get("networkd", []):
+        network = ((info.get(i["name"]) or {}).get("networkd") or {}).get("network_file") or ""
+        folder = f"/etc/systemd/network/{os.path.basename(network)}.d"
+        dirs.append(folder)
+        to_write.append({"path": f"{folder}/{settings['networkd_dropin']}", "mode": "0644",
+                         "content": f"# Managed by rdmaprov (net_mtu)\n[Link]\nMTUBytes={i['mtu']}\n",
+                         "backend": "networkd"})
+    for i in by_backend.get("ifupdown", []):
+        entry = info.get(i["name"]) or {}
+        to_write.append({"path": entry.get("ifupdown_file"), "mode": "0644", "backup": True,
+                         "content": ifupdown_set_mtu(entry.get("ifupdown_text") or "", i["name"],
+                                                     i["mtu"]), "backend": "ifupdown"})
+    for i in by_backend.get("ifcfg", []):
+        entry = info.get(i["name"]) or {}
+        path = entry.get("ifcfg_file")
+        to_write.append({"path": path, "content": ifcfg_set_mtu(entry.get("ifcfg_text"), i["mtu"]),
+                         "mode": (file_state.get(path) or {}).get("mode") or "0644",
+                         "backend": "ifcfg"})
+    unit_path = f"/etc/systemd/system/{settings['unit_name']}"
+    if by_backend.get("systemd_unit"):
+        to_write.append({"path": unit_path, "content": unit(by_backend["systemd_unit"], managed),
+                         "mode": "0644", "backend": "systemd_unit"})
+        units.append(settings["unit_name"])
+    differs = {f["path"] for f in to_write
+               if state_drift.compare(file_state, {}, [{**f, "owner": "root", "group": "root"}], [])}
+    after = []
+    for backend, argv in (("netplan", ["netplan", "generate"]),
+                          ("networkd", ["networkctl", "reload"]),
+                          ("systemd_unit", ["systemctl", "daemon-reload"])):
+        changed = [f["path"] for f in to_write if f["backend"] == backend and f["path"] in differs]
+        if changed:
+            after.append({"argv": argv, "removes": changed[0], "label": " ".join(argv)})
+    if units and (unit_state or {}).get(units[0]) != "enabled":
+        # Under --check a unit still to be written does not exist: `removes` skips it there.
+        after.append({"argv": ["systemctl", "enable", units[0]], "removes": unit_path,
+                      "label": f"systemctl enable {units[0]}"})
+    owned = [{**f, "owner": "root", "group": "root"} for f in to_write]
+    return {"to_write": [{k: f.get(k, False) for k in ("path", "content", "mode", "backup")}
+                         for f in to_write],
+            "dirs": dirs, "after": after,
+            "drift": state_drift.compare(file_state, unit_state or {}, owned, units)}
+
+
+def proof(host, verify, plans, run_tags, peer_plans=None):
+    """Whether this host's DF-ping proof runs, and the peers' entries it pings.
+
+    ``verify`` is this host's plan's entry (None: nothing to prove here), ``plans`` each play
+    host's plan by name (read through hostvars), ``run_tags`` the play's. The proof runs when
+    asked for (--tags net_mtu_verify) or when any host of the play has something to do; the peers
+    are net_mtu_verify_peers, else the play's hosts, this host left out; a peer without a plan's
+    entry gives an empty one (ping_targets leaves it out)."""
+    if not verify:
+        return False, []
+    if "net_mtu_verify" not in (run_tags or []) and not any(
+            (p or {}).get("host_drift") for p in plans.values()):
+        return False, []
+    names = verify.get("peers") or list(plans)
+    known = plans if peer_plans is None else peer_plans
+    return True, [((known.get(n) or {}).get("verify") or {}) for n in names if n != host]
 
 
 def plan(probe: dict, settings: dict) -> dict:
@@ -273,25 +380,31 @@ def plan(probe: dict, settings: dict) -> dict:
 
     settings: ``interfaces``, ``interfaces_group``, ``interfaces_host`` (the three layers),
     ``default``, ``allow_connection_interface``, ``persist``, ``verify``, ``verify_interface``,
-    ``fabric_address``, ``ping_package``, ``unit_name``, ``networkd_dropin`` (the role's
-    net_mtu_* variables), ``host`` (the inventory name, for the messages) and ``address`` (the address
-    Ansible connects to).
+    ``fabric_address``, ``ping_package``, ``unit_name``, ``networkd_dropin``, ``netplan_file``,
+    ``verify_peers``, ``ping_count``, ``ping_timeout`` (the role's net_mtu_* variables), ``host``
+    (the inventory name, for the messages), ``address`` (the address Ansible connects to),
+    ``check_mode`` and ``python_apt`` (the host's fact).
 
     Returns ``wanted`` ([{name, mtu, link_type}], merged), ``mtu`` (name -> MTU), ``runtime`` (the
     runtime changes: [{name, current, mtu}]), ``drift`` (their names), ``backends`` (name ->
     {backend, reason}), ``by_backend`` (backend -> [{name, mtu}]; an interface without one is
     left out: it is refused), ``networkmanager`` (the connections whose MTU setting differs),
-    ``networkd`` and ``ifupdown`` (each interface's file and, for ifupdown, its new text),
-    ``ifcfg`` (the files; networkd's with its drop-in's directory, path and text), ``unit`` and
+    what the role does, in order - ``commands`` ([{argv, removes, label}]: the runtime MTUs),
+    ``dirs`` and ``to_write`` ([{path, content, mode, backup}]: every manager's file, the boot
+    unit too), ``persist`` (commands: NetworkManager's settings, then what follows a written
+    file) -, ``unit`` and
     ``unit_path`` (the boot unit as it must be, "" where no interface persists through it),
-    ``persist_drift`` (lines: what persistence differs or is not probed, the boot unit and its
-    enablement compared with probe's ``file_state`` and ``unit_state``), ``errors`` (what to
-    refuse, one line each), ``report`` (where each MTU persists), ``unpersisted`` (a line per
-    interface set at runtime only), ``ping_package`` (the package that gives the proof its
-    ping where it is missing, else None) and ``ping_install`` (apt, package or None: how),
+    ``persist_drift`` (lines: the NetworkManager settings, files and the boot unit's enablement
+    that differ from the probe's ``file_state`` and ``unit_state``), ``errors`` (what to refuse,
+    one line each; ``refused``, them joined), ``report`` (where each MTU persists, and the
+    interfaces set at runtime only), ``unpersisted`` (those), ``ping_package`` (the package that
+    gives the proof its ping where it is missing, else None), ``ping_install`` (apt, package or
+    None: how), ``ping_apt`` and ``ping_other`` (the package to install with apt or the generic
+    package module: [] or [name]; under --check without python3-apt, none with apt),
     ``host_drift`` (anything to do or refuse), ``provable`` (the proof has something to prove)
     and ``verify`` (what the path proof needs of this host - ``{name, interface, address, mtu,
-    drift}``, the entry its peers ping - or None when there is nothing to prove).
+    drift, peers, count, timeout}``, the entry its peers ping - or None when there is nothing
+    to prove).
     """
     host = settings.get("host") or "?"
     address = settings.get("address") or host
@@ -333,69 +446,76 @@ def plan(probe: dict, settings: dict) -> dict:
     runtime = [{"name": i["name"], "current": state.get(i["name"]), "mtu": i["mtu"]}
                for i in wanted if i["name"] in drift]
 
-    networkmanager, networkd, ifupdown, ifcfg, persist_drift = [], [], [], [], []
-    for backend, items in by_backend.items():
-        names = [i["name"] for i in items]
-        if backend == "networkmanager":
-            for i in items:
-                nm = (info.get(i["name"]) or {}).get("nm") or {}
-                if str(nm.get("mtu_setting", "")) != str(i["mtu"]):
-                    networkmanager.append({**i, "connection": nm.get("connection"),
-                                           "setting_key": nm.get("setting_key")})
-                    persist_drift.append(f"{i['name']}: NetworkManager setting differs")
-        elif backend not in ("none", "systemd_unit"):
-            persist_drift.append(f"{', '.join(names)}: {backend} files not probed")
-        for i in items:
-            entry = info.get(i["name"]) or {}
-            if backend == "networkd":
-                networkd.append({**i, "network_file": (entry.get("networkd") or {}).get(
-                    "network_file")})
-            elif backend == "ifupdown":
-                path = entry.get("ifupdown_file")
-                ifupdown.append({**i, "file": path, "content": ifupdown_set_mtu(
-                    entry.get("ifupdown_text") or "", i["name"], i["mtu"])})
-            elif backend == "ifcfg":
-                ifcfg.append({**i, "file": entry.get("ifcfg_file")})
-
-    unit_text, unit_path, unit_drift = unit_state(by_backend, settings, probe.get("file_state"),
-                                                  probe.get("unit_state"))
-    persist_drift += unit_drift
-    for item in networkd:
-        item["dropin_dir"] = (f"/etc/systemd/network/{os.path.basename(item['network_file'] or '')}"
-                              ".d")
-        item["dropin"] = f"{item['dropin_dir']}/{settings['networkd_dropin']}"
-        item["content"] = f"# Managed by rdmaprov (net_mtu)\n[Link]\nMTUBytes={item['mtu']}\n"
+    networkmanager, persist_drift, commands, persisting = [], [], [], []
+    for i in runtime:
+        commands.append({"argv": ["ip", "link", "set", "dev", i["name"], "mtu", str(i["mtu"])],
+                         "removes": _removes(i["name"]),
+                         "label": f"{i['name']}: {i['current']} -> {i['mtu']}"})
+    for i in by_backend.get("networkmanager", []):
+        nm = (info.get(i["name"]) or {}).get("nm") or {}
+        if str(nm.get("mtu_setting", "")) != str(i["mtu"]):
+            networkmanager.append({**i, "connection": nm.get("connection"),
+                                   "setting_key": nm.get("setting_key")})
+            persist_drift.append(f"{i['name']}: NetworkManager setting differs")
+            argv = ["nmcli", "connection", "modify", str(nm.get("connection")),
+                    str(nm.get("setting_key")), str(i["mtu"])]
+            persisting.append({"argv": argv, "removes": _removes(i["name"]),
+                               "label": f"{i['name']} ({nm.get('connection')})"})
+    kept = persistence(by_backend, info, settings, probe.get("file_state"),
+                       probe.get("unit_state"))
+    persist_drift += kept["drift"]
+    unit_text = next((f["content"] for f in kept["to_write"]
+                      if f["path"] == f"/etc/systemd/system/{settings['unit_name']}"), "")
     unpersisted = [{"name": i["name"], "msg": f"{i['name']}: MTU {i['mtu']} set at runtime only "
                     "(net_mtu_persist: none)"} for i in by_backend.get("none", [])]
     report = [f"{i['name']}: {backends[i['name']]['backend'] or 'not persisted'}, MTU {i['mtu']} "
               f"({backends[i['name']]['reason']})" for i in wanted]
-    needs_ping = bool(settings.get("verify", True)) and bool(wanted) and not probe.get("ping")
+    provable = bool(settings.get("verify", True)) and bool(wanted)
+    needs_ping = provable and not probe.get("ping")
     verify = None
     if wanted:
         # The proof runs over one interface: net_mtu_verify_interface, else the first one set.
         iface = settings.get("verify_interface") or wanted[0]["name"]
         mtus = {i["name"]: i["mtu"] for i in wanted}
-        if iface in mtus:
+        if iface in mtus and provable:
             verify = {"name": host, "interface": iface, "mtu": mtus[iface], "drift": bool(drift),
                       "address": (settings.get("fabric_address")
-                                  or (info.get(iface) or {}).get("ipv4") or "")}
-        elif settings.get("verify", True):
+                                  or (info.get(iface) or {}).get("ipv4") or ""),
+                      "peers": list(settings.get("verify_peers") or []),
+                      "count": int(settings.get("ping_count") or 3),
+                      "timeout": int(settings.get("ping_timeout") or 2)}
+        elif iface not in mtus and provable:
             errors.append(f"{host}: net_mtu_verify_interface {iface} is not one of the "
                           "interfaces net_mtu sets: nothing to prove its MTU against")
+    apt = bool(probe.get("apt"))
+    # net_mtu_ping_package, else the distribution's name for it (apt: iputils-ping).
+    ping_package = ((settings.get("ping_package") or ("iputils-ping" if apt else "iputils"))
+                    if needs_ping else None)
+    # Without python3-apt the apt module installs it first, which --check must not do.
+    apt_now = apt and not (settings.get("check_mode") and not settings.get("python_apt", True))
     return {
         "wanted": wanted, "mtu": {i["name"]: i["mtu"] for i in wanted},
         "runtime": runtime,
         "drift": drift, "backends": backends, "by_backend": by_backend,
-        "networkmanager": networkmanager, "networkd": networkd, "ifupdown": ifupdown,
-        "ifcfg": ifcfg, "persist_drift": persist_drift, "errors": errors, "report": report,
-        # net_mtu_ping_package, else the distribution's name for it (apt: iputils-ping).
-        "ping_package": ((settings.get("ping_package")
-                          or ("iputils-ping" if probe.get("apt") else "iputils"))
-                         if needs_ping else None),
-        "ping_install": ("apt" if probe.get("apt") else "package") if needs_ping else None,
+        "networkmanager": networkmanager, "persist_drift": persist_drift, "errors": errors,
+        "refused": "; ".join(errors),
+        # Where each MTU persists (printed under the host where something was to do), and the
+        # interfaces set at runtime only.
+        "report": report + [u["msg"] for u in unpersisted],
+        "ping_package": ping_package,
+        "ping_install": ("apt" if apt else "package") if needs_ping else None,
+        "ping_apt": [ping_package] if needs_ping and apt_now else [],
+        "ping_other": [ping_package] if needs_ping and not apt else [],
         "host_drift": bool(drift or persist_drift or needs_ping or errors), "verify": verify,
         # The pairwise proof has something to prove here (whether it runs is the play's: any
-        # host with something to do, or --tags net_mtu_verify).
-        "provable": bool(settings.get("verify", True)) and bool(wanted),
-        "unit": unit_text, "unit_path": unit_path, "unpersisted": unpersisted,
+        # host with something to do, or --tags net_mtu_verify: proof()).
+        "provable": provable,
+        # What the role does, in order: the runtime MTUs (commands), the managers' directories
+        # and files (dirs, to_write), then NetworkManager's settings and what follows a written
+        # file (persist: netplan generate, networkctl reload, the boot unit's reload and
+        # enablement).
+        "commands": commands, "dirs": kept["dirs"], "to_write": kept["to_write"],
+        "persist": persisting + kept["after"],
+        "unit": unit_text, "unit_path": f"/etc/systemd/system/{settings['unit_name']}",
+        "unpersisted": unpersisted,
     }

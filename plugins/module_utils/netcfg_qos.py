@@ -160,7 +160,8 @@ def qos_state(probe):
 # The settings the plan reads: the roce_qos_* variables without the prefix (the probe's action
 # plugin fills them from the role's variables).
 SETTINGS = ("pfc_priority", "dscp", "ecn", "ecn_codepoint", "cnp_dscp", "cnp_priority", "roce_v2",
-            "backend", "interfaces", "rdma_cm_defaults", "script", "unit_name", "host", "managed")
+            "backend", "interfaces", "rdma_cm_defaults", "script", "unit_name", "host", "managed",
+            "check_mode", "rdma")
 
 
 def desired(settings):
@@ -386,12 +387,32 @@ def checks(plans, settings):
         for pl in plans if pl["capable"]]
 
 
+def apply_commands(settings, files, file_state, unit_state, qos_drift):
+    """What runs after the script and unit are written, in order: [{argv, removes}]. systemd's
+    reload where the unit's file differs, its enablement where it is not enabled, and the unit's
+    restart (which runs the script) where a file or a capable NIC differs. ``removes`` (the file
+    each needs) gives the command module real check-mode semantics: under --check a unit or
+    script still to be written skips."""
+    unit, unit_path, script_path = settings["unit_name"], files[1]["path"], files[0]["path"]
+    differs = [f["path"] for f in files if state_drift.compare(file_state or {}, {}, [f], [])]
+    out = []
+    if unit_path in differs:
+        out.append({"argv": ["systemctl", "daemon-reload"], "removes": unit_path})
+    if (unit_state or {}).get(unit) != "enabled":
+        out.append({"argv": ["systemctl", "enable", unit], "removes": unit_path})
+    if differs or qos_drift:
+        out.append({"argv": ["systemctl", "restart", unit], "removes": script_path})
+    return out
+
+
 def host_plan(interfaces, settings, file_state=None, unit_state=None):
     """The probe of each interface (and of the script and unit, as state_drift reads them) + the
     role's settings → the host's plan: each interface's plan and report, the not-capable report
     lines, the listed interfaces that do not exist (errors), the script and unit as they must
-    be, what differs (file_drift lines, qos_drift: a capable NIC's live QoS, drift: anything to
-    do) and the verification lines (checks)."""
+    be (files: [{path, content, mode, owner, group}]), what differs (file_drift lines, qos_drift:
+    a capable NIC's live QoS, drift: anything to do), the commands that apply it (apply:
+    [{argv, removes}], apply_commands()) and the verification lines (checks; none under
+    --check, where nothing was applied)."""
     plans = [plan(i, settings) for i in interfaces]
     managed = settings.get("managed") or state_drift.MANAGED
     text, unit_text = script(plans, settings, managed), unit(settings, managed)
@@ -409,4 +430,6 @@ def host_plan(interfaces, settings, file_state=None, unit_state=None):
                        if not i.get("exists", True)],
             "files": files, "script": text, "unit": unit_text, "unit_path": unit_path,
             "file_drift": file_drift, "qos_drift": qos_drift,
-            "drift": bool(file_drift) or qos_drift, "checks": checks(plans, settings)}
+            "drift": bool(file_drift) or qos_drift,
+            "apply": apply_commands(settings, files, file_state, unit_state, qos_drift),
+            "checks": [] if settings.get("check_mode") else checks(plans, settings)}

@@ -94,9 +94,38 @@ options:
         type: str
         default: 60-rdmaprov-mtu.conf
       managed:
-        description: The header of the boot unit the plan renders, as a template's C(ansible_managed).
+        description: The header of the files the plan renders (the boot unit, the netplan file), as a template's C(ansible_managed).
         type: str
         default: Ansible managed
+      address:
+        description: The address Ansible connects to, where O(address) is not given (the action plugin fills it from the play).
+        type: str
+        default: ""
+      check_mode:
+        description: Whether the play runs with --check (the plan then leaves out what only a real run can do).
+        type: bool
+        default: false
+      python_apt:
+        description: Whether the host has python3-apt (without it the apt module installs it, which --check must not do).
+        type: bool
+        default: true
+      netplan_file:
+        description: net_mtu_netplan_file, the netplan file the plan writes for the interfaces netplan owns.
+        type: str
+        default: /etc/netplan/60-rdmaprov-mtu.yaml
+      verify_peers:
+        description: net_mtu_verify_peers, the hosts the path proof pings; empty means the play's hosts.
+        type: list
+        elements: str
+        default: []
+      ping_count:
+        description: net_mtu_ping_count, packets per pair of the path proof.
+        type: int
+        default: 3
+      ping_timeout:
+        description: net_mtu_ping_timeout, seconds to wait for each reply of the path proof.
+        type: int
+        default: 2
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - rdmaprov.cluster.state_probe
@@ -185,6 +214,13 @@ SETTINGS_SPEC = {
     "unit_name": {"type": "str", "default": "rdmaprov-mtu.service"},
     "networkd_dropin": {"type": "str", "default": "60-rdmaprov-mtu.conf"},
     "managed": {"type": "str", "default": "Ansible managed"},
+    "address": {"type": "str", "default": ""},
+    "check_mode": {"type": "bool", "default": False},
+    "python_apt": {"type": "bool", "default": True},
+    "netplan_file": {"type": "str", "default": "/etc/netplan/60-rdmaprov-mtu.yaml"},
+    "verify_peers": {"type": "list", "elements": "str", "default": []},
+    "ping_count": {"type": "int", "default": 3},
+    "ping_timeout": {"type": "int", "default": 2},
 }
 
 
@@ -206,17 +242,28 @@ def main() -> None:
         except (ValueError, KeyError, TypeError) as exc:
             module.fail_json(msg="net_mtu plan: %s" % exc)
         names += [i["name"] for i in wanted if i["name"] not in names]
-    result = probe.probe(p["address"], names)
+    # The address Ansible connects to: the option, else the settings' (the action plugin fills it).
+    address = p["address"] or (settings or {}).get("address") or ""
+    result = probe.probe(address, names)
     if "error" in result:
         module.fail_json(msg=result["error"])
     files, units = list(p["files"]), list(p["units"])
-    if settings is not None:
-        files.append("/etc/systemd/system/%s" % settings["unit_name"])
-        units.append(settings["unit_name"])
     result.update(file_state=state_drift.read_files(files), unit_state=state_drift.read_units(units))
     if settings is not None:
+        settings = {**settings, "address": address}
         try:
-            result["plan"] = netcfg_mtu.plan(result, {**settings, "address": p["address"]})
+            plan = netcfg_mtu.plan(result, settings)
+            # The files the plan keeps (each manager's, the boot unit) and the boot unit's
+            # enablement, read so that the plan says which differ; then the plan again.
+            more = [f["path"] for f in plan["to_write"]
+                    if f["path"] and f["path"] not in result["file_state"]]
+            unit = settings["unit_name"]
+            if more or (plan["unit"] and unit not in result["unit_state"]):
+                result["file_state"].update(state_drift.read_files(more))
+                if plan["unit"]:
+                    result["unit_state"].update(state_drift.read_units([unit]))
+                plan = netcfg_mtu.plan(result, settings)
+            result["plan"] = plan
         except (ValueError, KeyError, TypeError) as exc:
             module.fail_json(msg="net_mtu plan: %s" % exc)
     module.exit_json(changed=False, **result)

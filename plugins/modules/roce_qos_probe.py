@@ -31,16 +31,20 @@ options:
     description:
       - The role's QoS settings (C(pfc_priority), C(dscp), C(ecn), C(ecn_codepoint),
         C(cnp_dscp), C(cnp_priority), C(roce_v2), C(rdma_cm_defaults), C(backend)), as C(plan) in
-        module_utils/netcfg_qos.py takes them, and C(interfaces), C(script), C(unit_name) and
-        C(host) (the inventory name the verification lines start with). Omit to read only.
+        module_utils/netcfg_qos.py takes them, and C(interfaces), C(script), C(unit_name),
+        C(host) (the inventory name the verification lines start with), C(check_mode) (no
+        verification lines under --check) and C(rdma) (the host's RDMA facts, where O(rdma) is
+        empty). Omit to read only.
       - In a task, every key it lacks is filled on the control host by the module's action
         plugin (plugins/plugin_utils/role_settings.py), from the role variable
         C(roce_qos_<key>) where one is defined, else from the play (C(host), C(address),
-        C(hosts), C(check_mode), C(connection), C(managed)). C({}) gives the role's settings whole.
+        C(hosts), C(check_mode), C(connection), C(managed)), else from the host's facts
+        (C(rdma), from C(ansible_facts.rdma)). C({}) gives the role's settings whole.
     type: dict
   rdma:
     description: The host's RDMA facts (C(ansible_facts.rdma), from rdma_facts), whose Ethernet
-      ports' netdevs are the interfaces when the settings list none.
+      ports' netdevs are the interfaces when the settings list none; empty means the settings'
+      C(rdma).
     type: dict
     default: {}
 extends_documentation_fragment:
@@ -82,10 +86,12 @@ reports:
 plan:
   description:
     - The host's plan (C(host_plan) in module_utils/netcfg_qos.py) less the per-interface parts
-      above, the script and unit as they must be (C(script), C(unit), C(unit_path)), the lines
+      above, the script and unit as they must be (C(script), C(unit), C(unit_path), and as the
+      files to write, C(files), each C(path), C(content), C(mode), C(owner), C(group)), the lines
       that say where they differ (C(file_drift)), whether a capable NIC's QoS differs
-      (C(qos_drift)), whether anything is to do (C(drift)) and one verification line per capable
-      interface (C(checks), each C(name), C(ok), C(msg)).
+      (C(qos_drift)), whether anything is to do (C(drift)), the commands that apply it
+      (C(apply), each C(argv) and C(removes)) and one verification line per capable interface
+      (C(checks), each C(name), C(ok), C(msg); none under --check).
   returned: when O(settings) is given
   type: dict
 rdmaprov_report:
@@ -113,7 +119,7 @@ def main() -> None:
     p, settings = module.params, module.params["settings"]
     names = p["interfaces"]
     if settings is not None and not names:
-        names = qos.pick_interfaces(settings.get("interfaces"), p["rdma"])
+        names = qos.pick_interfaces(settings.get("interfaces"), p["rdma"] or settings.get("rdma"))
     files, units = list(p["files"]), list(p["units"])
     if settings is not None:
         try:
@@ -132,7 +138,6 @@ def main() -> None:
             module.fail_json(msg="roce_qos plan: %s" % exc, **result)
         if hp["errors"]:
             module.fail_json(msg="; ".join(hp["errors"]), **result)
-        del hp["files"]  # the script and unit, as plan.script and plan.unit give them
         result.update(plans=hp.pop("plans"), reports=hp.pop("reports"),
                       rdmaprov_report=hp.pop("rdmaprov_report"), plan=hp)
     module.exit_json(**result)

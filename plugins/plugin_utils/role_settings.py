@@ -56,6 +56,7 @@ FACTS = {
     "ssh_interface_rdma": (("rdmaprov", "ssh_interface_rdma"), False),
     "has_gpus": (("rdmaprov", "has_gpus"), False),
     "has_hcas": (("rdmaprov", "has_hcas"), False),
+    "rdma": (("rdma",), {}),
 }
 
 

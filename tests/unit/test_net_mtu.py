@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import yaml
@@ -200,7 +201,14 @@ def test_plan_verify_is_the_entry_the_peers_ping():
                          persist="none")
     # The first interface set, its IPv4, its MTU; drift is this host's runtime MTU to change.
     assert mtu.plan(probe, settings)["verify"] == {
-        "name": "node1", "interface": "ens1", "address": "10.1.0.1", "mtu": 9000, "drift": True}
+        "name": "node1", "interface": "ens1", "address": "10.1.0.1", "mtu": 9000, "drift": True,
+        "peers": [], "count": 3, "timeout": 2}
+    # The peers, packets and timeout are the role's (net_mtu_verify_peers, _ping_count, _timeout).
+    asked = mtu.plan(probe, {**settings, "verify_peers": ["n2"], "ping_count": 5,
+                             "ping_timeout": 1})["verify"]
+    assert (asked["peers"], asked["count"], asked["timeout"]) == (["n2"], 5, 1)
+    # Without the proof there is nothing for the peers to ping.
+    assert mtu.plan(probe, {**settings, "verify": False})["verify"] is None
     other = mtu.plan(probe, {**settings, "verify_interface": "ens2"})["verify"]
     assert (other["interface"], other["address"], other["mtu"]) == ("ens2", "10.2.0.1", 4000)
     given = mtu.plan(probe, {**settings, "fabric_address": "10.9.9.9"})["verify"]
@@ -228,7 +236,8 @@ def test_plan_nothing_to_do_on_a_converged_host():
     assert plan["drift"] == [] and plan["runtime"] == [] and plan["errors"] == []
     assert plan["persist_drift"] == [] and plan["host_drift"] is False
     assert plan["by_backend"] == {"none": [{"name": "ens1", "mtu": 9000}]}
-    assert plan["report"] == ["ens1: none, MTU 9000 (chosen: net_mtu_persist=none)"]
+    assert plan["report"] == ["ens1: none, MTU 9000 (chosen: net_mtu_persist=none)",
+                              "ens1: MTU 9000 set at runtime only (net_mtu_persist: none)"]
     assert mtu.plan(_probe(), _settings())["host_drift"] is False
 
 
@@ -331,22 +340,24 @@ def test_plan_backend_auto_and_chosen():
     assert plan["backends"]["ens1"]["reason"] == (
         "ens1: netplan configuration in /etc/netplan/50.yaml")
     assert plan["by_backend"]["networkd"] == [{"name": "ens3", "mtu": 9000}]
-    assert plan["networkd"] == [{"name": "ens3", "mtu": 9000,
-                                 "network_file": "/run/n/10-ens3.network",
-                                 "dropin_dir": "/etc/systemd/network/10-ens3.network.d",
-                                 "dropin": "/etc/systemd/network/10-ens3.network.d/"
-                                           "60-rdmaprov-mtu.conf",
-                                 "content": "# Managed by rdmaprov (net_mtu)\n[Link]\n"
-                                            "MTUBytes=9000\n"}]
-    assert plan["ifcfg"] == [{"name": "ens5", "mtu": 9000,
-                              "file": "/etc/sysconfig/network-scripts/ifcfg-ens5"}]
-    assert plan["errors"] == [] and plan["drift"] == []
-    # The files of netplan, networkd, ifupdown and ifcfg are not probed: always something to do.
-    assert plan["persist_drift"] == ["ens1: netplan files not probed",
-                                     "ens3: networkd files not probed",
-                                     "ens4: ifupdown files not probed",
-                                     "ens5: ifcfg files not probed"]
+    # Each manager's file as it must be, in one list the role writes with one loop.
+    assert plan["to_write"] == [
+        {"path": "/etc/netplan/60-rdmaprov-mtu.yaml", "mode": "0600", "backup": False,
+         "content": "# Ansible managed (net_mtu). netplan merges this with the host's own files.\n"
+                    "network:\n  version: 2\n  ethernets:\n    ens1:\n      mtu: 9000\n"},
+        {"path": "/etc/systemd/network/10-ens3.network.d/60-rdmaprov-mtu.conf", "mode": "0644",
+         "backup": False, "content": "# Managed by rdmaprov (net_mtu)\n[Link]\nMTUBytes=9000\n"},
+        {"path": "/etc/network/interfaces", "mode": "0644", "backup": True,
+         "content": mtu.ifupdown_set_mtu(IFUPDOWN.replace("ens1", "ens4"), "ens4", 9000)},
+        {"path": "/etc/sysconfig/network-scripts/ifcfg-ens5", "mode": "0644", "backup": False,
+         "content": "MTU=9000\n"}]
+    assert plan["dirs"] == ["/etc/systemd/network/10-ens3.network.d"]
+    assert plan["errors"] == [] and plan["drift"] == [] and plan["commands"] == []
+    # Files the probe did not read: something to do (the probe module reads them, then plans again).
+    assert plan["persist_drift"] == [f"{f['path']}: not probed" for f in plan["to_write"]]
     assert plan["host_drift"] is True
+    assert [c["argv"] for c in plan["persist"]] == [["netplan", "generate"],
+                                                    ["networkctl", "reload"]]
     assert plan["report"][1] == (
         "ens2: networkmanager, MTU 9000 (ens2: NetworkManager connection 'fab')")
     chosen = mtu.plan(probe, _settings(interfaces=names[:2], persist="systemd_unit"))
@@ -359,6 +370,12 @@ def test_plan_backend_auto_and_chosen():
     assert chosen["unit_path"] == "/etc/systemd/system/rdmaprov-mtu.service"
     assert chosen["persist_drift"] == ["/etc/systemd/system/rdmaprov-mtu.service: not probed",
                                        "rdmaprov-mtu.service: not probed, wanted enabled"]
+    assert chosen["persist"] == [
+        {"argv": ["systemctl", "daemon-reload"],
+         "removes": "/etc/systemd/system/rdmaprov-mtu.service", "label": "systemctl daemon-reload"},
+        {"argv": ["systemctl", "enable", "rdmaprov-mtu.service"],
+         "removes": "/etc/systemd/system/rdmaprov-mtu.service",
+         "label": "systemctl enable rdmaprov-mtu.service"}]
     assert chosen["host_drift"] is True and plan["unit"] == ""
 
 
@@ -375,17 +392,25 @@ def test_plan_networkmanager_only_where_the_setting_differs():
         {"name": "ens3", "mtu": 9000, "connection": "fab", "setting_key": "802-3-ethernet.mtu"}]
     assert plan["persist_drift"] == ["ens2: NetworkManager setting differs",
                                      "ens3: NetworkManager setting differs"]
+    assert plan["persist"][0] == {
+        "argv": ["nmcli", "connection", "modify", "fab", "802-3-ethernet.mtu", "9000"],
+        "removes": "/sys/class/net/ens2", "label": "ens2 (fab)"}
+    assert len(plan["persist"]) == 2 and plan["to_write"] == []
 
 
 def test_plan_ifupdown_edit():
     probe = _probe(_iface("ens1", 1500, ifupdown_file="/etc/network/interfaces.d/ens1",
                           ifupdown_text=IFUPDOWN))
     plan = mtu.plan(probe, _settings(interfaces=[{"name": "ens1", "mtu": 9000}]))
-    assert plan["ifupdown"] == [{
-        "name": "ens1", "mtu": 9000, "file": "/etc/network/interfaces.d/ens1",
+    assert plan["to_write"] == [{
+        "path": "/etc/network/interfaces.d/ens1", "mode": "0644", "backup": True,
         "content": "auto ens1\niface ens1 inet static\n    address 10.0.0.2/24\n    mtu 9000\n"}]
-    assert plan["ifupdown"][0]["content"] == mtu.ifupdown_set_mtu(IFUPDOWN, "ens1", 9000)
+    assert plan["to_write"][0]["content"] == mtu.ifupdown_set_mtu(IFUPDOWN, "ens1", 9000)
     assert plan["drift"] == ["ens1"]
+    assert plan["commands"] == [{"argv": ["ip", "link", "set", "dev", "ens1", "mtu", "9000"],
+                                 "removes": "/sys/class/net/ens1", "label": "ens1: 1500 -> 9000"}]
+    # ifupdown applies its file at the next boot: nothing follows the write.
+    assert plan["persist"] == []
 
 
 def test_the_probe_module_documents_its_settings():
@@ -455,10 +480,12 @@ def _run_verify(tmp_path: Path, args: dict, ping: bool = True) -> tuple[int, dic
 
 
 def test_verify_module_pings_each_pair_as_argv_and_names_the_failing_one(tmp_path: Path) -> None:
-    args = {"host": "node2", "address": "10.0.0.2", "mtu": 9000, "count": 3, "timeout": 2,
-            "peers": PEERS}
+    args = {"verify": {"name": "node2", "address": "10.0.0.2", "mtu": 9000, "count": 3,
+                       "timeout": 2, "drift": False}, "peers": PEERS}
     rc, out, seen = _run_verify(tmp_path, args)
-    assert rc == 0 and out["changed"] is False, out
+    # A pair whose DF packets do not pass fails the host, naming the pair.
+    assert rc != 0 and out["failed"] is True, out
+    assert out["msg"] == "MTU-sized DF packets do not pass: " + out["failures"][0]
     assert [s[-1] for s in seen] == ["10.0.0.1", "10.0.0.3"]
     assert seen[0] == ["-M", "do", "-s", "8972", "-c", "3", "-i", "0.2", "-W", "2",
                        "-I", "10.0.0.2", "10.0.0.1"]
@@ -471,19 +498,22 @@ def test_verify_module_pings_each_pair_as_argv_and_names_the_failing_one(tmp_pat
 
 
 def test_verify_module_in_check_mode_pings_only_what_was_made(tmp_path: Path) -> None:
-    args = {"host": "node2", "address": "10.0.0.2", "mtu": 9000, "peers": PEERS,
-            "_ansible_check_mode": True}
+    own = {"name": "node2", "address": "10.0.0.2", "mtu": 9000}
+    args = {"verify": own, "peers": PEERS, "_ansible_check_mode": True}
     rc, out, seen = _run_verify(tmp_path / "a", args)
-    assert rc == 0 and [s[-1] for s in seen] == ["10.0.0.3"], out
-    rc, out, seen = _run_verify(tmp_path / "b", {**args, "drift": True})
-    assert rc == 0 and seen == [] and out["report"] == []
+    assert [s[-1] for s in seen] == ["10.0.0.3"] and out["failures"], out
+    rc, out, seen = _run_verify(tmp_path / "b", {**args, "verify": {**own, "drift": True}})
+    assert rc == 0 and seen == [] and out["report"] == [] and out["rdmaprov_report"] == []
+    rc, out, seen = _run_verify(tmp_path / "d", {"verify": own, "peers": PEERS[1:]})
+    assert rc == 0 and out["rdmaprov_report"] == out["lines"] == [
+        "node2 (10.0.0.2) -> node1 (10.0.0.1): 9000-byte DF packets pass"], out
     # ping not there yet (only reported for installation under --check): nothing proves anything.
     rc, out, seen = _run_verify(tmp_path / "c", args, ping=False)
     assert rc == 0 and out["report"] == []
 
 
 def test_verify_module_refuses_an_option_as_an_address(tmp_path: Path) -> None:
-    args = {"host": "node2", "address": "10.0.0.2", "mtu": 9000,
+    args = {"verify": {"name": "node2", "address": "10.0.0.2", "mtu": 9000},
             "peers": [{"name": "evil", "address": "-f", "drift": False}]}
     rc, out, seen = _run_verify(tmp_path, args)
     assert rc != 0 and out["msg"] == "net_mtu verify: '-f' is not an address" and seen == []
@@ -552,3 +582,133 @@ def test_a_host_without_iproute2_and_nothing_to_set_is_not_a_failure(monkeypatch
     assert "error" not in seen and seen["interfaces"] == []
     plan = mtu.plan(seen, _settings())
     assert plan["errors"] == [] and plan["host_drift"] is False and plan["wanted"] == []
+
+
+def test_ifcfg_edit_is_lineinfiles():
+    assert mtu.ifcfg_set_mtu("DEVICE=ens5\nMTU=1500\nONBOOT=yes\n", 9000) == \
+        "DEVICE=ens5\nMTU=9000\nONBOOT=yes\n"
+    assert mtu.ifcfg_set_mtu("DEVICE=ens5\nMTU=1500\nMTU=1600", 9000) == \
+        "DEVICE=ens5\nMTU=1500\nMTU=9000\n"  # the last one, as lineinfile
+    assert mtu.ifcfg_set_mtu("DEVICE=ens5\n", 9000) == "DEVICE=ens5\nMTU=9000\n"
+    assert mtu.ifcfg_set_mtu(None, 4000) == "MTU=4000\n"
+
+
+def _kept(plan, **changes):
+    """file_state as the probe reads the plan's files once written (owner root), with changes."""
+    return {f["path"]: {"exists": True, "mode": f["mode"], "owner": "root", "group": "root",
+                        "sha1": collection.state_drift.sha1(f["content"].encode()),
+                        **changes.get(f["path"], {})} for f in plan["to_write"]}
+
+
+def test_files_in_line_are_nothing_to_do_and_one_that_differs_is_rewritten():
+    """A converged netplan, networkd or ifupdown host costs no converge include (the probe
+    reads the files the plan keeps); one that differs is written and followed by its manager's
+    command, that one only."""
+    probe = _probe(
+        _iface("ens1", 9000, netplan_present=True, netplan_files=["/etc/netplan/50.yaml"]),
+        _iface("ens3", 9000, networkd={"active": True, "network_file": "/run/n/10-ens3.network"}),
+        _iface("ens4", 9000, ifupdown_file="/etc/network/interfaces",
+               ifupdown_text=IFUPDOWN.replace("ens1", "ens4")))
+    settings = _settings(interfaces=[{"name": "ens1"}, {"name": "ens3"}, {"name": "ens4"}],
+                         netplan_file="/etc/netplan/61-mine.yaml")
+    first = mtu.plan(probe, settings)
+    assert first["to_write"][0]["path"] == "/etc/netplan/61-mine.yaml"
+    same = mtu.plan({**probe, "file_state": _kept(first)}, settings)
+    assert same["persist_drift"] == [] and same["host_drift"] is False and same["persist"] == []
+    dropin = "/etc/systemd/network/10-ens3.network.d/60-rdmaprov-mtu.conf"
+    off = mtu.plan({**probe, "file_state": _kept(first, **{dropin: {"sha1": "0"}})}, settings)
+    assert off["persist_drift"] == [f"{dropin}: content differs"] and off["host_drift"] is True
+    assert off["persist"] == [{"argv": ["networkctl", "reload"], "removes": dropin,
+                               "label": "networkctl reload"}]
+    mode = mtu.plan({**probe, "file_state": _kept(first, **{
+        "/etc/netplan/61-mine.yaml": {"mode": "0644"}})}, settings)
+    assert mode["persist_drift"] == ["/etc/netplan/61-mine.yaml: mode 0644, wanted 0600"]
+
+
+def test_an_enabled_boot_unit_needs_no_command_and_a_disabled_one_is_enabled():
+    probe = _probe(_iface("ens1", 9000))
+    settings = _settings(interfaces=[{"name": "ens1"}], persist="systemd_unit")
+    state = _kept(mtu.plan(probe, settings))
+    on = mtu.plan({**probe, "file_state": state,
+                   "unit_state": {"rdmaprov-mtu.service": "enabled"}}, settings)
+    assert on["persist"] == [] and on["to_write"][0]["path"] == on["unit_path"]
+    off = mtu.plan({**probe, "file_state": state,
+                    "unit_state": {"rdmaprov-mtu.service": "disabled"}}, settings)
+    assert [c["argv"] for c in off["persist"]] == [["systemctl", "enable", "rdmaprov-mtu.service"]]
+
+
+def test_ping_under_check_without_python_apt_is_not_installed():
+    probe = _probe(_iface("ens1", 9000), ping=None)
+    settings = _settings(interfaces=[{"name": "ens1"}], persist="none")
+    assert mtu.plan(probe, settings)["ping_apt"] == ["iputils-ping"]
+    assert mtu.plan(probe, {**settings, "check_mode": True})["ping_apt"] == ["iputils-ping"]
+    held = mtu.plan(probe, {**settings, "check_mode": True, "python_apt": False})
+    assert held["ping_apt"] == [] and held["host_drift"] is True  # still reported as to do
+    other = mtu.plan({**probe, "apt": False}, settings)
+    assert other["ping_apt"] == [] and other["ping_other"] == ["iputils"]
+    assert mtu.plan(probe, {**settings, "verify": False})["ping_other"] == []
+
+
+def test_refused_is_the_errors_in_one_line():
+    probe = _probe(_iface("eth0", 1500))
+    plan = mtu.plan(probe, _settings(interfaces=[{"name": "ens9"}, {"name": "ens8"}]))
+    assert plan["refused"] == "node1: ens9: no such interface; node1: ens8: no such interface"
+    assert mtu.plan(probe, _settings())["refused"] == ""
+
+
+def test_proof_runs_when_asked_or_when_any_host_has_something_to_do():
+    def entry(name, drift=False):
+        return {"name": name, "address": f"10.0.0.{name[-1]}", "drift": drift, "peers": []}
+    plans = {f"node{i}": {"host_drift": False, "verify": entry(f"node{i}")} for i in (1, 2, 3)}
+    own = plans["node2"]["verify"]
+    assert mtu.proof("node2", own, plans, []) == (False, [])
+    assert mtu.proof("node2", own, plans, ["net_mtu_verify"]) == (
+        True, [plans["node1"]["verify"], plans["node3"]["verify"]])
+    plans["node3"]["host_drift"] = True
+    assert mtu.proof("node2", own, plans, [])[0] is True
+    # Nothing to prove on this host: no proof, whatever the play.
+    assert mtu.proof("node2", None, plans, ["net_mtu_verify"]) == (False, [])
+    # net_mtu_verify_peers names the peers; one without a plan gives an empty entry.
+    assert mtu.proof("node2", {**own, "peers": ["node1", "node2", "gone"]}, plans, []) == (
+        True, [plans["node1"]["verify"], {}])
+    # A peer outside the play, known through peer_plans; its drift does not start the proof.
+    outside = {"node9": {"host_drift": True, "verify": entry("node9")}}
+    plans["node3"]["host_drift"] = False
+    asked = {**own, "peers": ["node9"]}
+    assert mtu.proof("node2", asked, plans, ["net_mtu_verify"], {**plans, **outside}) == (
+        True, [outside["node9"]["verify"]])
+    assert mtu.proof("node2", asked, plans, [], {**plans, **outside}) == (False, [])
+
+
+def test_the_verify_action_fills_the_peers_from_the_plays_plans(monkeypatch):
+    from ansible_collections.rdmaprov.cluster.plugins.action import net_mtu_verify as action
+
+    def entry(name, drift=False):
+        return {"name": name, "address": f"10.0.0.{name[-1]}", "drift": drift, "peers": []}
+    hostvars = {f"node{i}": {"_net_mtu_probe": {"plan": {"host_drift": i == 3,
+                                                         "verify": entry(f"node{i}")}}}
+                for i in (1, 2, 3)}
+    task = mock.MagicMock()
+    task.args = {"verify": entry("node2")}
+    task.action = "rdmaprov.cluster.net_mtu_verify"
+    task.resolved_action = "rdmaprov.cluster.net_mtu_verify"
+    task.async_val = 0
+    task.check_mode = False
+    plugin = action.ActionModule(task, mock.MagicMock(), mock.MagicMock(), loader=None,
+                                 templar=None, shared_loader_obj=None)
+    seen = {}
+
+    def execute(module_name, module_args, task_vars):
+        seen.update(module=module_name, args=module_args)
+        return {"changed": False, "lines": ["ok"]}
+    monkeypatch.setattr(plugin, "_execute_module", execute)
+    task_vars = {"hostvars": hostvars, "ansible_play_hosts": ["node1", "node2", "node3"],
+                 "inventory_hostname": "node2", "ansible_run_tags": ["all"]}
+    result = plugin.run(task_vars=task_vars)
+    assert seen["args"]["peers"] == [entry("node1"), entry("node3")]
+    assert result["_ansible_verbose_always"] is True and result["lines"] == ["ok"]
+    # No host with anything to do and the proof not asked for: skipped, nothing run.
+    hostvars["node3"]["_net_mtu_probe"]["plan"]["host_drift"] = False
+    seen.clear()
+    result = plugin.run(task_vars=task_vars)
+    assert result["skipped"] is True and seen == {}

@@ -247,3 +247,29 @@ def test_the_files_header_is_the_plays_managed_string():
     files = {f["path"]: f["content"] for f in qos.host_plan([_capable("eth2", trust="dscp",
                                                                        ibdev=None)], s)["files"]}
     assert all("# Managed by ops (roce_qos)" in text.splitlines()[:2] for text in files.values())
+
+
+def test_host_plan_apply_commands_and_no_checks_under_check_mode():
+    s = {**SETTINGS, "script": "/usr/local/sbin/q", "host": "node1"}
+    good = [_capable("eth2", trust="dscp", ibdev=None)]
+    first = qos.host_plan(good, s)
+    unit_path, script = first["unit_path"], "/usr/local/sbin/q"
+    unit = s["unit_name"]
+    # Nothing written yet: systemd's reload, the enablement, the restart that runs the script.
+    assert first["apply"] == [
+        {"argv": ["systemctl", "daemon-reload"], "removes": unit_path},
+        {"argv": ["systemctl", "enable", unit], "removes": unit_path},
+        {"argv": ["systemctl", "restart", unit], "removes": script}]
+    state = {f["path"]: {"exists": True, "sha1": sha1(f["content"].encode()), "mode": f["mode"],
+                         "owner": "root", "group": "root"} for f in first["files"]}
+    enabled = {unit: "enabled"}
+    assert qos.host_plan(good, s, state, enabled)["apply"] == []
+    # Only the unit disabled: enabled, not restarted (its script and the NICs are in line).
+    assert qos.host_plan(good, s, state, {})["apply"] == [
+        {"argv": ["systemctl", "enable", unit], "removes": unit_path}]
+    # A NIC that drifted: the unit's restart re-runs the script.
+    drifted = [_capable("eth2", trust="pcp", ibdev=None)]
+    assert qos.host_plan(drifted, s, state, enabled)["apply"] == [
+        {"argv": ["systemctl", "restart", unit], "removes": script}]
+    assert qos.host_plan(drifted, s)["checks"] != []
+    assert qos.host_plan(drifted, {**s, "check_mode": True})["checks"] == []

@@ -135,7 +135,8 @@ def test_the_action_fills_settings_and_runs_the_module(monkeypatch):
     assert calls == [("rdmaprov.cluster.roce_qos_probe",
                       {"interfaces": ["eth1"], "settings": {"dscp": 26, "backend": "auto",
                                                             "host": "n1",
-                                                            "managed": "Ansible managed"}})]
+                                                            "managed": "Ansible managed",
+                                                            "check_mode": False, "rdma": {}}})]
     # Without settings the module runs as given (the raw probe).
     task.args = {"interfaces": ["eth1"]}
     calls.clear()
