@@ -19,7 +19,7 @@ PREFLIGHT = "rdmaprov.cluster.nccl_validate_preflight"
 
 
 class ActionModule(ActionBase):
-    TRANSFERS_FILES = True
+    TRANSFERS_FILES = False
     _supports_check_mode = True
 
     def _module(self, name, args, task_vars):
