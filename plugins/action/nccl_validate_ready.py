@@ -94,8 +94,8 @@ class ActionModule(ActionBase):
                                           "rendezvous": rdzv["rendezvous"]["addr"]}, task_vars)
             if pf.get("failed"):
                 return {**out, "failed": True, "msg": pf.get("msg")}
-            out.update(preflight={k: pf.get(k) for k in ("document", "exit_code", "failure",
-                                                          "host_rdma")})
+            shown = ("document", "exit_code", "failure", "host_rdma")
+            out.update(preflight={k: pf.get(k) for k in shown})
             changed, why = self._keep(pf.get("keep") or [])
             out["changed"] |= changed
             if why or pf["failure"]:

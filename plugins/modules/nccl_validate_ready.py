@@ -22,8 +22,8 @@ description:
     kept with the results; last, whether the rendezvous port is free (C(plan.port_problem))."
   - The rules are module_utils/validate_launch.py's; changed when the image was pulled, a
     worker file copied or a result file written.
-  - With O(all_ready), fails every host when a host of the play failed before (a missing peer
-    would stall the others): C(not launched, <hosts> failed the preflight).
+  - "With O(all_ready), fails every host when a host of the play failed before (a missing peer
+    would stall the others), saying C(not launched: <hosts> failed the preflight)."
 version_added: "0.4.0"
 author: rdmaprov developers (!UNKNOWN)
 options:
