@@ -295,3 +295,45 @@ def _lint_ifname(env: dict[str, str], interfaces: list[str]) -> list[dict]:
     return [_finding("error", "NCCL_SOCKET_IFNAME",
                      f"NCCL_SOCKET_IFNAME={value} names no interface on this host "
                      f"(interfaces: {', '.join(sorted(interfaces)) or 'none'})")]
+
+
+# --- the nccl_env role's settings and its read-back ------------------------------------------
+
+# The nccl_env role's settings that rdma_facts' option settings takes: its variables without the
+# nccl_env_ prefix and the address Ansible connects to (the play's). Its action plugin fills
+# them, and adds 'facts' (the host's Ansible facts, for the socket interface) and
+# 'ib_tc_roce_qos' (the roce_qos role's roce_qos_nccl_ib_tc, where that is set).
+SETTINGS = ("use_pyverbs", "socket_ifname", "address", "ib_tc", "extra", "lint_fail",
+            "conf_path", "verify")
+
+
+def role_params(settings: dict) -> dict:
+    """rdma_facts' options from the nccl_env role's settings (SETTINGS and the two its action
+    adds), as the role's task passed them one by one."""
+    roce_qos = settings.get("ib_tc_roce_qos")
+    pyverbs = settings["use_pyverbs"]
+    if isinstance(pyverbs, bool):  # a bare YAML yes/no
+        pyverbs = "yes" if pyverbs else "no"
+    if pyverbs not in ("auto", "yes", "no"):
+        raise ValueError(f"nccl_env_use_pyverbs must be auto, yes or no, not {pyverbs!r}")
+    return {"use_pyverbs": pyverbs,
+            "nccl_socket_ifname": settings["socket_ifname"],
+            "nccl_socket_facts": settings.get("facts") or {},
+            "nccl_socket_address": settings["address"],
+            "nccl_ib_tc": int(settings["ib_tc"]),
+            "nccl_ib_tc_roce_qos": None if roce_qos in (None, "") else int(roce_qos),
+            "nccl_extra": dict(settings.get("extra") or {})}
+
+
+def conf_check(nccl: dict, text: str | None) -> tuple[bool, str]:
+    """Does the NCCL settings file hold every line of ``nccl`` (the `nccl` rdma_facts returned
+    with the role's settings: path, lines, summary)? ``text``: the file's content, None when it
+    cannot be read. (ok, the one line the role reports)."""
+    path = nccl["path"]
+    if text is None:
+        return False, f"nccl_env: {path} cannot be read"
+    have = set(text.split("\n"))
+    missing = list(dict.fromkeys(line for line in nccl["lines"] if line not in have))
+    if missing:
+        return False, f"nccl_env: {path} lacks {missing}"
+    return True, f"nccl_env: {path} {nccl['summary']}"

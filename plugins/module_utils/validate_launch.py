@@ -18,6 +18,7 @@ import os
 import re
 import shlex
 import shutil
+from collections.abc import Mapping
 
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import ranges
 
@@ -46,7 +47,7 @@ def fabric_members(hosts, master):
 # The role's settings the probe module takes (option settings): nccl_validate_* without the
 # prefix, plus the play's hosts, this host's name and address (ansible_host).
 PLAN_KEYS = (
-    "hosts", "host", "address", "master_host", "master_port", "label", "runtime", "engine",
+    "hosts", "host", "address", "master_host", "master_port", "run_label", "runtime", "engine",
     "image", "python", "pythonpath", "container_args", "memlock", "devices", "cdi_device",
     "cdi_spec", "gpus", "host_rdma", "backend", "launcher", "nproc_per_node", "worker_args",
     "require_ib", "pairs", "pair_fraction", "bw_fraction", "min_busbw", "max_jitter", "rails",
@@ -74,6 +75,25 @@ def worker_copies(worker, ports, remote_dir):
     """The role's copies of worker_sources() to ``remote_dir``/bin: [{name, src, dest}]."""
     return [{"name": name, "src": src, "dest": f"{remote_dir}/bin/{name}"}
             for name, src in worker_sources(worker, ports).items()]
+
+
+def worker_dirs(copies):
+    """The directories the worker's files (worker_copies()) go into, each once, in order."""
+    return list(dict.fromkeys(os.path.dirname(c["dest"]) for c in copies))
+
+
+def own_of(master_probe):
+    """The rendezvous host's own address for its peers ([address, where from], its plan's
+    'own'), from its probe's result; None when its probe did not run or planned nothing."""
+    plan = (master_probe or {}).get("plan") if isinstance(master_probe, Mapping) else None
+    return plan.get("own") if isinstance(plan, Mapping) else None
+
+
+def not_launched(all_hosts, ready_hosts):
+    """The line that stops every host of the play when some failed the preflight (a missing
+    peer would stall the others), or ''."""
+    gone = [h for h in all_hosts if h not in ready_hosts]
+    return f"not launched: {', '.join(gone)} failed the preflight" if gone else ""
 
 
 def master_of(s):
@@ -142,13 +162,13 @@ def plan(s, probe, check_mode=False):
         "remote_dir": s["remote_dir"], "rdma_mounts": [], "torch_libuv": None,
         # What the image preflight and the launch need besides.
         "host": s["host"], "members": members, "master_port": int(s["master_port"]),
-        "label": s["label"], "host_rdma": s["host_rdma"],
+        "label": s["run_label"], "host_rdma": s["host_rdma"],
         "require_ib": require_ib(s["backend"], s["require_ib"], env),
         "rdma": probe.get("rdma") or {},
         "pull": s["pull"], "pull_timeout": int(s["pull_timeout"]), "timeout": int(s["timeout"]),
         "poll_interval": int(s["poll_interval"]),
         "results_dir": s["results_dir"],
-        "results": f"{s['results_dir']}/{s['label']}/{s['host']}",
+        "results": f"{s['results_dir']}/{s['run_label']}/{s['host']}",
     }
     refuse = []
     if runtime != "host" and engine == "none":

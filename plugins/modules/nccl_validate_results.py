@@ -32,6 +32,19 @@ options:
     type: list
     elements: dict
     default: []
+  fresh:
+    description:
+      - "Before a run, its launch (nccl_validate_ready's C(launch)): the run's fresh result
+        directory on the host (C(host_paths), through the file module, mode 0755, never
+        reported changed), then the controller's (C(controller_paths), as O(paths))."
+    type: dict
+  ended:
+    description:
+      - "After a run, its launch: how this host's part ended (nccl_validate_probe's C(result),
+        RV(part)), what it lists fetched onto the controller (the fetch action, flat, missing
+        files skipped), the run recorded (the launch's C(keep), as O(files)); then the host
+        fails with the part's one line when it failed."
+    type: dict
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
@@ -57,6 +70,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+part:
+  description: "With O(ended): {rc, reason, fetch} (nccl_validate_probe's C(part))."
+  returned: with O(ended)
+  type: dict
 kept:
   description: The files of O(files), written or already as given.
   returned: success

@@ -79,6 +79,26 @@ options:
       - Fail when the lint of C(nccl_lint_env) finds an error; the message lists each one.
     type: bool
     default: false
+  settings:
+    description:
+      - The nccl_env role's settings (rdma_nccl.SETTINGS, its variables without the
+        C(nccl_env_) prefix, and C(address), the address Ansible connects to), with C(facts)
+        (the host's Ansible facts) and C(ib_tc_roce_qos) (the roce_qos role's
+        C(roce_qos_nccl_ib_tc)). With them the NCCL options above come from the settings
+        (rdma_nccl.role_params), the lint of C(extra) fails the host per C(lint_fail), and
+        C(nccl) also returns C(path) (C(conf_path)) and C(verify).
+      - In a task, every key it lacks is filled on the control host by the module's action
+        plugin (plugins/plugin_utils/role_settings.py) from the role variable
+        C(nccl_env_<key>), C(address) from the play, C(facts) and C(ib_tc_roce_qos) from the
+        host's variables. C({}) gives the role's settings whole.
+    type: dict
+  verify_conf:
+    description:
+      - "The C(nccl) an earlier call with O(settings) returned ({path, lines, summary,
+        verify}): reads the file at C(path) back and fails, with one line, unless it holds every
+        one of C(lines) (rdma_nccl.conf_check); nothing is discovered. Skipped in check mode
+        (the file may not be written yet) and when C(verify) is false."
+    type: dict
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
@@ -192,6 +212,7 @@ rdma:
 
 # Ansible's layout: the documentation strings come first, so imports follow them.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible.module_utils.parsing.convert_bool import boolean  # noqa: E402
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import (  # noqa: E402
     rdma_nccl,
     rdma_sysfs,
@@ -217,9 +238,33 @@ def main() -> None:
             "nccl_extra": {"type": "dict"},
             "nccl_lint_env": {"type": "dict"},
             "nccl_lint_fail": {"type": "bool", "default": False},
+            "settings": {"type": "dict"},
+            "verify_conf": {"type": "dict"},
         },
         supports_check_mode=True,
     )
+    verify = module.params["verify_conf"]
+    if verify is not None:
+        if module.check_mode or not boolean(verify.get("verify", True)):
+            module.exit_json(changed=False, skipped=True,
+                             msg=f"nccl_env: {verify['path']} not read back"
+                             + (" in check mode" if module.check_mode else ""))
+        try:
+            with open(verify["path"], encoding="utf-8", errors="replace", newline="") as fh:
+                text = fh.read()
+        except OSError:
+            text = None
+        ok, line = rdma_nccl.conf_check(verify, text)
+        if not ok:
+            module.fail_json(msg=line)
+        module.exit_json(changed=False, msg=line)
+    settings = module.params["settings"]
+    if settings is not None:
+        try:
+            module.params.update(rdma_nccl.role_params(settings),
+                                 nccl_lint_fail=boolean(settings["lint_fail"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            module.fail_json(msg=f"settings: {exc}")
 
     try:
         facts = gather(module.params["sysfs_root"], module.params["use_pyverbs"],
@@ -243,6 +288,8 @@ def main() -> None:
         errors = [f["message"] for f in nccl["lint"] if f["level"] == "error"]
         if params["nccl_lint_fail"] and errors:
             module.fail_json(msg="NCCL lint: " + "; ".join(errors), rdma=facts, nccl=nccl)
+    if settings is not None:
+        nccl.update(path=settings["conf_path"], verify=boolean(settings["verify"]))
     module.exit_json(changed=False, rdma=facts, nccl=nccl, ansible_facts={"rdma": facts})
 
 

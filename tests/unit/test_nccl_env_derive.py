@@ -132,6 +132,32 @@ def test_conf_puts_extra_on_top_sorted_by_name_with_the_first_note():
     assert bare == {"settings": {}, "lines": [], "summary": "sets no NCCL variable"}
 
 
+def test_role_params_from_the_roles_settings():
+    settings = {"use_pyverbs": True, "socket_ifname": "eth1", "address": "10.0.0.7",
+                "ib_tc": "96", "extra": {"NCCL_IB_TIMEOUT": 22}, "lint_fail": True,
+                "conf_path": "/etc/nccl.conf", "verify": True}
+    assert nccl.role_params(settings) == {
+        "use_pyverbs": "yes", "nccl_socket_ifname": "eth1", "nccl_socket_facts": {},
+        "nccl_socket_address": "10.0.0.7", "nccl_ib_tc": 96, "nccl_ib_tc_roce_qos": None,
+        "nccl_extra": {"NCCL_IB_TIMEOUT": 22}}
+    got = nccl.role_params({**settings, "use_pyverbs": "auto", "ib_tc_roce_qos": "106",
+                            "facts": {"interfaces": []}})
+    assert (got["use_pyverbs"], got["nccl_ib_tc_roce_qos"], got["nccl_socket_facts"]) == (
+        "auto", 106, {"interfaces": []})
+    with pytest.raises(ValueError, match="nccl_env_use_pyverbs must be auto, yes or no"):
+        nccl.role_params({**settings, "use_pyverbs": "maybe"})
+
+
+def test_conf_check_names_the_lines_the_file_lacks():
+    want = {"path": "/etc/nccl.conf", "lines": ["A=1", "B==x", "A=1"], "summary": "sets A, B"}
+    assert nccl.conf_check(want, "# note\nA=1\nB==x\n") == (
+        True, "nccl_env: /etc/nccl.conf sets A, B")
+    assert nccl.conf_check(want, "A=1\nB=x\n") == (
+        False, "nccl_env: /etc/nccl.conf lacks ['B==x']")
+    assert nccl.conf_check(want, "") == (False, "nccl_env: /etc/nccl.conf lacks ['A=1', 'B==x']")
+    assert nccl.conf_check(want, None) == (False, "nccl_env: /etc/nccl.conf cannot be read")
+
+
 # --- lint -----------------------------------------------------------------------------------------
 
 def _levels(findings: list[dict]) -> dict[str, str]:

@@ -308,6 +308,14 @@ def test_pyverbs_facts_merge_sysfs_extras(monkeypatch):
 # --- the module, run by Ansible -------------------------------------------------------------------
 
 def _ansible(tmp_path, args: str, check: bool = False) -> tuple[int, dict]:
+    proc = _adhoc(tmp_path, args, check)
+    # The ad-hoc default output is "localhost | STATUS => {json}" for one host.
+    _, sep, body = proc.stdout.partition("localhost | ")
+    assert sep, proc.stdout + proc.stderr
+    return proc.returncode, json.loads(body.split("=> ", 1)[1])
+
+
+def _adhoc(tmp_path, args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
     colls = tmp_path / "collections"
     (colls / "ansible_collections/rdmaprov").mkdir(parents=True)
     (colls / "ansible_collections/rdmaprov/cluster").symlink_to(ROOT)
@@ -318,11 +326,7 @@ def _ansible(tmp_path, args: str, check: bool = False) -> tuple[int, dict]:
             "-m", "rdmaprov.cluster.rdma_facts", "-a", args]
     if check:
         argv.append("--check")
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
-    # The ad-hoc default output is "localhost | STATUS => {json}" for one host.
-    _, sep, body = proc.stdout.partition("localhost | ")
-    assert sep, proc.stdout + proc.stderr
-    return proc.returncode, json.loads(body.split("=> ", 1)[1])
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
 
 
 def test_module_on_a_fixture_in_check_mode(tmp_path):
@@ -369,7 +373,7 @@ def test_module_documentation_is_valid_yaml_and_matches_the_argument_spec():
     assert set(parsed["DOCUMENTATION"]["options"]) == {
         "sysfs_root", "use_pyverbs", "versions", "nccl_socket_ifname", "nccl_socket_facts",
         "nccl_socket_address", "nccl_ib_tc", "nccl_ib_tc_roce_qos", "nccl_extra",
-        "nccl_lint_env", "nccl_lint_fail"}
+        "nccl_lint_env", "nccl_lint_fail", "settings", "verify_conf"}
     assert set(parsed["RETURN"]) == {"rdma", "nccl"}
     assert parsed["EXAMPLES"][0]["rdmaprov.cluster.rdma_facts"] is None
 
@@ -391,3 +395,67 @@ def test_module_derives_what_the_nccl_env_role_writes(tmp_path):
     rc, res = _ansible(tmp_path / "bad", json.dumps({**args, "nccl_extra": {
         "NCCL_IB_ENABLE": "1"}}))
     assert rc != 0 and res["msg"].startswith("NCCL lint: NCCL_IB_ENABLE does not exist in NCCL")
+
+
+def test_module_with_the_nccl_env_roles_settings_then_its_read_back(tmp_path):
+    """The nccl_env role's calls: its settings (what the action plugin fills) give the same
+    derivation as the options one by one; verify_conf reads the written file back."""
+    conf = tmp_path / "nccl.conf"
+    settings = {"use_pyverbs": "no", "socket_ifname": "", "address": "10.0.0.7", "ib_tc": -1,
+                "extra": {"NCCL_IB_TIMEOUT": 22}, "lint_fail": True, "conf_path": str(conf),
+                "verify": True, "ib_tc_roce_qos": "106",
+                "facts": {"interfaces": ["lo", "eth1"], "eth1": {"ipv4": {"address": "10.0.0.7"}},
+                          "rdmaprov": {"ssh_interface": ""}}}
+    args = {"sysfs_root": str(FIXTURES / "roce"), "versions": False, "settings": settings}
+    rc, res = _ansible(tmp_path / "derive", json.dumps(args))
+    assert rc == 0, res
+    nccl = res["nccl"]
+    assert nccl["lines"] == ["NCCL_IB_GID_INDEX=3", "NCCL_IB_HCA==mlx5_0:1", "NCCL_IB_TC=106",
+                             "NCCL_IB_TIMEOUT=22", "NCCL_SOCKET_IFNAME==eth1"]
+    assert (nccl["path"], nccl["verify"]) == (str(conf), True)
+    rc, res = _ansible(tmp_path / "lint", json.dumps(
+        {**args, "settings": {**settings, "extra": {"NCCL_IB_ENABLE": "1"}}}))
+    assert rc != 0 and res["msg"].startswith("NCCL lint: NCCL_IB_ENABLE does not exist in NCCL")
+    # The read-back: every line there, one missing, under --check, not wanted.
+    conf.write_text("# header\n" + "\n".join(nccl["lines"]) + "\n")
+    rc, res = _ansible(tmp_path / "ok", json.dumps({"verify_conf": nccl}))
+    assert rc == 0 and res["msg"] == f"nccl_env: {conf} {nccl['summary']}", res
+    conf.write_text("\n".join(line for line in nccl["lines"] if "TC=" not in line) + "\n")
+    rc, res = _ansible(tmp_path / "lacks", json.dumps({"verify_conf": nccl}))
+    assert rc != 0 and res["msg"] == f"nccl_env: {conf} lacks ['NCCL_IB_TC=106']", res
+    for name, verify, check in (("check", nccl, True), ("off", {**nccl, "verify": False}, False)):
+        conf.unlink(missing_ok=True)
+        proc = _adhoc(tmp_path / name, json.dumps({"verify_conf": verify}), check=check)
+        assert proc.returncode == 0 and "localhost | SKIPPED" in proc.stdout, proc.stdout
+
+
+def test_the_action_adds_the_hosts_facts_and_roce_qos_tc(monkeypatch):
+    import importlib
+    from unittest import mock
+
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.plugins.action import ActionBase
+    from ansible.template import Templar
+    action_mod = importlib.import_module(
+        "ansible_collections.rdmaprov.cluster.plugins.action.rdma_facts")
+    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+    task = mock.MagicMock()
+    task.resolved_action = "rdmaprov.cluster.rdma_facts"
+    variables = {"inventory_hostname": "n1", "ansible_host": "10.0.0.7",
+                 "nccl_env_socket_ifname": "", "nccl_env_ib_tc": -1, "nccl_env_verify": True,
+                 "roce_qos_nccl_ib_tc": "106", "ansible_facts": {"interfaces": ["eth1"]}}
+    calls = []
+
+    def run(args):
+        task.args = args
+        action = action_mod.ActionModule(task, mock.MagicMock(), mock.MagicMock(), None,
+                                         Templar(loader=DataLoader(), variables=variables), None)
+        monkeypatch.setattr(action, "_execute_module", lambda module_name, module_args,
+                            task_vars: calls.append(module_args) or {})
+        action.run(task_vars=variables)
+        return calls[-1]
+
+    assert run({"settings": {}})["settings"] == {
+        "socket_ifname": "", "ib_tc": -1, "verify": True, "address": "10.0.0.7",
+        "facts": {"interfaces": ["eth1"]}, "ib_tc_roce_qos": "106"}
+    assert run({"versions": False}) == {"versions": False}  # the raw module: as given

@@ -27,7 +27,7 @@ ACTIONS = {  # probe module -> role
     "roce_qos_probe": "roce_qos", "firewall_probe": "firewall", "net_mtu_probe": "net_mtu",
     "rdma_ofed_probe": "rdma_ofed", "container_runtime_probe": "container_runtime",
     "nccl_validate_probe": "nccl_validate", "slurm_health_probe": "slurm_health",
-    "kernel_modules": "rdma_modules",
+    "kernel_modules": "rdma_modules", "rdma_facts": "nccl_env",
 }
 
 

@@ -487,7 +487,7 @@ def role_settings(**over):
     defaults = DEFAULTS
     base = {k: defaults[f"nccl_validate_{k}"] for k in vl.PLAN_KEYS
             if f"nccl_validate_{k}" in defaults}
-    base.update(hosts=["a", "b", "c"], host="b", address="10.0.0.2", label="fabric")
+    base.update(hosts=["a", "b", "c"], host="b", address="10.0.0.2")
     base["master_port"] = defaults["nccl_validate_master_port"]
     base["env_override"] = {}
     base.update(over)
@@ -502,7 +502,7 @@ HOST = {"engine": "podman", "gpu_count": 8, "ib_devices": ["/dev/infiniband/uver
 
 def test_every_plan_key_is_a_role_variable_or_the_plays():
     defaults = DEFAULTS
-    play = {"hosts", "host", "address", "label"}
+    play = {"hosts", "host", "address"}
     assert {k for k in vl.PLAN_KEYS if f"nccl_validate_{k}" not in defaults} == play
     # The probe's action fills every other key from its variable (tests/unit/test_role_settings.py).
 

@@ -103,10 +103,13 @@ def test_the_shipped_files_import_nothing_from_rdmaprov():
 
 def test_the_role_copies_the_shipped_files():
     # The nccl_validate role copies the worker to the hosts itself: the same files, from the
-    # same places (the probe's action plans them with validate_launch.worker_copies).
-    tasks = yaml.safe_load((ROOT / "roles/nccl_validate/tasks/worker.yml").read_text())
-    [copy] = [t for t in tasks if "ansible.builtin.copy" in t]
-    assert copy["loop"] == "{{ _nccl_validate_probe.plan.worker }}"
+    # same places (the probe's action plans them with validate_launch.worker_copies; the
+    # nccl_validate_ready action copies the plan.worker of the probe the role names).
+    tasks = yaml.safe_load((ROOT / "roles/nccl_validate/tasks/preflight.yml").read_text())
+    [probe] = [t for t in tasks if "rdmaprov.cluster.nccl_validate_probe" in t]
+    [ready] = [t["rdmaprov.cluster.nccl_validate_ready"] for t in tasks
+               if "probe" in (t.get("rdmaprov.cluster.nccl_validate_ready") or {})]
+    assert ready["probe"] == probe["register"]
     files = worker_files()
     ports = str(files["rdma_ports.py"])
     copies = collection.validate_launch.worker_copies(str(files["worker.py"]), ports, "/r")
