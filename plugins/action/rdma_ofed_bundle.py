@@ -10,6 +10,7 @@ actions) in the task's check and diff mode."""
 
 from __future__ import annotations
 
+from ansible.errors import AnsibleAction, AnsibleError
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import driver_versions
@@ -23,17 +24,25 @@ class ActionModule(ActionBase):
     _supports_check_mode = True
 
     def _step(self, step, task_vars):
-        """One step's builtin, with the step's arguments, in this task's check and diff mode."""
+        """One step's builtin, with the step's arguments, in this task's check and diff mode: its
+        result, also where the builtin's action ends it with an exception (unarchive's
+        C(creates) skip, copy's failures), as the task executor would make it one."""
         name = "ansible.legacy.%s" % step["action"]
-        if step["action"] not in _ACTIONS:
-            return self._execute_module(module_name=name, module_args=dict(step["args"]),
-                                        task_vars=task_vars)
-        task = self._task.copy()
-        task.args = dict(step["args"])
-        action = self._shared_loader_obj.action_loader.get(
-            name, task=task, connection=self._connection, play_context=self._play_context,
-            loader=self._loader, templar=self._templar, shared_loader_obj=self._shared_loader_obj)
-        return action.run(task_vars=task_vars)
+        try:
+            if step["action"] not in _ACTIONS:
+                return self._execute_module(module_name=name, module_args=dict(step["args"]),
+                                            task_vars=task_vars)
+            task = self._task.copy()
+            task.args = dict(step["args"])
+            action = self._shared_loader_obj.action_loader.get(
+                name, task=task, connection=self._connection, play_context=self._play_context,
+                loader=self._loader, templar=self._templar,
+                shared_loader_obj=self._shared_loader_obj)
+            return action.run(task_vars=task_vars)
+        except AnsibleAction as exc:
+            return exc.result
+        except AnsibleError as exc:
+            return {"failed": True, "msg": str(exc)}
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -52,10 +61,11 @@ class ActionModule(ActionBase):
             for step in driver_versions.bundle_steps(bundle, check):
                 out = self._step(step, task_vars)
                 ran = ran or bool(step.get("installs"))
+                # The installer runs only where another version is in place: it always changes.
+                changed = changed or bool(out.get("changed")) or bool(step.get("installs"))
                 if out.get("failed"):
                     failure = driver_versions.bundle_failure(step["name"], out, ran)
                     break
-                changed = changed or bool(out.get("changed")) or bool(step.get("installs"))
                 if out.get("diff"):
                     diffs.extend(out["diff"] if isinstance(out["diff"], list) else [out["diff"]])
         finally:

@@ -115,3 +115,22 @@ def test_check_mode_checks_the_copy_and_says_what_it_would_install(monkeypatch, 
                                          "Copy the verified bundle to the node"]
     assert got["changed"] is changed and not got.get("failed")
     assert got["msg"] == (f"would install MLNX_OFED 24.10-1.1.4.0 from {tgz} (installed: none)")
+
+
+def test_a_builtin_actions_skip_or_failure_is_the_steps_result(monkeypatch) -> None:
+    """unarchive ends with an exception where its installer is already there (creates), copy
+    where it cannot read its source: each becomes that step's result, not the task's."""
+    from ansible.errors import AnsibleActionFail, AnsibleActionSkip
+
+    action_mod = importlib.import_module(f"{PKG}.action.rdma_ofed_bundle")
+    task = mock.MagicMock()
+    loader = mock.MagicMock()
+    action = action_mod.ActionModule(task, mock.MagicMock(), mock.MagicMock(), None, None)
+    action._shared_loader_obj = loader  # ansible.plugins.loader itself in ansible-core 2.19
+    unpack = {"name": "Unpack the tarball", "action": "unarchive", "args": {"src": "/x.tgz"}}
+    loader.action_loader.get.return_value.run.side_effect = AnsibleActionSkip("skipped, since y")
+    assert action._step(unpack, {}) == {"skipped": True, "msg": "skipped, since y"}
+    loader.action_loader.get.return_value.run.side_effect = AnsibleActionFail("no such file")
+    assert action._step(unpack, {}) == {"failed": True, "msg": "no such file"}
+    name, kwargs = loader.action_loader.get.call_args
+    assert name == ("ansible.legacy.unarchive",) and kwargs["task"].args == {"src": "/x.tgz"}
