@@ -158,7 +158,7 @@ _REMOTE = re.compile(r"^(https?|ftp|file)://")
 _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 _BUNDLE_EXT = re.compile(r"\.(tgz|tar\.gz|iso)$")
 # Where the DOCA repository's signing key goes on a Debian-family host.
-DOCA_KEYRING = "/etc/apt/keyrings/rdmaprov-doca.asc"  # also setup-Debian.yml's get_url dest
+DOCA_KEYRING = "/etc/apt/keyrings/rdmaprov-doca.asc"
 
 
 # The inbox source's packages by OS, looked up as a first_found over files would: distribution-
