@@ -11,8 +11,8 @@ DOCUMENTATION = r"""
 module: rdma_ofed_bundle
 short_description: Fetch, verify and install an MLNX_OFED bundle
 description:
-  - The rdma_ofed role's MLNX_OFED path in one task, from the plan of C(rdma_ofed_probe)
-    (RV(rdma_ofed_probe#module:bundle)); the steps are driver_versions.bundle_steps().
+  - The rdma_ofed role's MLNX_OFED path in one task, from the plan of M(rdmaprov.cluster.rdma_ofed_probe)
+    (RV(rdmaprov.cluster.rdma_ofed_probe#module:bundle)); the steps are driver_versions.bundle_steps().
   - A bundle on the control host is held to its sha256 there, before a byte of it reaches the
     node; it is then copied to the node. A URL is fetched by the node with C(get_url), which
     checks the sha256 before it moves the download into place.
@@ -28,7 +28,9 @@ author: rdmaprov developers (!UNKNOWN)
 options:
   bundle:
     description:
-      - The C(bundle) that C(rdma_ofed_probe) returns with O(rdma_ofed_probe#module:settings) -
+      - The RV(rdmaprov.cluster.rdma_ofed_probe#module:bundle) that
+        M(rdmaprov.cluster.rdma_ofed_probe) returns with
+        O(rdmaprov.cluster.rdma_ofed_probe#module:settings) -
         C(src), C(sha256), C(checksum), C(workdir), C(file), C(dir), C(remote), C(iso),
         C(installer), C(argv) and C(would).
     type: dict

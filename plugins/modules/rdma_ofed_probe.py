@@ -130,8 +130,8 @@ bundle:
   description:
     - The MLNX_OFED bundle's C(src), C(workdir), C(file) and C(dir) on the node, whether the node
       fetches it (C(remote)), whether it is an ISO (C(iso)), its C(installer) and the installer's
-      C(argv), its C(sha256) and get_url's C(checksum), and what check mode would do (C(would)):
-      what C(rdma_ofed_bundle) takes.
+      C(argv), its C(sha256) and get_url's C(checksum), and what check mode would do (C(would)),
+      as M(rdmaprov.cluster.rdma_ofed_bundle) takes them.
   returned: when O(settings) is given without O(before)
   type: dict
 install_packages:
