@@ -148,17 +148,48 @@ def file_lines(entries: list[dict], kind: str) -> str:
     return "".join(lines) or "# (no options set)\n"
 
 
-# The settings module_plan reads: the rdma_modules_* variables without the prefix (the
-# kernel_modules action plugin fills them from the role's variables), and what preflight saw
-# (has_gpus, has_hcas), which the role gives.
+# The settings module_plan reads: the rdma_modules_* variables without the prefix, what
+# preflight saw (has_gpus, has_hcas) and the managed-file header (managed); the kernel_modules
+# action plugin fills them (role_settings: the role's variables, FACTS, CONTEXT).
 MODULE_SETTINGS = ("base", "ipoib", "peermem", "peermem_name", "extra", "group_extra",
-                   "host_extra", "load", "verify_uverbs", "has_gpus", "has_hcas")
+                   "host_extra", "load", "verify_uverbs", "has_gpus", "has_hcas", "load_conf",
+                   "modprobe_conf", "managed")
+
+# What each file of the set says about itself under the managed-file header, by the lines it
+# carries (file_lines' kind).
+FILE_NOTES = {
+    "names": "# RDMA kernel modules loaded at boot by systemd-modules-load"
+             " (rdmaprov.cluster.rdma_modules).",
+    "options": "# Options of the RDMA kernel modules (rdmaprov.cluster.rdma_modules). modprobe"
+               " runs the `install`\n# lines of this directory in a shell: a value never breaks"
+               " its line.",
+}
+
+
+def managed_comment(managed: str) -> str:
+    """The managed-file header as a comment, as Ansible's C(comment) filter writes
+    C({{ ansible_managed | comment }}): a line C(#), each line of it after C(# ) (a line C(#)
+    where one is empty before another), a line C(#)."""
+    text = ("# " + managed.replace("\n", "\n# ")).replace("# \n", "#\n")
+    return f"#\n{text}\n#"
+
+
+def module_files(s: dict) -> list[dict]:
+    """The files that name the set (kernel_modules' persist entries): the modules-load.d file
+    (load_conf) and the modprobe.d file (modprobe_conf), each the header and its note, the set's
+    lines appended; a file whose path is empty is not kept."""
+    managed = managed_comment(s["managed"])
+    return [{"path": path, "content": f"{managed}\n{FILE_NOTES[kind]}", "append": kind,
+             "mode": "0644"}
+            for path, kind in ((s["load_conf"], "names"), (s["modprobe_conf"], "options"))
+            if path]
 
 
 def module_plan(s: dict) -> dict:
     """The rdma_modules role's plan: the merged set (modules), its names in order, whether to
-    load them (load) and whether to require /dev/infiniband/uverbs* (require_uverbs: asked for,
-    on a host with HCAs)."""
+    load them (load), whether to require /dev/infiniband/uverbs* (require_uverbs: asked for,
+    on a host with HCAs) and the files that name the set (files: module_files())."""
     entries = module_set(s)
     return {"modules": entries, "names": [e["name"] for e in entries], "load": bool(s["load"]),
-            "require_uverbs": bool(s["verify_uverbs"] and s["has_hcas"])}
+            "require_uverbs": bool(s["verify_uverbs"] and s["has_hcas"]),
+            "files": module_files(s)}

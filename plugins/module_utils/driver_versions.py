@@ -157,6 +157,8 @@ def stack_report(source: str, packages: list[str], plan: dict, mlnx_plan: dict,
 _REMOTE = re.compile(r"^(https?|ftp|file)://")
 _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 _BUNDLE_EXT = re.compile(r"\.(tgz|tar\.gz|iso)$")
+# Where the DOCA repository's signing key goes on a Debian-family host.
+DOCA_KEYRING = "/etc/apt/keyrings/rdmaprov-doca.asc"
 
 
 # The inbox source's packages by OS, looked up as a first_found over files would: distribution-
@@ -195,13 +197,17 @@ def os_packages(s: dict, table: dict[str, dict] | None = None) -> dict | None:
 _NO_OS = {"inbox": [], "rdma_core": [], "pin_separator": "="}
 
 
-# The settings the plan reads that are rdma_ofed_* variables (without the prefix; the probe's
-# action plugin fills them from the role's variables). The role gives the rest: the OS facts
-# (which pick OS_PACKAGES), the OS's name and the connection's interface.
+# The settings the plan reads: the rdma_ofed_* variables (without the prefix), then the OS facts
+# (which pick OS_PACKAGES), the OS's name, the connection's interface, whether apt can act under
+# --check and the play's check mode. The probe's action plugin fills them all
+# (plugins/plugin_utils/role_settings.py: the role's variables, FACTS, CONTEXT).
 SETTINGS = ("source", "inbox_packages", "inbox_extra_packages", "inbox_version", "doca_packages",
             "doca_version", "doca_repo_url", "doca_gpg_key_url", "doca_repo_trusted",
             "mlnx_ofed_src", "mlnx_ofed_sha256", "mlnx_ofed_version", "mlnx_ofed_workdir",
-            "restart_openibd", "reboot_ok", "allow_connection_interface_down", "mlnx_ofed_flags")
+            "restart_openibd", "reboot_ok", "allow_connection_interface_down", "mlnx_ofed_flags",
+            # The host's facts (role_settings.FACTS) and the play's check mode.
+            "os_name", "os_family", "distribution", "distribution_major_version", "ssh_interface",
+            "ssh_interface_rdma", "python_apt", "check_mode")
 
 
 def wanted_packages(s: dict) -> list[str]:
@@ -220,9 +226,11 @@ def _bundle(s: dict) -> dict:
     base = posixpath.basename(src)
     file = f"{workdir}/{base}"
     unpacked = f"{workdir}/{parsed['stem'] if parsed else _BUNDLE_EXT.sub('', base)}"
-    return {"parsed": parsed, "file": file, "dir": unpacked, "remote": bool(_REMOTE.match(src)),
-            "iso": file.endswith(".iso"), "installer": f"{unpacked}/mlnxofedinstall",
+    return {"parsed": parsed, "src": src, "workdir": workdir, "file": file, "dir": unpacked,
+            "remote": bool(_REMOTE.match(src)), "iso": file.endswith(".iso"),
+            "installer": f"{unpacked}/mlnxofedinstall",
             "argv": [f"{unpacked}/mlnxofedinstall", *s["mlnx_ofed_flags"]],
+            "sha256": s["mlnx_ofed_sha256"].lower(),
             "checksum": f"sha256:{s['mlnx_ofed_sha256'].lower()}"}
 
 
@@ -286,29 +294,97 @@ def plan(s: dict, state: dict) -> dict:
 
     packages: what the source installs; plan, mlnx_plan: package_plan() and ofed_plan() (with
     would: what --check says it would install); request: the names an install asks the package
-    manager for; bundle: the MLNX_OFED bundle's file and directory on the node, whether the node
-    fetches it, whether it is an ISO, its installer and the installer's argv, and get_url's
-    checksum; setting_errors: what to refuse, and refusal, those lines joined ("" for none);
-    drift: whether the install path runs (something differs, a DOCA repository, which is not
-    probed, or a setting to refuse); install_bundle: whether an MLNX_OFED bundle is installed;
-    doca_key: whether the DOCA repository's signing key is installed (not for a trusted mirror);
-    activate: activation(); rdmaprov_report: the report line where nothing differs.
+    manager for; bundle: the MLNX_OFED bundle's source, work directory, file and directory on the
+    node, whether the node fetches it, whether it is an ISO, its installer and the installer's
+    argv, its sha256 and get_url's checksum, and what --check would do (the rdma_ofed_bundle
+    action's argument, bundle_steps()); setting_errors: what to refuse, and refusal, those lines
+    joined ("" for none); drift: whether the install path runs (something differs, a DOCA
+    repository, which is not probed, or a setting to refuse); install_packages and
+    package_tasks: whether packages are installed, and the OS family's task file that does it;
+    install_bundle: whether an MLNX_OFED bundle is installed; doca_key: whether the DOCA
+    repository's signing key is installed (not for a trusted mirror); doca_repo: the DOCA
+    repository's settings as apt and dnf take them; can_install: whether the package manager may
+    act (apt without python3-apt would install it, which --check must not); activate:
+    activation(); rdmaprov_report: the report line where nothing differs.
     """
     packages, pkg, mlnx, bundle = _plans(s, state)
     errors = setting_errors(s, bundle["parsed"])
     differs = mlnx["install"] if s["source"] == "mlnx_ofed" else not pkg["ok"]
     mlnx["would"] = (f"would install MLNX_OFED {mlnx['wanted']} from {s['mlnx_ofed_src']} "
                      f"(installed: {mlnx['installed'] or 'none'})")
+    trusted = s["doca_repo_trusted"]
     return {"packages": packages, "plan": pkg, "mlnx_plan": mlnx,
             "request": pkg["install"] or packages,
-            "bundle": {k: v for k, v in bundle.items() if k != "parsed"},
+            "bundle": {**{k: v for k, v in bundle.items() if k != "parsed"},
+                       "would": mlnx["would"]},
             "setting_errors": errors, "refusal": "; ".join(errors),
             "drift": differs or s["source"] == "doca" or bool(errors),
+            "install_packages": s["source"] != "mlnx_ofed",
+            "package_tasks": f"setup-{s['os_family']}.yml",
             "install_bundle": s["source"] == "mlnx_ofed" and mlnx["install"],
-            "doca_key": s["source"] == "doca" and not s["doca_repo_trusted"],
+            "doca_key": s["source"] == "doca" and not trusted,
+            "doca_repo": {"configure": s["source"] == "doca", "url": s["doca_repo_url"],
+                          "trusted": trusted, "gpgcheck": not trusted,
+                          "signed_by": "" if trusted else DOCA_KEYRING,
+                          "gpgkey": "" if trusted else s["doca_gpg_key_url"],
+                          "key_url": s["doca_gpg_key_url"]},
+            # apt installs python3-apt when it is missing, which --check must not do.
+            "can_install": bool(s["python_apt"] or not s["check_mode"]),
             "activate": activation(s),
             "rdmaprov_report": [] if differs else [
                 stack_report(s["source"], packages, pkg, mlnx, state)]}
+
+
+def bundle_steps(b: dict, check: bool) -> list[dict]:
+    """The MLNX_OFED bundle path (the rdma_ofed_bundle action) from plan()'s bundle: its steps
+    in order, each the name a failure gives, the builtin it runs (C(file), C(get_url) and
+    C(command) modules, the C(copy) and C(unarchive) actions) and that builtin's arguments; the
+    installer's step has C(installs). A bundle on the control host is copied (checked there
+    first), a URL fetched by the node with get_url, which checks the sha256 before it moves the
+    download into place and removes a file already there that does not match. Under --check
+    nothing was fetched: the installer is neither unpacked nor run."""
+    steps = [{"name": "Create the work directory", "action": "file",
+              "args": {"path": b["workdir"], "state": "directory", "mode": "0755"}}]
+    if b["remote"]:
+        steps.append({"name": "Fetch the bundle and check its sha256", "action": "get_url",
+                      "args": {"url": b["src"], "dest": b["file"], "checksum": b["checksum"],
+                               "mode": "0644"}})
+    else:
+        steps.append({"name": "Copy the verified bundle to the node", "action": "copy",
+                      "args": {"src": b["src"], "dest": b["file"], "mode": "0644"}})
+    if check:
+        return steps
+    if b["iso"]:
+        steps.append({"name": "Mount the ISO", "action": "command",
+                      "args": {"argv": ["mount", "-o", "loop,ro", b["file"], b["dir"]],
+                               "creates": b["installer"]}})
+    else:
+        steps.append({"name": "Unpack the tarball", "action": "unarchive",
+                      "args": {"src": b["file"], "dest": b["workdir"], "remote_src": True,
+                               "creates": b["installer"]}})
+    # Runs only when the installed version differs from the wanted one, so it always changes.
+    steps.append({"name": "Run mlnxofedinstall", "action": "command", "installs": True,
+                  "args": {"argv": b["argv"]}})
+    return steps
+
+
+def bundle_cleanup(b: dict, check: bool) -> list[dict]:
+    """What runs after the bundle path's steps, whether they failed or not: an ISO is unmounted
+    (where it was mounted: its installer is there)."""
+    if not b["iso"] or check:
+        return []
+    return [{"name": "Unmount the ISO", "action": "command",
+             "args": {"argv": ["umount", b["dir"]], "removes": b["installer"]}}]
+
+
+def bundle_failure(step: str, result: dict, installer_ran: bool) -> str:
+    """The line that stops the bundle path: the step that failed, the builtin's message and the
+    last line it wrote to stderr, and, where the installer did not run, that nothing was
+    installed."""
+    lines = result.get("stderr_lines") or str(result.get("stderr") or "").splitlines()
+    detail = f"{result.get('msg') or ''} {lines[-1] if lines else ''}".strip()
+    return (f"rdma_ofed: {step} failed: {detail}"
+            + ("" if installer_ran else "; nothing was installed"))
 
 
 def bundle_check(path: str, sha256: str) -> str:

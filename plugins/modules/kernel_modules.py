@@ -57,6 +57,9 @@ options:
       verify_uverbs: {description: rdma_modules_verify_uverbs., type: bool, default: true}
       has_gpus: {description: Whether preflight saw NVIDIA GPUs., type: bool, default: false}
       has_hcas: {description: "Whether preflight saw HCAs (O(settings.verify_uverbs) applies there only).", type: bool, default: false}
+      load_conf: {description: "rdma_modules_load_conf - the modules-load.d file listing the set; empty for none.", type: str, default: ""}
+      modprobe_conf: {description: "rdma_modules_modprobe_conf - the modprobe.d file with the set's options; empty for none.", type: str, default: ""}
+      managed: {description: "The managed-file header of those files (C(ansible_managed)), written as a comment.", type: str, default: Ansible managed}
   load:
     description: Load missing modules. With C(false) only report their state. With O(settings), its C(load).
     type: bool
@@ -227,6 +230,8 @@ SETTINGS = {
     "peermem_name": {"type": "str", "default": "nvidia_peermem"},
     **{k: {"type": "bool", "default": True} for k in ("load", "verify_uverbs")},
     **{k: {"type": "bool", "default": False} for k in ("has_gpus", "has_hcas")},
+    **{k: {"type": "str", "default": ""} for k in ("load_conf", "modprobe_conf")},
+    "managed": {"type": "str", "default": "Ansible managed"},
 }
 
 
@@ -256,6 +261,8 @@ def main() -> None:
             module.fail_json(msg=f"kernel_modules: {exc}")
         entries, names = plan["modules"], plan["names"]
         load, require_uverbs = plan["load"], plan["require_uverbs"]
+        # The set's own files first (settings.load_conf, settings.modprobe_conf), then persist.
+        p["persist"] = plan["files"] + p["persist"]
     else:
         names, load, require_uverbs = p["names"], p["load"], p["require_uverbs"]
         entries = [{"name": name} for name in names]

@@ -31,7 +31,8 @@ options:
       - In a task, every key it lacks is filled on the control host by the module's action
         plugin (plugins/plugin_utils/role_settings.py), from the role variable
         C(rdma_ofed_<key>) where one is defined, else from the play (C(host), C(address),
-        C(hosts), C(check_mode), C(connection), C(managed)). C({}) gives the role's settings whole.
+        C(hosts), C(check_mode), C(connection), C(managed)), else from the host's facts (the OS,
+        the connection's interface, python3-apt). C({}) gives the role's settings whole.
     type: dict
     suboptions:
       source: {description: rdma_ofed_source., type: str, required: true, choices: [inbox, doca, mlnx_ofed]}
@@ -56,6 +57,8 @@ options:
       distribution_major_version: {description: "Its major version: C(<distribution>-<major>) is looked up first.", type: str, default: ""}
       ssh_interface: {description: The interface carrying the Ansible connection., type: str, default: ""}
       ssh_interface_rdma: {description: Whether that interface is on an HCA., type: bool, default: false}
+      python_apt: {description: "Whether python3-apt is installed (preflight's fact): without it apt cannot act under check mode.", type: bool, default: true}
+      check_mode: {description: "Whether the play runs in check mode (the probe itself always reads).", type: bool, default: false}
       mlnx_ofed_flags:
         description: rdma_ofed_mlnx_ofed_flags (the installer's argv in RV(bundle)).
         type: list
@@ -125,11 +128,31 @@ request:
   elements: str
 bundle:
   description:
-    - The MLNX_OFED bundle's C(file) and C(dir) on the node, whether the node fetches it
-      (C(remote)), whether it is an ISO (C(iso)), its C(installer) and the installer's C(argv),
-      and get_url's C(checksum).
+    - The MLNX_OFED bundle's C(src), C(workdir), C(file) and C(dir) on the node, whether the node
+      fetches it (C(remote)), whether it is an ISO (C(iso)), its C(installer) and the installer's
+      C(argv), its C(sha256) and get_url's C(checksum), and what check mode would do (C(would)),
+      as M(rdmaprov.cluster.rdma_ofed_bundle) takes them.
   returned: when O(settings) is given without O(before)
   type: dict
+install_packages:
+  description: Whether the source installs packages (inbox, doca), with the tasks of RV(package_tasks).
+  returned: when O(settings) is given without O(before)
+  type: bool
+package_tasks:
+  description: The role's task file for the OS family (C(setup-Debian.yml), C(setup-RedHat.yml)).
+  returned: when O(settings) is given without O(before)
+  type: str
+doca_repo:
+  description:
+    - The DOCA repository - whether to C(configure) it (source C(doca)), its C(url), whether it is
+      C(trusted) without a signature, and then C(gpgcheck), the key for dnf (C(gpgkey)) and apt's
+      keyring (C(signed_by)), empty for a trusted mirror, and the key's URL (C(key_url)).
+  returned: when O(settings) is given without O(before)
+  type: dict
+can_install:
+  description: Whether the package manager may act (not under check mode on a Debian-family host without python3-apt).
+  returned: when O(settings) is given without O(before)
+  type: bool
 setting_errors:
   description: What the install path refuses, one line each.
   returned: when O(settings) is given without O(before)
@@ -200,6 +223,7 @@ SETTINGS = {
        for k in ("inbox_version", "doca_version", "doca_repo_url", "mlnx_ofed_src",
                  "mlnx_ofed_sha256", "mlnx_ofed_version", "os_name", "ssh_interface",
                  "os_family", "distribution", "distribution_major_version")},
+    "python_apt": {"type": "bool", "default": True},
     # A key's URL, not a secret (validate-modules guesses from the name).
     "doca_gpg_key_url": {"type": "str", "default": "", "no_log": False},
     "mlnx_ofed_flags": {"type": "list", "elements": "str",
@@ -207,7 +231,7 @@ SETTINGS = {
     "mlnx_ofed_workdir": {"type": "str", "default": "/var/cache/rdmaprov/mlnx_ofed"},
     **{k: {"type": "bool", "default": False}
        for k in ("doca_repo_trusted", "restart_openibd", "reboot_ok",
-                 "allow_connection_interface_down", "ssh_interface_rdma")},
+                 "allow_connection_interface_down", "ssh_interface_rdma", "check_mode")},
 }
 
 

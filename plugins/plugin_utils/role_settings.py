@@ -44,8 +44,14 @@ CONTEXT = {
 }
 
 
+def _os_name(facts):
+    """The distribution and its version as a refusal names the OS ("Debian 12.5")."""
+    return " ".join(str(facts[k]) for k in ("distribution", "distribution_version") if k in facts)
+
+
 # Settings that are the host's facts (Ansible's, and the preflight role's ansible_facts.rdmaprov):
-# where each is read, and its value where the fact is missing (a play that did not run preflight).
+# where each is read (a path into ansible_facts, or a function of them), and its value where the
+# fact is missing (a play that did not run preflight).
 FACTS = {
     "os_family": (("os_family",), "Debian"),
     "architecture": (("architecture",), "x86_64"),
@@ -57,6 +63,7 @@ FACTS = {
     "has_gpus": (("rdmaprov", "has_gpus"), False),
     "has_hcas": (("rdmaprov", "has_hcas"), False),
     "rdma": (("rdma",), {}),
+    "os_name": (_os_name, ""),
 }
 
 
@@ -64,6 +71,8 @@ def fact(variables, key):
     """The host's fact behind FACTS[key], or its value for a host without it."""
     path, missing = FACTS[key]
     node = variables.get("ansible_facts")
+    if callable(path):
+        return (path(node) or missing) if isinstance(node, dict) else missing
     for part in path:
         if not isinstance(node, dict) or part not in node:
             return missing

@@ -91,7 +91,7 @@ def test_tarball_holds_only_collection_content(tarball: Path) -> None:
     for needed in (
         "roles/preflight/meta/argument_specs.yml",
         "roles/rdma_ofed/tasks/main.yml",
-        "roles/rdma_modules/templates/modules-load.conf.j2",
+        "roles/rdma_modules/tasks/site.yml",
         "plugins/modules/kernel_modules.py",
         "plugins/modules/rdma_facts.py",
         "plugins/lookup/input_problems.py",

@@ -173,7 +173,7 @@ BUNDLE_NAME = "MLNX_OFED_LINUX-24.10-1.1.4.0-debian12.1-x86_64.tgz"
 
 
 def settings(**over: object) -> dict:
-    """The rdma_ofed role's settings as vars/main.yml hands them to the probe (its defaults on
+    """The rdma_ofed role's settings as the probe's action plugin fills them (its defaults on
     Debian 12 over SSH through a plain Ethernet port, with WANT as the user's inbox list)."""
     s = {"source": "inbox", "inbox_packages": WANT, "inbox_extra_packages": [],
          "inbox_version": "", "doca_packages": ["doca-ofed"], "doca_version": "",
@@ -183,7 +183,8 @@ def settings(**over: object) -> dict:
          "reboot_ok": False, "allow_connection_interface_down": False,
          "os_name": "Debian 12.5", "ssh_interface": "eth0", "ssh_interface_rdma": False,
          "os_family": "Debian", "distribution": "Debian", "distribution_major_version": "12",
-         "mlnx_ofed_flags": ["--force", "--without-fw-update"]}
+         "mlnx_ofed_flags": ["--force", "--without-fw-update"], "python_apt": True,
+         "check_mode": False}
     return {**s, **over}
 
 
@@ -275,10 +276,14 @@ def test_plan_of_an_mlnx_ofed_bundle() -> None:
     assert same["mlnx_plan"]["wanted"] == "24.10-1.1.4.0" and same["drift"] is False
     unpacked = f"/var/cache/rdmaprov/mlnx_ofed/{BUNDLE_NAME[:-4]}"
     assert same["bundle"] == {
+        "src": f"https://mirror/x/{BUNDLE_NAME}", "workdir": "/var/cache/rdmaprov/mlnx_ofed",
         "file": f"/var/cache/rdmaprov/mlnx_ofed/{BUNDLE_NAME}", "dir": unpacked, "remote": True,
         "iso": False, "installer": f"{unpacked}/mlnxofedinstall",
         "argv": [f"{unpacked}/mlnxofedinstall", "--force", "--without-fw-update"],
-        "checksum": f"sha256:{SHA}"}
+        "sha256": SHA, "checksum": f"sha256:{SHA}",
+        "would": f"would install MLNX_OFED 24.10-1.1.4.0 from https://mirror/x/{BUNDLE_NAME} "
+                 "(installed: 24.10-1.1.4.0)"}
+    assert same["install_packages"] is False
     assert same["install_bundle"] is False and same["doca_key"] is False
     # A version set by hand wins over the file name's; a file with another name unpacks to its
     # own stem, and a path on the control host is copied, not fetched.
@@ -608,3 +613,85 @@ def test_probe_module_returns_the_parsed_state_and_plans_from_it(tmp_path: Path)
     assert wrong["failed"] is True and wrong["msg"] == versions.bundle_check(str(bundle), SHA)
     right = run({"settings": {**local, "mlnx_ofed_sha256": real}, "check_bundle": True})
     assert "failed" not in right and "state" not in right and right["changed"] is False
+
+
+def test_the_package_path_and_the_doca_repository_from_the_plan() -> None:
+    state = {"versions": {}, "ofed": None}
+    inbox = versions.plan(settings(), state)
+    assert inbox["install_packages"] is True and inbox["package_tasks"] == "setup-Debian.yml"
+    assert inbox["doca_repo"]["configure"] is False
+    assert versions.plan(settings(**ROCKY9), state)["package_tasks"] == "setup-RedHat.yml"
+    signed = versions.plan(settings(source="doca", doca_repo_url="https://m/d/",
+                                    doca_gpg_key_url="https://m/key"), state)["doca_repo"]
+    assert signed == {"configure": True, "url": "https://m/d/", "trusted": False,
+                      "gpgcheck": True, "signed_by": "/etc/apt/keyrings/rdmaprov-doca.asc",
+                      "gpgkey": "https://m/key", "key_url": "https://m/key"}
+    # A trusted mirror: no signature asked for, no key (the tasks leave signed_by/gpgkey out).
+    trusted = versions.plan(settings(source="doca", doca_repo_url="https://m/d/",
+                                     doca_repo_trusted=True), state)["doca_repo"]
+    assert (trusted["trusted"], trusted["gpgcheck"], trusted["signed_by"], trusted["gpgkey"]) == (
+        True, False, "", "")
+
+
+@pytest.mark.parametrize(("python_apt", "check", "can"), [
+    (True, True, True), (True, False, True), (False, False, True), (False, True, False)])
+def test_apt_acts_under_check_only_with_python_apt(python_apt: bool, check: bool,
+                                                   can: bool) -> None:
+    got = versions.plan(settings(python_apt=python_apt, check_mode=check),
+                        {"versions": {}, "ofed": None})
+    assert got["can_install"] is can
+
+
+def _bundle(src: str, **over: object) -> dict:
+    return versions.plan(settings(source="mlnx_ofed", mlnx_ofed_src=src, mlnx_ofed_sha256=SHA,
+                                  **over), {"versions": {}, "ofed": None})["bundle"]
+
+
+def test_bundle_steps_fetch_or_copy_then_unpack_or_mount_then_install() -> None:
+    work = "/var/cache/rdmaprov/mlnx_ofed"
+    stem = f"{work}/{BUNDLE_NAME[:-4]}"
+    remote = _bundle(f"https://mirror/x/{BUNDLE_NAME}")
+    steps = versions.bundle_steps(remote, check=False)
+    assert [(s["name"], s["action"]) for s in steps] == [
+        ("Create the work directory", "file"), ("Fetch the bundle and check its sha256", "get_url"),
+        ("Unpack the tarball", "unarchive"), ("Run mlnxofedinstall", "command")]
+    assert steps[0]["args"] == {"path": work, "state": "directory", "mode": "0755"}
+    assert steps[1]["args"] == {"url": f"https://mirror/x/{BUNDLE_NAME}",
+                                "dest": f"{work}/{BUNDLE_NAME}", "checksum": f"sha256:{SHA}",
+                                "mode": "0644"}
+    assert steps[2]["args"] == {"src": f"{work}/{BUNDLE_NAME}", "dest": work, "remote_src": True,
+                                "creates": f"{stem}/mlnxofedinstall"}
+    assert steps[3]["args"] == {"argv": [f"{stem}/mlnxofedinstall", "--force",
+                                         "--without-fw-update"]}
+    assert [s.get("installs", False) for s in steps] == [False, False, False, True]
+    assert versions.bundle_cleanup(remote, check=False) == []
+    # --check: only the directory and the fetch are checked; nothing is unpacked or run.
+    assert [s["action"] for s in versions.bundle_steps(remote, check=True)] == ["file", "get_url"]
+    # A bundle on the control host is copied; an ISO is mounted, and unmounted afterwards.
+    iso = _bundle(f"/srv/{BUNDLE_NAME[:-4]}.iso")
+    steps = versions.bundle_steps(iso, check=False)
+    assert [s["name"] for s in steps] == [
+        "Create the work directory", "Copy the verified bundle to the node", "Mount the ISO",
+        "Run mlnxofedinstall"]
+    assert steps[1]["args"] == {"src": f"/srv/{BUNDLE_NAME[:-4]}.iso",
+                                "dest": f"{stem}.iso", "mode": "0644"}
+    assert steps[2]["args"] == {"argv": ["mount", "-o", "loop,ro", f"{stem}.iso", stem],
+                                "creates": f"{stem}/mlnxofedinstall"}
+    assert versions.bundle_cleanup(iso, check=False) == [
+        {"name": "Unmount the ISO", "action": "command",
+         "args": {"argv": ["umount", stem], "removes": f"{stem}/mlnxofedinstall"}}]
+    assert versions.bundle_cleanup(iso, check=True) == []
+
+
+def test_bundle_failure_names_the_step_and_whether_anything_was_installed() -> None:
+    fetch = {"failed": True, "msg": "The checksum for /x did not match 00; it was ab."}
+    assert versions.bundle_failure("Fetch the bundle and check its sha256", fetch, False) == (
+        "rdma_ofed: Fetch the bundle and check its sha256 failed: The checksum for /x did not "
+        "match 00; it was ab.; nothing was installed")
+    run = {"failed": True, "msg": "non-zero return code", "rc": 1,
+           "stderr_lines": ["Checking...", "Error: kernel 6.1 is not supported"]}
+    assert versions.bundle_failure("Run mlnxofedinstall", run, True) == (
+        "rdma_ofed: Run mlnxofedinstall failed: non-zero return code Error: kernel 6.1 is not "
+        "supported")
+    assert versions.bundle_failure("Mount the ISO", {"stderr": "mount: no loop\n"}, False) == (
+        "rdma_ofed: Mount the ISO failed: mount: no loop; nothing was installed")

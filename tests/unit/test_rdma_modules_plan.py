@@ -18,10 +18,12 @@ BASE = ["ib_core", "ib_uverbs", "rdma_ucm", "ib_umad", "mlx5_core", "mlx5_ib"]
 
 
 def settings(**over: object) -> dict:
-    """The role's defaults (defaults/main.yml) on a host preflight saw no GPUs and no HCAs on."""
+    """The role's defaults (defaults/main.yml) on a host preflight saw no GPUs and no HCAs on,
+    without the files (load_conf, modprobe_conf: test_the_files_of_the_set has them)."""
     s = {"base": BASE, "ipoib": False, "peermem": "auto", "peermem_name": "nvidia_peermem",
          "extra": [], "group_extra": [], "host_extra": [], "load": True, "verify_uverbs": True,
-         "has_gpus": False, "has_hcas": False}
+         "has_gpus": False, "has_hcas": False, "load_conf": "", "modprobe_conf": "",
+         "managed": "Ansible managed"}
     return {**s, **over}
 
 
@@ -138,3 +140,37 @@ def test_module_takes_names_or_settings(tmp_path: Path) -> None:
     every_absent = settings(base=[], peermem="absent")
     assert _run(tmp_path, {"settings": every_absent})["msg"] == (
         "the module set is empty (every entry absent?)")
+
+
+@pytest.mark.parametrize("managed", [
+    "Ansible managed", "Managed by ops: do not edit", "line one\nline two", "a\n\nb", "a\n", ""])
+def test_the_managed_header_is_what_the_comment_filter_wrote(managed: str) -> None:
+    """The role's templates wrote {{ ansible_managed | comment }}: the same text, byte for byte,
+    so a host written before is not rewritten."""
+    from ansible.plugins.filter.core import comment
+
+    assert plan.managed_comment(managed) == comment(managed)
+
+
+def test_the_files_of_the_set(tmp_path: Path) -> None:
+    s = settings(load_conf="/etc/modules-load.d/rdmaprov.conf",
+                 modprobe_conf="/etc/modprobe.d/rdmaprov.conf")
+    assert plan.module_plan(s)["files"] == [
+        {"path": "/etc/modules-load.d/rdmaprov.conf", "append": "names", "mode": "0644",
+         "content": "#\n# Ansible managed\n#\n# RDMA kernel modules loaded at boot by "
+                    "systemd-modules-load (rdmaprov.cluster.rdma_modules)."},
+        {"path": "/etc/modprobe.d/rdmaprov.conf", "append": "options", "mode": "0644",
+         "content": "#\n# Ansible managed\n#\n# Options of the RDMA kernel modules "
+                    "(rdmaprov.cluster.rdma_modules). modprobe runs the `install`\n# lines of "
+                    "this directory in a shell: a value never breaks its line."}]
+    # An empty path keeps no file.
+    assert [f["path"] for f in plan.module_plan(settings(modprobe_conf="/m.conf"))["files"]] == [
+        "/m.conf"]
+    # The module writes them (check mode here: the diff, nothing on disk), before persist's own.
+    load_conf, extra = tmp_path / "modules.conf", tmp_path / "extra.conf"
+    got = _run(tmp_path, {"settings": settings(load_conf=str(load_conf), managed="ops"),
+                          "persist": [{"path": str(extra), "content": "x\n"}]})
+    assert [d["after"] for d in got["diff"]] == [
+        "#\n# ops\n#\n# RDMA kernel modules loaded at boot by systemd-modules-load "
+        "(rdmaprov.cluster.rdma_modules).\n" + "".join(f"{n}\n" for n in BASE), "x\n"]
+    assert got["written"] == [str(load_conf), str(extra)] and not load_conf.exists()

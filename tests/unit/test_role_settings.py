@@ -187,6 +187,11 @@ def test_fill_takes_the_hosts_facts_last_with_their_missing_values():
     bare = {"inventory_hostname": "n1"}
     assert rs.fill("x", keys, {}, bare, template_with(bare)) == {
         "os_family": "Debian", "python_apt": True, "has_gpus": False, "ssh_interface": ""}
+    # os_name is computed from two facts (rdma_ofed's refusals name the OS by it).
+    debian = {"ansible_facts": {"distribution": "Debian", "distribution_version": "12.5"}}
+    assert rs.fill("x", ("os_name",), {}, debian, template_with(debian)) == {
+        "os_name": "Debian 12.5"}
+    assert rs.fill("x", ("os_name",), {}, bare, template_with(bare)) == {"os_name": ""}
     # A role variable of the same name wins over the fact.
     both = {**variables, "x_os_family": "Suse"}
     assert rs.fill("x", ("os_family",), {}, both, template_with(both)) == {"os_family": "Suse"}
