@@ -150,7 +150,8 @@ SETTINGS: dict[str, dict] = {
                             "description": ("container_runtime_podman_storage_conf (the probe"
                                             " reads it).")},
     "verify": {"type": "bool", "default": True, "description": "container_runtime_verify."},
-    "nvidia_repo_key_url": {"type": "str",
+    # A URL, not a secret (no_log False tells ansible-test so).
+    "nvidia_repo_key_url": {"type": "str", "no_log": False,
                             "default": "https://nvidia.github.io/libnvidia-container/gpgkey",
                             "description": "container_runtime_nvidia_repo_key_url."},
     "nvidia_packages": {"type": "list", "elements": "str", "default": ["nvidia-container-toolkit"],
@@ -440,21 +441,21 @@ def configure_steps(settings: dict, plan: dict, can_raise: bool) -> list[dict]:
     it differs."""
     steps = [dict(step(path, "file", {"path": path, "state": "directory", "mode": "0755"}),
                   path=path) for path in plan["dirs"]]
+    reexec = [step("re-execute systemd", "systemd_service", {"daemon_reexec": True})]
     for item in plan["writes"] + plan["systemd_dropin"]:
-        reexec = item in plan["systemd_dropin"] and can_raise
+        then = {"then": reexec} if item in plan["systemd_dropin"] and can_raise else {}
         steps.append(dict(step(item["path"], "copy", {
             "dest": item["path"], "content": item["content"], "mode": item["mode"]}),
-            path=item["path"], **({"then": [step("re-execute systemd", "systemd_service",
-                                                 {"daemon_reexec": True})]} if reexec else {})))
+            path=item["path"], **then))
     steps += [dict(step(edit["line"], "lineinfile", {
         "path": edit["path"], "regexp": edit["regexp"], "line": edit["line"],
         "insertafter": edit["after"]}), path=edit["path"]) for edit in plan["storage"]["edits"]]
     if plan["daemon_json"] is not None:
         path = settings.get("docker_daemon_json")
+        restart = step("restart docker", "systemd_service",
+                       {"name": "docker", "state": "restarted"})
         steps.append(dict(step(path, "copy", {"dest": path, "content": plan["daemon_json"],
-                                               "mode": "0644"}),
-                          path=path, then=[step("restart docker", "systemd_service",
-                                                {"name": "docker", "state": "restarted"})]))
+                                              "mode": "0644"}), path=path, then=[restart]))
     steps += [dict(step(path, "file", {"path": path, "state": "absent"}), path=path)
               for path in plan["remove"]]
     if plan["nvidia_cdi"]:
