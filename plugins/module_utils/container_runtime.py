@@ -50,6 +50,14 @@ CHECK_SCRIPT = (
     ' echo "conf=${NCCL_CONF_FILE:-}"; [ -r /etc/nccl.conf ] && while IFS= read -r l'
     ' || [ -n "$l" ]; do case "$l" in NCCL_*) echo "nccl=$l";; esac; done < /etc/nccl.conf;'
     ' true')
+# Debian 13 split docker's client out of docker.io: "have" where `docker` is there after the
+# install, "package" where apt's index has a docker-cli record (then it is installed), else "none".
+DOCKER_CLI_SCRIPT = (
+    "command -v docker >/dev/null && echo have || { apt-cache show --no-all-versions docker-cli"
+    " 2>/dev/null | grep -q '^Package:' && echo package || echo none; }")
+NVIDIA_APT_LIST = "/etc/apt/sources.list.d/nvidia-container-toolkit.list"
+# Where nvidia-ctk writes the CDI spec it generates; installed where it differs.
+NVIDIA_CDI_TMP = "/run/rdmaprov-nvidia-cdi.yaml"
 NO_GPU = "NVIDIA toolkit: not applicable on this host: no NVIDIA GPU (no /proc/driver/nvidia/gpus)"
 NO_IB = "/dev/infiniband in containers: not applicable on this host: no /dev/infiniband"
 NO_REGISTRY = (" (no registry here? load the image from a file with container_runtime_images, or"
@@ -142,6 +150,14 @@ SETTINGS: dict[str, dict] = {
                             "description": ("container_runtime_podman_storage_conf (the probe"
                                             " reads it).")},
     "verify": {"type": "bool", "default": True, "description": "container_runtime_verify."},
+    # A URL, not a secret (no_log False tells ansible-test so).
+    "nvidia_repo_key_url": {"type": "str", "no_log": False,
+                            "default": "https://nvidia.github.io/libnvidia-container/gpgkey",
+                            "description": "container_runtime_nvidia_repo_key_url."},
+    "nvidia_packages": {"type": "list", "elements": "str", "default": ["nvidia-container-toolkit"],
+                        "description": "container_runtime_nvidia_packages."},
+    "cdi_spec": {"type": "str", "default": "/etc/cdi/nvidia.yaml",
+                 "description": "container_runtime_cdi_spec (NVIDIA's CDI spec)."},
 }
 
 
@@ -362,6 +378,108 @@ def storage_edits(storage: dict, conf_exists: bool) -> list[dict]:
     return edits
 
 
+def step(label: str, module: str, args: dict, **extra) -> dict:
+    """One step of the role's apply (action container_runtime_apply): the module and its
+    arguments; ``check_mode`` False runs it under --check too, ``changed`` overrides what it
+    says, ``only_if`` ({argv, stdout}) runs it only where that command prints that, and ``then``
+    (steps) runs where it changed (what a handler did)."""
+    return {"label": label, "module": "ansible.builtin." + module, "args": args, **extra}
+
+
+def install_steps(settings: dict, plan: dict) -> list[dict]:
+    """The engine's and NVIDIA's toolkit packages (with NVIDIA's package source) as the OS
+    family installs them, then docker's daemon started: the steps of the install tasks."""
+    steps = []
+    source = plan["nvidia_source"]
+    nvidia_packages = list(settings.get("nvidia_packages") or [])
+    key_url = settings.get("nvidia_repo_key_url")
+    if settings.get("os_family") == "RedHat":
+        if plan["install_engine"]:
+            steps.append(step("engine: " + " ".join(plan["packages"]), "dnf",
+                              {"name": plan["packages"], "state": "present"}))
+        if plan["gpu"] and source["add"]:
+            steps.append(step("NVIDIA's package source", "yum_repository", {
+                "name": "nvidia-container-toolkit", "description": "NVIDIA container toolkit",
+                "baseurl": source["yum"], "gpgkey": key_url, "gpgcheck": source["key"]}))
+        if plan["gpu"]:
+            steps.append(step("NVIDIA: " + " ".join(nvidia_packages), "dnf",
+                              {"name": nvidia_packages, "state": "present"}))
+    else:
+        # cache_valid_time 0 where apt's index had no candidate for the engine when probed.
+        if plan["apt_install_engine"]:
+            steps.append(step("engine: " + " ".join(plan["packages"]), "apt", {
+                "name": plan["packages"], "state": "present", "update_cache": True,
+                "cache_valid_time": plan["apt_cache_valid_time"]}))
+        if plan["docker_cli_check"]:
+            steps.append(step("docker's client (docker-cli), where packaged apart", "apt",
+                              {"name": "docker-cli", "state": "present"},
+                              only_if={"argv": ["sh", "-c", DOCKER_CLI_SCRIPT],
+                                       "stdout": "package"}))
+        if plan["gpu"] and source["key"]:
+            steps.append(step("NVIDIA's signing key", "get_url",
+                              {"url": key_url, "dest": NVIDIA_KEYRING, "mode": "0644"}))
+        if plan["gpu"] and source["add"]:
+            steps.append(step("NVIDIA's (or a local) package source", "copy",
+                              {"dest": NVIDIA_APT_LIST, "mode": "0644", "content": source["apt"]}))
+        if plan["gpu"] and plan["apt_module"]:
+            steps.append(step("NVIDIA: " + " ".join(nvidia_packages), "apt", {
+                "name": nvidia_packages, "state": "present", "update_cache": True}))
+    if not plan["install"]:
+        steps = []
+    if plan["start_docker"]:
+        steps.append(step("docker started", "systemd_service",
+                          {"name": "docker", "state": "started", "enabled": True}))
+    return steps
+
+
+def configure_steps(settings: dict, plan: dict, can_raise: bool) -> list[dict]:
+    """What the configure tasks write, each step naming its ``path``: the directories, the
+    drop-ins, storage.conf and the RDMA CDI spec and enroot's files as rendered, systemd's
+    drop-in (systemd re-executed where it changed and the hard limit can be raised), a site's
+    own storage.conf edited, docker's daemon.json (docker restarted where it changed), the RDMA
+    CDI spec removed where nothing goes in it, NVIDIA's CDI spec generated and installed where
+    it differs."""
+    steps = [dict(step(path, "file", {"path": path, "state": "directory", "mode": "0755"}),
+                  path=path) for path in plan["dirs"]]
+    reexec = [step("re-execute systemd", "systemd_service", {"daemon_reexec": True})]
+    for item in plan["writes"] + plan["systemd_dropin"]:
+        then = {"then": reexec} if item in plan["systemd_dropin"] and can_raise else {}
+        steps.append(dict(step(item["path"], "copy", {
+            "dest": item["path"], "content": item["content"], "mode": item["mode"]}),
+            path=item["path"], **then))
+    steps += [dict(step(edit["line"], "lineinfile", {
+        "path": edit["path"], "regexp": edit["regexp"], "line": edit["line"],
+        "insertafter": edit["after"]}), path=edit["path"]) for edit in plan["storage"]["edits"]]
+    if plan["daemon_json"] is not None:
+        path = settings.get("docker_daemon_json")
+        restart = step("restart docker", "systemd_service",
+                       {"name": "docker", "state": "restarted"})
+        steps.append(dict(step(path, "copy", {"dest": path, "content": plan["daemon_json"],
+                                              "mode": "0644"}), path=path, then=[restart]))
+    steps += [dict(step(path, "file", {"path": path, "state": "absent"}), path=path)
+              for path in plan["remove"]]
+    if plan["nvidia_cdi"]:
+        spec = settings.get("cdi_spec")
+        steps += [dict(step("generate NVIDIA's CDI spec", "command", {
+            "argv": ["nvidia-ctk", "cdi", "generate", "--output", NVIDIA_CDI_TMP]},
+            check_mode=False, changed=False), path=NVIDIA_CDI_TMP),
+            dict(step(spec, "copy", {"src": NVIDIA_CDI_TMP, "remote_src": True, "dest": spec,
+                                     "mode": "0644"}), path=spec)]
+    return steps
+
+
+def image_steps(plan: dict) -> list[dict]:
+    """The image files copied from the control host (into their directories), then the images
+    the engine did not have when probed loaded from their files (the load's argv)."""
+    steps = [step(path, "file", {"path": path, "state": "directory", "mode": "0755"})
+             for path in plan["image_dirs"]]
+    steps += [step(i["archive"], "copy", {"src": i["src"], "dest": i["archive"], "mode": "0644"})
+              for i in plan["images_to_copy"]]
+    steps += [step(i["name"], "command", {"argv": i["argv"]}, changed=True)
+              for i in plan["images_to_load"]]
+    return steps
+
+
 def verify_plan(settings: dict, facts: dict, engine: str, cdi: dict, memlock_note: str) -> dict:
     """The check container: whether it runs, its argv, what it must see, the messages' parts."""
     host = settings.get("host") or "?"
@@ -467,7 +585,7 @@ def plan(facts: dict, settings: dict) -> dict:
     Returns ``engine``, ``gpu``, ``packages``, ``install_engine``, ``install`` (the engine or
     NVIDIA's toolkit), ``apt_module`` (the apt module may run: python3-apt there, or not under
     --check), ``apt_install_engine`` (both), ``apt_cache_valid_time`` (0 where apt's index has no candidate for the engine),
-    ``docker_cli_check``, ``setup_tasks`` (the OS family's install tasks), ``pids_limit``
+    ``docker_cli_check``, ``pids_limit``
     (None: no line), ``memlock_why``, ``storage`` (storage_plan, with ``conf_text``,
     ``ask_podman`` and ``info_argv``), ``dirs`` (of the drop-ins), ``dropins`` and
     ``systemd_dropin`` (rdmaprov's drop-ins: [{path, mode, content}]), ``files`` (the RDMA CDI
@@ -478,7 +596,8 @@ def plan(facts: dict, settings: dict) -> dict:
     verify}), ``verify`` (verify_plan), ``drift`` (anything to do) and ``drift_why``,
     ``errors`` (what to refuse, one line each) and ``refusal`` (them in one line), ``report``
     (the host's report lines: where something converges, and not under --check, without
-    podman's storage, which podman info reports then).
+    podman's storage, which podman info reports then), and the steps the role's apply tasks
+    run: ``install_steps``, ``configure_steps`` and ``image_steps`` (step()).
     """
     host = settings.get("host") or "?"
     engines = facts.get("engines") or {}
@@ -592,7 +711,7 @@ def plan(facts: dict, settings: dict) -> dict:
     candidate = facts.get("apt_candidate")
     engine_packages = packages(settings, engine, storage["driver"])
     apt_module = bool(settings.get("python_apt", True)) or not settings.get("check_mode")
-    return {
+    out = {
         "engine": engine, "gpu": gpu, "container_engine": container_engine,
         "packages": engine_packages,
         "install_engine": install_engine, "install": install_engine or gpu,
@@ -606,9 +725,6 @@ def plan(facts: dict, settings: dict) -> dict:
         # (Not where the apt module may not run: nothing would install what it finds.)
         "docker_cli_check": (apt and install_engine and engine == "docker"
                              and not settings.get("docker_packages") and apt_module),
-        # The install tasks of the OS family (Debian's where there are none of its own).
-        "setup_tasks": ("setup-RedHat.yml" if settings.get("os_family") == "RedHat"
-                        else "setup-Debian.yml"),
         "start_docker": engine == "docker" and systemd,
         "pids_limit": pids,
         "pids_controller": bool(facts.get("pids_controller")),
@@ -647,3 +763,8 @@ def plan(facts: dict, settings: dict) -> dict:
         # storage (configure.yml), so the plan's line for it goes.
         "report": converging + tail if drift and not settings.get("check_mode") else report,
     }
+    # What the role's apply tasks run (action container_runtime_apply), step by step.
+    out.update(install_steps=install_steps(settings, out),
+               configure_steps=configure_steps(settings, out, bool(memlock.get("can_raise"))),
+               image_steps=image_steps(out))
+    return out

@@ -212,6 +212,19 @@ options:
         description: container_runtime_verify.
         type: bool
         default: true
+      nvidia_repo_key_url:
+        description: container_runtime_nvidia_repo_key_url.
+        type: str
+        default: https://nvidia.github.io/libnvidia-container/gpgkey
+      nvidia_packages:
+        description: container_runtime_nvidia_packages.
+        type: list
+        elements: str
+        default: [nvidia-container-toolkit]
+      cdi_spec:
+        description: container_runtime_cdi_spec (NVIDIA's CDI spec).
+        type: str
+        default: /etc/cdi/nvidia.yaml
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - rdmaprov.cluster.state_probe
@@ -257,11 +270,13 @@ plan:
   description:
     - "What the container_runtime role does here (C(plan) in module_utils/container_runtime.py).
       Keys: engine, gpu, container_engine, packages, install_engine, install, apt_module,
-      apt_install_engine, apt_cache_valid_time, docker_cli_check, setup_tasks, start_docker,
+      apt_install_engine, apt_cache_valid_time, docker_cli_check, start_docker,
       pids_limit, pids_controller, memlock_why, storage, systemd, dirs, dropins,
       systemd_dropin, files, writes, rdma_cdi_content, remove, nvidia_cdi, nvidia_source,
       daemon_json, images_to_copy, image_dirs, images_to_load, cdi, verify, drift, drift_why,
-      errors, refusal, report."
+      errors, refusal, report, install_steps, configure_steps, image_steps."
+    - "The three lists of steps are what the role's apply tasks run, one
+      C(rdmaprov.cluster.container_runtime_apply) call each."
   returned: when O(settings) is given
   type: dict
 daemon_json:

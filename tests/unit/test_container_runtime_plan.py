@@ -149,10 +149,11 @@ def test_packages_by_os_family_and_the_roles_own_lists_win() -> None:
     assert cr.plan(facts(engines=docker), settings(os_family="RedHat"))["packages"] == [
         "docker-ce", "docker-ce-cli", "containerd.io"]
     assert cr.plan(facts(), settings(os_family="Suse"))["packages"] == ["podman", "runc"]
-    assert cr.plan(facts(), settings(os_family="Suse"))["setup_tasks"] == "setup-Debian.yml"
-    assert cr.plan(facts(), settings(os_family="RedHat"))["setup_tasks"] == "setup-RedHat.yml"
-    for name in ("setup-Debian.yml", "setup-RedHat.yml"):
-        assert (ROOT / "roles/container_runtime/tasks" / name).is_file()
+    # The OS family's package manager (Debian's where the family has none of its own).
+    assert [s["module"] for s in cr.plan(facts(), settings(os_family="Suse"))[
+        "install_steps"]] == ["ansible.builtin.apt"]
+    assert [s["module"] for s in cr.plan(facts(), settings(os_family="RedHat"))[
+        "install_steps"]] == ["ansible.builtin.dnf"]
     assert cr.plan(facts(), settings(podman_packages=["podman-ours"]))["packages"] == [
         "podman-ours"]
     off = cr.plan(facts(), settings(engine="none"))
@@ -767,3 +768,172 @@ def test_the_modules_spec_keeps_a_null_pids_limit_and_fills_the_rest() -> None:
     assert s["pids_limit"] is None and s["install"] is False and s["verify_timeout"] == 30
     assert s["engine"] == "auto" and s["memlock"] == "unlimited"
     assert cr.plan(facts(pids_controller=False), {**s, "memlock": "host"})["pids_limit"] is None
+
+
+# -- the steps the role's apply tasks run (action container_runtime_apply) ---------------------
+
+def _modules(steps: list) -> list[tuple[str, str]]:
+    return [(s["module"].rsplit(".", 1)[1], s["label"]) for s in steps]
+
+
+def test_install_steps_on_debian_podman_docker_and_a_gpu_host() -> None:
+    podman = cr.plan(facts(), settings())
+    assert podman["install_steps"] == [{
+        "label": "engine: podman runc", "module": "ansible.builtin.apt",
+        "args": {"name": ["podman", "runc"], "state": "present", "update_cache": True,
+                 "cache_valid_time": 0}}]  # no apt candidate read: refresh the index
+    fresh = cr.plan(facts(apt_candidate=True), settings(apt_cache_valid_time=600))
+    assert fresh["install_steps"][0]["args"]["cache_valid_time"] == 600
+
+    docker = {"docker": {"path": "/usr/bin/docker", "version": "26.1.5", "usable": True}}
+    plan = cr.plan(facts(engines=docker, apt_candidate=True), settings())
+    assert _modules(plan["install_steps"]) == [
+        ("apt", "engine: docker.io"),
+        ("apt", "docker's client (docker-cli), where packaged apart"),
+        ("systemd_service", "docker started")]
+    cli = plan["install_steps"][1]
+    assert cli["args"] == {"name": "docker-cli", "state": "present"}
+    assert cli["only_if"] == {"argv": ["sh", "-c", cr.DOCKER_CLI_SCRIPT], "stdout": "package"}
+    assert plan["install_steps"][2]["args"] == {"name": "docker", "state": "started",
+                                                "enabled": True}
+    # The site's own docker packages stay as given: no docker-cli looked for.
+    own = cr.plan(facts(engines=docker), settings(docker_packages=["docker-ce"]))
+    assert [s["label"] for s in own["install_steps"]] == ["engine: docker-ce", "docker started"]
+
+    gpu = cr.plan(facts(nvidia={"gpus": 2}, apt_candidate=True),
+                  settings(nvidia_packages=["nvidia-container-toolkit", "x"]))
+    assert _modules(gpu["install_steps"]) == [
+        ("apt", "engine: podman runc"), ("get_url", "NVIDIA's signing key"),
+        ("copy", "NVIDIA's (or a local) package source"),
+        ("apt", "NVIDIA: nvidia-container-toolkit x")]
+    key, source, toolkit = gpu["install_steps"][1:]
+    assert key["args"] == {"url": "https://nvidia.github.io/libnvidia-container/gpgkey",
+                           "dest": cr.NVIDIA_KEYRING, "mode": "0644"}
+    assert source["args"] == {"dest": "/etc/apt/sources.list.d/nvidia-container-toolkit.list",
+                              "mode": "0644", "content": gpu["nvidia_source"]["apt"]}
+    assert toolkit["args"] == {"name": ["nvidia-container-toolkit", "x"], "state": "present",
+                               "update_cache": True}
+    local = cr.plan(facts(nvidia={"gpus": 2}), settings(nvidia_repo="local",
+                                                        nvidia_local_repo="deb http://m/ /"))
+    assert [s["label"] for s in local["install_steps"]][1:] == [
+        "NVIDIA's (or a local) package source", "NVIDIA: nvidia-container-toolkit"]
+    none = cr.plan(facts(nvidia={"gpus": 2}), settings(nvidia_repo="none"))
+    assert [s["label"] for s in none["install_steps"]][1:] == ["NVIDIA: nvidia-container-toolkit"]
+
+
+def test_install_steps_without_python_apt_under_check_and_without_install() -> None:
+    # Without python3-apt the apt module installs it, which --check must not.
+    dry = cr.plan(facts(nvidia={"gpus": 2}), settings(python_apt=False, check_mode=True))
+    assert _modules(dry["install_steps"]) == [("get_url", "NVIDIA's signing key"),
+                                              ("copy", "NVIDIA's (or a local) package source")]
+    assert cr.plan(facts(), settings(python_apt=False))["install_steps"][0]["module"] \
+        == "ansible.builtin.apt"
+    # Nothing to install: no package step, docker still started where it is the engine.
+    docker = {"docker": {"path": "/usr/bin/docker", "version": "26.1.5", "usable": True}}
+    off = cr.plan(facts(engines=docker), settings(install=False))
+    assert [s["label"] for s in off["install_steps"]] == ["docker started"]
+    assert cr.plan(facts(), settings(engine="none"))["install_steps"] == []
+    # No systemd: docker is not started by the role.
+    assert cr.plan(facts(engines=docker, systemd=False), settings(install=False))[
+        "install_steps"] == []
+
+
+def test_install_steps_on_redhat() -> None:
+    plan = cr.plan(facts(nvidia={"gpus": 1}), settings(os_family="RedHat"))
+    assert _modules(plan["install_steps"]) == [
+        ("dnf", "engine: podman runc"), ("yum_repository", "NVIDIA's package source"),
+        ("dnf", "NVIDIA: nvidia-container-toolkit")]
+    assert plan["install_steps"][1]["args"] == {
+        "name": "nvidia-container-toolkit", "description": "NVIDIA container toolkit",
+        "baseurl": cr.NVIDIA_RPM_URL,
+        "gpgkey": "https://nvidia.github.io/libnvidia-container/gpgkey", "gpgcheck": True}
+    none = cr.plan(facts(nvidia={"gpus": 1}), settings(os_family="RedHat", nvidia_repo="none"))
+    assert _modules(none["install_steps"])[1:] == [("dnf", "NVIDIA: nvidia-container-toolkit")]
+
+
+def test_configure_steps_write_what_the_plan_renders_in_order() -> None:
+    plan = cr.plan(facts(), settings())
+    steps = plan["configure_steps"]
+    dirs = [s for s in steps if s["args"].get("state") == "directory"]
+    assert [s["path"] for s in dirs] == plan["dirs"]
+    assert all(s["module"] == "ansible.builtin.file" and s["args"]["mode"] == "0755"
+               for s in dirs)
+    written = plan["writes"] + plan["systemd_dropin"]
+    copies = steps[len(dirs):len(dirs) + len(written)]
+    assert [(s["path"], s["args"]) for s in copies] == [
+        (w["path"], {"dest": w["path"], "content": w["content"], "mode": w["mode"]})
+        for w in written]
+    assert [s["label"] for s in copies] == [s["path"] for s in copies]
+    # The lab node cannot raise its hard limit: systemd is not re-executed (PID 1 would log a
+    # failed setrlimit), and nothing else follows a step.
+    assert not any("then" in s for s in steps)
+    # No RDMA CDI plan read (no spec to write): the spec is removed, last.
+    assert [s["args"] for s in steps[len(dirs) + len(written):]] == [
+        {"path": DEFAULTS["container_runtime_rdma_cdi_spec"], "state": "absent"}]
+
+
+def test_configure_steps_reexec_systemd_where_the_limit_can_be_raised(gpu_host) -> None:
+    plan = cr.plan(gpu_host["facts"], gpu_host["settings"])
+    dropin = DEFAULTS["container_runtime_systemd_dropin"]
+    by_path = {s["path"]: s for s in plan["configure_steps"]}
+    assert by_path[dropin]["then"] == [{"label": "re-execute systemd",
+                                        "module": "ansible.builtin.systemd_service",
+                                        "args": {"daemon_reexec": True}}]
+    assert [s["path"] for s in plan["configure_steps"] if "then" in s] == [
+        dropin, "/etc/docker/daemon.json"]
+    # The RDMA CDI spec as rendered, byte for byte.
+    spec = gpu_host["settings"]["rdma_cdi_spec"]
+    assert by_path[spec]["args"] == {"dest": spec, "content": plan["rdma_cdi_content"],
+                                     "mode": "0644"}
+    # docker (auto: a usable docker): daemon.json, docker restarted where it changed.
+    daemon = by_path["/etc/docker/daemon.json"]
+    assert daemon["args"] == {"dest": "/etc/docker/daemon.json", "content": plan["daemon_json"],
+                              "mode": "0644"}
+    assert daemon["then"] == [{"label": "restart docker",
+                               "module": "ansible.builtin.systemd_service",
+                               "args": {"name": "docker", "state": "restarted"}}]
+    # NVIDIA's CDI spec: generated under --check too (read-only there), installed where it differs.
+    generate, install = plan["configure_steps"][-2:]
+    assert generate["args"] == {"argv": ["nvidia-ctk", "cdi", "generate", "--output",
+                                         cr.NVIDIA_CDI_TMP]}
+    assert generate["check_mode"] is False and generate["changed"] is False
+    assert install["args"] == {"src": cr.NVIDIA_CDI_TMP, "remote_src": True,
+                               "dest": "/etc/cdi/nvidia.yaml", "mode": "0644"}
+    runtime = cr.plan(gpu_host["facts"], {**gpu_host["settings"], "nvidia_mode": "runtime"})
+    # docker's nvidia runtime only: no NVIDIA CDI spec.
+    assert not runtime["nvidia_cdi"]
+    assert {s["path"] for s in runtime["configure_steps"]}.isdisjoint(
+        {cr.NVIDIA_CDI_TMP, "/etc/cdi/nvidia.yaml"})
+
+
+def test_configure_steps_edit_a_sites_storage_conf_and_remove_an_empty_spec() -> None:
+    conf = "/etc/containers/storage.conf"
+    storage = dict(LAB_NODE["storage"], conf={"path": conf, "exists": True},
+                   fstype="overlay", auto_driver="vfs", auto_why="overlayfs")
+    plan = cr.plan(facts(storage=storage), settings())
+    edits = [s for s in plan["configure_steps"] if s["module"] == "ansible.builtin.lineinfile"]
+    assert [s["args"] for s in edits] == [
+        {"path": e["path"], "regexp": e["regexp"], "line": e["line"], "insertafter": e["after"]}
+        for e in plan["storage"]["edits"]]
+    assert edits and [s["path"] for s in edits] == [conf] * len(edits)
+    # An RDMA CDI spec with nothing to put in it: removed.
+    spec = DEFAULTS["container_runtime_rdma_cdi_spec"]
+    empty = cr.plan(facts(rdma_cdi={"content": None}), settings())
+    assert empty["remove"] == [spec]
+    assert empty["configure_steps"][-1] == {"label": spec, "module": "ansible.builtin.file",
+                                            "args": {"path": spec, "state": "absent"},
+                                            "path": spec}
+
+
+def test_image_steps_copy_then_load_the_missing_ones() -> None:
+    images = [{"name": "localhost/a:1", "src": "/ctl/a.tar", "archive": "/var/cache/x/a.tar"},
+              {"name": "localhost/b:1", "archive": "/srv/b.tar", "format": "rootfs"}]
+    plan = cr.plan(facts(images_missing=["localhost/b:1"]), settings(images=images))
+    assert plan["image_steps"] == [
+        {"label": "/var/cache/x", "module": "ansible.builtin.file",
+         "args": {"path": "/var/cache/x", "state": "directory", "mode": "0755"}},
+        {"label": "/var/cache/x/a.tar", "module": "ansible.builtin.copy",
+         "args": {"src": "/ctl/a.tar", "dest": "/var/cache/x/a.tar", "mode": "0644"}},
+        {"label": "localhost/b:1", "module": "ansible.builtin.command",
+         "args": {"argv": plan["images_to_load"][0]["argv"]}, "changed": True}]
+    assert cr.plan(facts(), settings(engine="none", images=images))["image_steps"] == []
