@@ -355,6 +355,9 @@ def bundle_steps(b: dict, check: bool) -> list[dict]:
     if check:
         return steps
     if b["iso"]:
+        # mount needs its mount point to exist (no mode: an ISO left mounted there is read-only).
+        steps.append({"name": "Create the mount point", "action": "file",
+                      "args": {"path": b["dir"], "state": "directory"}})
         steps.append({"name": "Mount the ISO", "action": "command",
                       "args": {"argv": ["mount", "-o", "loop,ro", b["file"], b["dir"]],
                                "creates": b["installer"]}})

@@ -87,8 +87,8 @@ def test_an_iso_is_unmounted_even_when_the_installer_fails(monkeypatch, tmp_path
         "Run mlnxofedinstall": {"failed": True, "msg": "non-zero return code",
                                 "stderr_lines": ["Error: unsupported kernel"]}})
     assert [name for name, _ in ran] == [
-        "Create the work directory", "Copy the verified bundle to the node", "Mount the ISO",
-        "Run mlnxofedinstall", "Unmount the ISO"]
+        "Create the work directory", "Copy the verified bundle to the node",
+        "Create the mount point", "Mount the ISO", "Run mlnxofedinstall", "Unmount the ISO"]
     # The installer ran: the line does not say nothing was installed.
     assert got["failed"] is True and got["msg"] == (
         "rdma_ofed: Run mlnxofedinstall failed: non-zero return code Error: unsupported kernel")
