@@ -85,9 +85,12 @@ class ActionModule(ActionBase):
             out.update(failed=True, msg="%s: %s" % (what, res.get("msg") or res.get("stderr")
                                                     or "rc %s" % res.get("rc")))
         elif plan["check_mode"] and plan["check_report"]:
-            # What --check would change where the commands skip their work: shown as debug is.
+            # What --check would change where the commands skip their work: shown as a debug
+            # task's message is (the dry runs' answers only with -v).
             out.update(changed=True, msg=plan["check_report"], _ansible_verbose_always=True,
                        rdmaprov_report=list(plan["check_report"]))
+            if not self._display.verbosity:
+                out.pop("results")
         return out
 
     # --- firewalld and ufw: the plan's commands -----------------------------------------------
