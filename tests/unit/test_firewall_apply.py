@@ -196,3 +196,31 @@ def test_an_unknown_step_is_refused(monkeypatch):
 
     with pytest.raises(AnsibleActionFail, match="value of step must be one of"):
         run(monkeypatch, _ufw_plan(), "bogus")
+
+
+def test_the_probes_action_takes_the_table_and_policy_from_the_roles_variables(monkeypatch):
+    from ansible.plugins.action import ActionBase
+
+    mod = importlib.import_module("ansible_collections.rdmaprov.cluster.plugins.action."
+                                  "firewall_probe")
+    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+    variables = {"inventory_hostname": "n1", "firewall_nft_table": "own",
+                 "firewall_firewalld_policy": "pol", "firewall_rollback_seconds": 30,
+                 "ansible_check_mode": True}
+    task = mock.MagicMock()
+    task.args = {"settings": {}}
+    task.resolved_action = "rdmaprov.cluster.firewall_probe"
+    action = mod.ActionModule(task, mock.MagicMock(), mock.MagicMock(), None,
+                              Templar(loader=DataLoader(), variables=variables), None)
+    calls = []
+    monkeypatch.setattr(action, "_execute_module", lambda module_name, module_args, task_vars:
+                        calls.append(module_args) or {"changed": False})
+    action.run(task_vars=variables)
+    (args,) = calls
+    assert args["nft_table"] == "own" and args["firewalld_policy"] == "pol"
+    assert args["settings"]["rollback_seconds"] == 30 and args["settings"]["check_mode"] is True
+    # A task that names them keeps its own.
+    task.args = {"settings": {}, "nft_table": "mine"}
+    calls.clear()
+    action.run(task_vars=variables)
+    assert calls[0]["nft_table"] == "mine" and calls[0]["firewalld_policy"] == "pol"

@@ -536,8 +536,8 @@ class Rendered(Values):
 def plan_sites(bad: str) -> list[Site]:
     """The shell scripts and units the roles' plans render, from hostile host and inventory text."""
     plans = _fixtures(bad, ROOT)["_roce_qos_plans"]
-    # The firewall's rollback timer and detached load, as netcfg_firewall.apply_steps plans them for a
-    # ruleset directory of inventory text.
+    # The firewall's rollback timer and detached load, as netcfg_firewall.apply_steps plans them
+    # for a ruleset directory of inventory text.
     steps = collection.netcfg_firewall.apply_steps(
         {"backend": "nftables", "new_ruleset": True, "errors": [], "nft_candidate": f"{bad}/n",
          "nft_rollback": f"{bad}/r"},
