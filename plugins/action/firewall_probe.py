@@ -15,3 +15,10 @@ from ansible_collections.rdmaprov.cluster.plugins.plugin_utils.role_settings imp
 class ActionModule(RoleSettingsAction):
     ROLE = "firewall"
     KEYS = tuple(netcfg_firewall.SETTINGS)
+
+    def more_args(self, args, task_vars):
+        """The table and the policy the module reads: the settings' (the role's variables)."""
+        for key in ("nft_table", "firewalld_policy"):
+            if key not in args and key in (args.get("settings") or {}):
+                args[key] = args["settings"][key]
+        return args

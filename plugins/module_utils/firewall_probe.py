@@ -96,6 +96,8 @@ def probe(table, policy):
         "firewalld_active": firewalld_active,
         "ufw_active": ufw["rc"] == 0 and "Status: active" in ufw["stdout"],
         "ufw_present": bool(shutil.which("ufw")),
+        # The rules ufw keeps, active or not: which of the role's are missing.
+        "ufw_added": run(["ufw", "show", "added"]) if shutil.which("ufw") else None,
         "nft_present": bool(shutil.which("nft")),
         "systemd_run": bool(shutil.which("systemd-run")),
         "local_port_range": port_range,

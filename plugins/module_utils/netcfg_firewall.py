@@ -350,7 +350,8 @@ def describe_listeners(items):
 # its connection (the probe's action plugin fills them from the role's variables and the play).
 SETTINGS = ("backend", "policy", "cluster_subnets", "allow_control_host", "ssh_sources",
             "ssh_port", "rendezvous_ports", "nccl_port_range", "roce_udp_port", "slurm", "allow",
-            "waive", "host", "connection", "nft_extra_rules", "nft_dir", "nft_unit_name", "managed")
+            "waive", "host", "connection", "nft_extra_rules", "nft_dir", "nft_unit_name", "managed",
+            "nft_table", "firewalld_policy", "rollback_seconds", "check_mode")
 
 
 def plan(probe, settings, firewalld_policy=None):
@@ -358,6 +359,7 @@ def plan(probe, settings, firewalld_policy=None):
     preflight checks: sources, port sets, Slurm's ports, allow entries, what would be cut, what
     to refuse, and each backend's changes (firewalld_policy: the policy's name, whose rules the
     probe read)."""
+    firewalld_policy = firewalld_policy or settings.get("firewalld_policy")
     backend, reason = pick_backend(settings["backend"], probe["firewalld_active"],
                                    probe["ufw_active"], probe["nft_present"],
                                    probe.get("ufw_present", True))
@@ -400,8 +402,6 @@ def plan(probe, settings, firewalld_policy=None):
         out, firewalld_policy, *(t["stdout"] if t["rc"] == 0 else None
                                  for t in (fwd["permanent"], fwd["runtime"]))
     ) if backend == "firewalld" and fwd and firewalld_policy else []
-    out["refusals"], out["nft_cut_refusal"] = refusals(out, probe, settings)
-    out.update(nft_state(out, probe, settings))
     # What --check reports for the backends whose commands skip their work under it.
     host = settings["host"]
     out["firewalld_drift"] = (f"{host}: drift: "
@@ -410,6 +410,10 @@ def plan(probe, settings, firewalld_policy=None):
     out["ufw_enable"] = policy == "deny" and not probe["ufw_active"]
     out["ufw_enable_drift"] = (f"{host}: drift: ufw is inactive; firewall_policy=deny switches it on"
                                if out["ufw_enable"] else "")
+    out["ufw_missing"] = ufw_missing(out["ufw_rules"], probe.get("ufw_added"))
+    out["refusals"], out["nft_cut_refusal"] = refusals(out, probe, settings)
+    out.update(nft_state(out, probe, settings))
+    out.update(apply_steps(out, settings))
     return out
 
 
@@ -537,6 +541,28 @@ def nft_unit(table, nft_file, managed=state_drift.MANAGED):
         "", "[Install]", "WantedBy=multi-user.target", "WantedBy=nftables.service", ""])
 
 
+def ufw_missing(rules, added):
+    """The rules (of ufw_rules) that `ufw show added` (added: its {rc, stdout}, None where ufw
+    is not installed) does not print: every rule where it could not be read."""
+    have = ([ln.strip() for ln in added["stdout"].splitlines()]
+            if added and added.get("rc") == 0 else [])
+    return [r for r in rules if r["added"] not in have]
+
+
+def drift(plan_, nft_differs):
+    """Whether the role has anything to do beyond the probe: no usable backend (refused); the
+    nftables table, its files or unit differ (nft_differs); a firewalld policy change; a ufw rule
+    that is missing, or ufw to switch on."""
+    backend = plan_["backend"]
+    if backend == "nftables":
+        return nft_differs
+    if backend == "firewalld":
+        return bool(plan_["firewalld_changes"])
+    if backend == "ufw":
+        return bool(plan_["ufw_missing"]) or plan_["ufw_enable"]
+    return True
+
+
 def nft_state(plan_, probe, settings):
     """The nftables ruleset and boot unit as they must be, the rollback ruleset (the live table,
     restored by declare-then-delete whether or not ours exists by then) and what differs: a new
@@ -561,8 +587,74 @@ def nft_state(plan_, probe, settings):
                                      files, [settings["nft_unit_name"]])
     return {**where, "nft_rules": rules, "nft_hash": digest, "nft_unit": unit,
             "nft_rollback_rules": rollback, "new_ruleset": new, "file_drift": file_drift,
-            "drift": plan_["backend"] != "nftables" or new or bool(file_drift),
+            "drift": drift(plan_, new or bool(file_drift)),
             "errors": plan_["refusals"] + (plan_["nft_cut_refusal"] if new else [])}
+
+
+# The transient unit whose timer restores the previous table unless Ansible reconnects.
+ROLLBACK_UNIT = "rdmaprov-firewall-rollback"
+
+
+def apply_steps(plan_, settings):
+    """What the role's tasks and its firewall_apply action run, as argv lists (no shell), for a
+    real run or --check (settings check_mode):
+
+    commands: the firewall-cmd calls (none under --check, which reports them instead) or the
+    `ufw allow` of each missing rule (`ufw --dry-run allow` under --check: ufw answers the same)
+    and, under firewall_policy=deny, `ufw --force enable` (reported under --check);
+    check_report: what --check reports instead of running; refusal: the refusals as one line;
+    nft_apply: a new nftables ruleset to load behind the rollback timer; persist_nft: whether the
+    confirmed candidate is persisted (not under --check while the ruleset is still to load);
+    the rollback timer's commands (nft_clear_timer, nft_arm, nft_disarm), the detached load
+    (nft_load, the path the shell's $1) and how long a rescue waits for the rollback
+    (rollback_wait)."""
+    check = bool(settings.get("check_mode"))
+    backend = plan_["backend"]
+    commands, report = [], []
+    if backend == "firewalld":
+        commands = [] if check else plan_["firewalld_changes"]
+        report = [plan_["firewalld_drift"]] if check and plan_["firewalld_changes"] else []
+    elif backend == "ufw":
+        dry = ["--dry-run"] if check else []
+        commands = [["ufw", *dry, *r["args"]] for r in plan_["ufw_missing"]]
+        if plan_["ufw_enable"] and check:
+            report.append(plan_["ufw_enable_drift"])
+        elif plan_["ufw_enable"]:
+            commands.append(["ufw", "--force", "enable"])
+    unit, seconds = ROLLBACK_UNIT, int(settings.get("rollback_seconds") or 45)
+    return {
+        "check_mode": check, "commands": commands, "check_report": report,
+        "refusal": "; ".join(plan_["errors"]), "nft_table": settings["nft_table"],
+        "nft_dir": str(settings["nft_dir"]), "nft_unit_name": settings["nft_unit_name"],
+        "nft_apply": backend == "nftables" and plan_["new_ruleset"],
+        "persist_nft": not check or not plan_["new_ruleset"],
+        "nft_clear_timer": ["systemctl", "stop", f"{unit}.timer", f"{unit}.service"],
+        "nft_arm": ["systemd-run", f"--unit={unit}", f"--on-active={seconds}s",
+                    "--timer-property=AccuracySec=1s",
+                    "--description=rdmaprov firewall rollback (fires unless Ansible reconnects)",
+                    "--property=SyslogIdentifier=rdmaprov-firewall",
+                    "nft", "-f", plan_["nft_rollback"]],
+        "nft_load": ["/bin/sh", "-c", 'sleep 2; exec nft -f "$1"', "rdmaprov-firewall",
+                     plan_["nft_candidate"]],
+        "nft_disarm": ["systemctl", "stop", f"{unit}.timer"],
+        "rollback_wait": seconds + 60,
+    }
+
+
+def command_changed(argv, stdout):
+    """Whether one of the plan's commands changed the host: ufw skips a rule it has already
+    (and says so, under --dry-run too); a firewall-cmd call is planned only for a difference."""
+    return not (argv[0] == "ufw" and "Skipping" in (stdout or ""))
+
+
+def rollback_report(plan_, host, failed_task, failed_msg, table_rc):
+    """The line a rolled-back nftables apply fails the host with: the task that failed and why,
+    whether the previous table is back (table_rc: `nft list table`'s rc after the rollback) and
+    where the candidate is kept."""
+    return (f"{host}: firewall ROLLED BACK. The new ruleset was not confirmed ({failed_task}: "
+            f"{failed_msg}); the rollback timer restored the previous table inet "
+            f"{plan_['nft_table']} ({'restored' if table_rc == 0 else 'absent, as before'}) and "
+            f"nothing was persisted. Candidate kept in {plan_['nft_candidate']} for inspection.")
 
 
 def _join(items, sep, empty):
@@ -570,7 +662,8 @@ def _join(items, sep, empty):
 
 
 def verify(plan_, settings, live, check, pending):
-    """The rules read back after applying, held to the plan → {applies, ok, msg, pending}.
+    """The rules read back after applying, held to the plan → {applies, ok, msg, pending}; msg
+    is what the role's assert reports either way (under --check, the pending change).
 
     live: the backend's answer ({rc, stdout, stderr}) of `nft -j list table inet T`,
     `firewall-cmd --policy=P --list-rich-rules` or `ufw show added`; None where it was not read.
@@ -580,11 +673,15 @@ def verify(plan_, settings, live, check, pending):
     table, policy_name = settings["nft_table"], settings["firewalld_policy"]
     out = {"applies": False, "ok": True, "msg": "", "pending": ""}
     if backend == "nftables" and check and pending:
-        out["pending"] = (f"{host}: drift: table inet {table} is "
-                          f"{'not the wanted ruleset' if plan_['nft_table_present'] else 'absent'};"
-                          " a real run loads it")
+        out["pending"] = out["msg"] = (
+            f"{host}: drift: table inet {table} is "
+            f"{'not the wanted ruleset' if plan_['nft_table_present'] else 'absent'};"
+            " a real run loads it")
         return out
-    if live is None or (check and backend != "nftables"):
+    if check and backend != "nftables":
+        out["msg"] = f"{host}: the {backend} rules are read back by a real run"
+        return out
+    if live is None:
         return out
     out["applies"] = True
     if live["rc"] != 0:

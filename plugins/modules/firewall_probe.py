@@ -22,20 +22,26 @@ version_added: "0.2.0"
 author: rdmaprov developers (!UNKNOWN)
 options:
   nft_table:
-    description: The nftables table (family inet) rdmaprov owns.
+    description:
+      - The nftables table (family inet) rdmaprov owns.
+      - Left out, the action plugin takes it from O(settings) where that has it.
     type: str
     default: rdmaprov
   firewalld_policy:
-    description: The firewalld policy rdmaprov owns.
+    description:
+      - The firewalld policy rdmaprov owns.
+      - Left out, the action plugin takes it from O(settings) where that has it.
     type: str
     default: rdmaprov-cluster
   settings:
     description:
       - The firewall role's settings (keys backend, policy, cluster_subnets, allow_control_host,
         ssh_sources, ssh_port, rendezvous_ports, nccl_port_range, roce_udp_port, slurm, allow,
-        waive, nft_extra_rules, nft_dir and nft_unit_name, as the role's firewall_* variables hold
-        them; host, the inventory name the refusals start with; connection, Ansible's connection
-        type). Given, the module returns
+        waive, nft_extra_rules, nft_dir, nft_unit_name, nft_table, firewalld_policy and
+        rollback_seconds, as the role's firewall_* variables hold them; host, the inventory name
+        the refusals start with; connection, Ansible's connection type; check_mode, whether the
+        play runs under --check, for which the plan's commands and reports are made). Given, the
+        module returns
         RV(plan) and RV(rdmaprov_report); a setting it cannot use fails the module.
       - In a task, every key it lacks is filled on the control host by the module's action
         plugin (plugins/plugin_utils/role_settings.py), from the role variable
@@ -100,7 +106,11 @@ plan:
       ruleset (C(nft_rules), its C(nft_hash)), boot unit (C(nft_unit)), rollback ruleset and
       paths; whether the ruleset is new (C(new_ruleset)), where the kept files and unit differ
       (C(file_drift)), whether the role has anything to do (C(drift)) and what it refuses
-      (C(errors)).
+      (C(errors), and as one line C(refusal)).
+    - What M(rdmaprov.cluster.firewall_apply) and the role's rollback tasks run
+      (netcfg_firewall.apply_steps), as argv lists (the firewalld or ufw C(commands), the
+      rollback timer's C(nft_arm) and C(nft_disarm), the detached C(nft_load)), and what check
+      mode reports instead of running (C(check_report)).
   returned: when O(settings) is given
   type: dict
   sample: {backend: nftables, backend_reason: "neither firewalld nor ufw is active; nft is installed", policy: scoped}

@@ -372,10 +372,11 @@ def test_verify_nftables():
                        check=False, pending=False)
     assert absent == {"applies": True, "ok": False, "pending": "", "msg": (
         "node1: nft -j list table inet rdmaprov failed (rc 1): Error: No such file")}
-    # --check with the ruleset still to load: drift, not a verification.
+    # --check with the ruleset still to load: drift, not a verification; the role's assert
+    # reports it as its message.
+    drift = "node1: drift: table inet rdmaprov is absent; a real run loads it"
     assert fw.verify(plan, NAMES, None, check=True, pending=True) == {
-        "applies": False, "ok": True, "msg": "",
-        "pending": "node1: drift: table inet rdmaprov is absent; a real run loads it"}
+        "applies": False, "ok": True, "msg": drift, "pending": drift}
     assert fw.verify(plan, NAMES, _ok(json.dumps(LISTING)), check=True,
                      pending=False)["applies"] is True
 
@@ -401,8 +402,10 @@ def test_verify_firewalld_and_ufw():
                      pending=False)["msg"].endswith("; ufw active")
     got = fw.verify(ufw, NAMES, _ok(""), check=False, pending=False)
     assert got["ok"] is False and got["msg"] == "node1: ufw lacks: " + "; ".join(added)
-    # Under --check neither is read back.
-    assert fw.verify(ufw, NAMES, None, check=True, pending=False)["applies"] is False
+    # Under --check neither is read back, and the message says so.
+    assert fw.verify(ufw, NAMES, None, check=True, pending=False) == {
+        "applies": False, "ok": True, "pending": "",
+        "msg": "node1: the ufw rules are read back by a real run"}
 
 
 def test_probe_module_verify_mode_reads_only_the_backends_rules(tmp_path):
@@ -522,9 +525,11 @@ def test_nft_state_says_what_differs_and_what_to_refuse():
     assert unit_off["file_drift"] == ["rdmaprov-firewall.service: disabled, wanted enabled"]
     assert unit_off["drift"] is True and unit_off["new_ruleset"] is False
     assert unit_off["errors"] == []
-    # firewalld and ufw go through their own tasks each run.
-    fwd = fw.plan({**PROBE, "firewalld_active": True, "nft_table": live, **_fw_files(first)}, deny)
-    assert fwd["drift"] is True and fwd["errors"] == []
+    # firewalld: drift where the policy lacks a rule (here: it does not exist).
+    fwd = fw.plan({**PROBE, "firewalld_active": True, "nft_table": live, **_fw_files(first),
+                   "firewalld_policy": {"permanent": _absent(), "runtime": _absent()}},
+                  deny, "rdmaprov")
+    assert fwd["drift"] is True and fwd["errors"] == [] and fwd["firewalld_changes"]
     assert fw.paths({"nft_dir": "/x", "nft_unit_name": "u.service"}) == {
         "nft_file": "/x/firewall.nft", "nft_candidate": "/x/firewall.nft.new",
         "nft_rollback": "/x/firewall.rollback.nft", "unit_file": "/etc/systemd/system/u.service"}
@@ -537,3 +542,107 @@ def test_the_files_header_is_the_plays_managed_string():
     assert own["nft_rules"].startswith("# Managed by ops (firewall)\n")
     assert "Managed by ops" in own["nft_unit"]
     assert fw.plan(PROBE, SETTINGS)["nft_rules"].startswith("# Ansible managed (firewall)\n")
+
+
+def _absent():
+    return {"rc": 1, "stdout": "", "stderr": "Error: INVALID_POLICY: rdmaprov"}
+
+
+def test_firewalld_and_ufw_drift_only_where_a_rule_is_missing():
+    """A converged firewalld or ufw host needs no task beyond the probe, as nftables: the
+    firewalld policy's rules and ufw's added rules are read by the probe."""
+    plan = _plan_with_allow()
+    rules = "\n".join(plan["firewalld_rules"])
+    fwd_probe = {**PROBE, "control_ip": "10.199.246.1", "firewalld_active": True,
+                 "firewalld_policy": {"permanent": _ok(rules), "runtime": _ok(rules)}}
+    settings = {**SETTINGS, "allow": [{"port": 9100}, {"port": "5000-5001", "proto": "udp",
+                                                       "sources": ["fd00::/64"]}]}
+    same = fw.plan(fwd_probe, settings, "rdmaprov")
+    assert same["firewalld_changes"] == [] and same["drift"] is False
+    lacking = fw.plan({**fwd_probe, "firewalld_policy": {
+        "permanent": _ok(rules), "runtime": _ok("\n".join(plan["firewalld_rules"][1:]))}},
+        settings, "rdmaprov")
+    assert lacking["drift"] is True and lacking["commands"] == lacking["firewalld_changes"]
+    # ufw: `ufw show added` (ufw 0.36's header first) holds every rule: nothing to do; one
+    # missing: that one rule is added.
+    added = [r["added"] for r in plan["ufw_rules"]]
+    ufw_probe = {**PROBE, "control_ip": "10.199.246.1", "ufw_present": True,
+                 "ufw_added": _ok("Added user rules (see 'ufw status' for running firewall):\n"
+                                  + "\n".join(added) + "\n")}
+    ufw = {**settings, "backend": "ufw"}
+    done = fw.plan(ufw_probe, ufw)
+    assert done["ufw_missing"] == [] and done["drift"] is False and done["commands"] == []
+    one = fw.plan({**ufw_probe, "ufw_added": _ok("\n".join(added[1:]))}, ufw)
+    assert one["drift"] is True and one["commands"] == [["ufw", *plan["ufw_rules"][0]["args"]]]
+    # ufw not readable (or absent): every rule goes through `ufw allow` (which skips what it has).
+    unread = fw.plan({**ufw_probe, "ufw_added": None}, ufw)
+    assert unread["ufw_missing"] == plan["ufw_rules"] and unread["drift"] is True
+    # Switching ufw on (deny) is drift even with every rule in place.
+    deny = fw.plan(ufw_probe, {**ufw, "policy": "deny", "waive": ["68/udp", "5353/udp"]})
+    assert deny["drift"] is True and deny["commands"] == [["ufw", "--force", "enable"]]
+    # No usable backend: drift, so the refusal is reported.
+    none = fw.plan({**PROBE, "nft_present": False}, SETTINGS)
+    assert none["backend"] is None and none["drift"] is True
+    assert none["refusal"] == "; ".join(none["errors"]) != ""
+
+
+def test_apply_steps_under_check_report_instead_of_running():
+    plan = _plan_with_allow()
+    added = [r["added"] for r in plan["ufw_rules"]]
+    ufw_probe = {**PROBE, "control_ip": "10.199.246.1", "ufw_present": True,
+                 "ufw_added": _ok("\n".join(added[1:]))}
+    ufw = {**SETTINGS, "backend": "ufw", "policy": "deny", "waive": ["68/udp", "5353/udp"],
+           "allow": [{"port": 9100}, {"port": "5000-5001", "proto": "udp",
+                                      "sources": ["fd00::/64"]}]}
+    real = fw.plan(ufw_probe, ufw)
+    assert real["check_mode"] is False and real["check_report"] == []
+    assert real["commands"] == [["ufw", *plan["ufw_rules"][0]["args"]],
+                                ["ufw", "--force", "enable"]]
+    # --check: ufw answers a dry run the same (so it runs); switching on is reported.
+    check = fw.plan(ufw_probe, {**ufw, "check_mode": True})
+    assert check["commands"] == [["ufw", "--dry-run", *plan["ufw_rules"][0]["args"]]]
+    assert check["check_report"] == [
+        "node1: drift: ufw is inactive; firewall_policy=deny switches it on"]
+    # firewalld: the calls under a real run, the drift line under --check.
+    fwd_probe = {**PROBE, "firewalld_active": True,
+                 "firewalld_policy": {"permanent": _absent(), "runtime": _absent()}}
+    fwd = fw.plan(fwd_probe, SETTINGS, "rdmaprov")
+    assert fwd["commands"] == fwd["firewalld_changes"] != [] and fwd["check_report"] == []
+    fwd_check = fw.plan(fwd_probe, {**SETTINGS, "check_mode": True}, "rdmaprov")
+    assert fwd_check["commands"] == [] and fwd_check["check_report"] == [fwd["firewalld_drift"]]
+    # nftables: a new ruleset goes behind the rollback timer; under --check nothing is persisted
+    # while the ruleset is still to load.
+    nft = fw.plan(PROBE, {**SETTINGS, "rollback_seconds": 30})
+    assert nft["nft_apply"] is True and nft["persist_nft"] is True and nft["commands"] == []
+    assert nft["nft_arm"] == [
+        "systemd-run", "--unit=rdmaprov-firewall-rollback", "--on-active=30s",
+        "--timer-property=AccuracySec=1s",
+        "--description=rdmaprov firewall rollback (fires unless Ansible reconnects)",
+        "--property=SyslogIdentifier=rdmaprov-firewall", "nft", "-f",
+        "/etc/rdmaprov/firewall.rollback.nft"]
+    assert nft["nft_load"] == ["/bin/sh", "-c", 'sleep 2; exec nft -f "$1"', "rdmaprov-firewall",
+                               "/etc/rdmaprov/firewall.nft.new"]
+    assert nft["nft_clear_timer"] == ["systemctl", "stop", "rdmaprov-firewall-rollback.timer",
+                                      "rdmaprov-firewall-rollback.service"]
+    assert nft["nft_disarm"] == ["systemctl", "stop", "rdmaprov-firewall-rollback.timer"]
+    assert nft["rollback_wait"] == 90
+    assert fw.plan(PROBE, {**SETTINGS, "check_mode": True})["persist_nft"] is False
+    live = {"rc": 0, "stdout": nft["nft_rules"], "stderr": ""}
+    same = fw.plan({**PROBE, "nft_table": live}, {**SETTINGS, "check_mode": True})
+    assert same["nft_apply"] is False and same["persist_nft"] is True
+    # Another backend never loads a table, whatever the live one.
+    assert fwd["nft_apply"] is False
+
+
+def test_command_changed_and_the_rollback_report():
+    assert fw.command_changed(["ufw", "allow", "22"], "Skipping adding existing rule\n") is False
+    assert fw.command_changed(["ufw", "allow", "22"], "Rule added\nRule added (v6)\n") is True
+    assert fw.command_changed(["firewall-cmd", "--reload"], "success") is True
+    plan = fw.plan(PROBE, SETTINGS)
+    assert fw.rollback_report(plan, "node2", "Reconnect through the new ruleset",
+                              "timed out waiting for ping module test", 0) == (
+        "node2: firewall ROLLED BACK. The new ruleset was not confirmed (Reconnect through the "
+        "new ruleset: timed out waiting for ping module test); the rollback timer restored the "
+        "previous table inet rdmaprov (restored) and nothing was persisted. Candidate kept in "
+        "/etc/rdmaprov/firewall.nft.new for inspection.")
+    assert "inet rdmaprov (absent, as before) and" in fw.rollback_report(plan, "n", "t", "m", 1)

@@ -489,7 +489,7 @@ ALL_SITES = sites()
 def test_sites_are_found() -> None:
     """The enumeration finds the known sites (a broken walk would make every test vacuous)."""
     where = {s.where.split(":")[0] for s in ALL_SITES}
-    for expected in ("roles/firewall/tasks/configure-nftables.yml",
+    for expected in ("roles/firewall/tasks/configure.yml",
                      "roles/nccl_validate/tasks/run.yml",
                      "roles/slurm_health/templates/slurm.env.j2"):
         assert expected in where
@@ -536,6 +536,12 @@ class Rendered(Values):
 def plan_sites(bad: str) -> list[Site]:
     """The shell scripts and units the roles' plans render, from hostile host and inventory text."""
     plans = _fixtures(bad, ROOT)["_roce_qos_plans"]
+    # The firewall's rollback timer and detached load, as netcfg_firewall.apply_steps plans them
+    # for a ruleset directory of inventory text.
+    steps = collection.netcfg_firewall.apply_steps(
+        {"backend": "nftables", "new_ruleset": True, "errors": [], "nft_candidate": f"{bad}/n",
+         "nft_rollback": f"{bad}/r"},
+        {"nft_table": bad, "nft_dir": bad, "nft_unit_name": bad, "rollback_seconds": 45})
     qos_settings = {"pfc_priority": 3, "dscp": 26, "ecn_codepoint": "ect0",
                     "rdma_cm_defaults": True, "script": bad, "unit_name": bad}
     return [Site("netcfg_qos.script", "script", qos.script(plans, qos_settings), "roce_qos"),
@@ -543,7 +549,9 @@ def plan_sites(bad: str) -> list[Site]:
             Site("netcfg_firewall.nft_unit", "unit", collection.netcfg_firewall.nft_unit(bad, bad),
                  "firewall"),
             Site("netcfg_mtu.unit", "unit",
-                 collection.netcfg_mtu.unit([{"name": bad, "mtu": 9000}]), "net_mtu")]
+                 collection.netcfg_mtu.unit([{"name": bad, "mtu": 9000}]), "net_mtu"),
+            *(Site(f"netcfg_firewall.{key}", "argv", steps[key], "firewall")
+              for key in ("nft_arm", "nft_load"))]
 
 
 PLAN_SITES = [s.where for s in plan_sites("x")]
@@ -559,7 +567,8 @@ def test_hostile_values_never_reach_a_shell_from_a_plan(where: str, payload: str
     (work / "run").mkdir(parents=True)
     env = _env()
     site = next(s for s in plan_sites(bad) if s.where == where)
-    assert bad in site.source or "touch" in site.source  # the hostile text is in the file
+    text = "\n".join(site.source) if isinstance(site.source, list) else site.source
+    assert bad in text or "touch" in text  # the hostile text is in the file (or argv)
     problems = _check(site, Rendered(env, bad, work), env, _shims(tmp_path), work,
                       _core(payload, str(marker)))
     assert not marker.exists(), f"{where}: {bad!r} ran in a shell"
