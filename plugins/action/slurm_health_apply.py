@@ -52,7 +52,9 @@ def merge(steps: list, results: list) -> dict:
 
 
 class ActionModule(ActionBase):
-    TRANSFERS_FILES = True
+    # No remote temporary directory of its own: the copy action makes its own, and an empty list
+    # of steps (a no-change re-run without the wheelhouse) costs no round trip to the host.
+    TRANSFERS_FILES = False
     _supports_check_mode = True
 
     def _run_step(self, step: dict, task_vars: dict) -> dict:
