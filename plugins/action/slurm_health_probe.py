@@ -8,7 +8,7 @@ expectations directory's hosts.yml and this host's class file, the wheelhouse's 
 rdmaprov wheel's checksum (module doc: plugins/modules/slurm_health_probe.py), and O(python_apt)
 from the host's C(ansible_facts.rdmaprov.python_apt) where the task does not give it. The plan it returns
 gains C(check_yml), check.yml's text (slurm_health.check_yml with Ansible's to_nice_yaml, which
-the node's Python may lack). A relative
+the node's Python may lack), in the step that writes it too (slurm_health.with_check_yml). A relative
 directory is found as the file and fileglob lookups find it (the task's search path: beside the
 playbook, the role's files/). What to make of them is the module's plan
 (module_utils/slurm_health.py)."""
@@ -84,6 +84,6 @@ class ActionModule(RoleSettingsAction):
         result = super().run(tmp, task_vars)
         plan = result.get("plan")
         if isinstance(plan, dict) and "expect" in plan:
-            plan["check_yml"] = slurm_health.check_yml(
-                plan["expect"], plan["expect_source"], to_nice_yaml)
+            slurm_health.with_check_yml(plan, slurm_health.check_yml(
+                plan["expect"], plan["expect_source"], to_nice_yaml))
         return result

@@ -153,14 +153,26 @@ def report(facts: dict, caps: dict, connection: dict, connection_type: str | Non
 NO_GPU = "no NVIDIA GPU visible (no /proc/driver/nvidia/gpus/*, no /dev/nvidiaN): is the driver loaded?"
 
 
+# The preflight role's variables host_capabilities' ``preflight`` option takes (the key without
+# the prefix, as role_settings fills it) -> the option's name, and the play's context
+# (address, connection). Its action plugin fills each the task does not give.
+SETTINGS = {"supported_os_families": "os_families", "supported_distributions": "distributions",
+            "require_gpus": "require_gpus", "require_rdma_devices": "require_rdma_devices",
+            "report": "report", "address": "ansible_host", "connection": "connection"}
+PASSED = "All assertions passed"  # the assert's own success message
+
+
 def plan(facts: dict, caps: dict, connection: dict, settings: dict,
          check_mode: bool = False) -> dict:
     """The preflight role's decisions for one host: ``errors`` (each a line of the one assert's
-    failure; empty: the host passes), ``report`` (the lines of its success message, the apt note
-    last), ``apt`` (apt_plan's) and ``connection`` (as given).
+    failure; empty: the host passes) and ``error`` (them in one line, "" for none), ``report``
+    (the lines of its success message, the apt note last), ``message`` (the assert's success
+    message: the report, or the assert's own words where preflight_report is off), ``apt``
+    (apt_plan's) and ``connection`` (as given).
 
     ``settings``: connection_type (ansible_connection), os_families and distributions (the
-    supported ones), require_gpus, require_rdma_devices (the role's preflight_* variables)."""
+    supported ones), require_gpus, require_rdma_devices, report (the role's preflight_*
+    variables)."""
     connection_type = settings.get("connection_type")
     rdma = facts.get("rdma") or {}
     apt = apt_plan(str(facts.get("os_family")), caps.get("python") or {}, check_mode)
@@ -185,4 +197,6 @@ def plan(facts: dict, caps: dict, connection: dict, settings: dict,
     lines = report(facts, caps, connection, connection_type)
     if apt["note"]:
         lines.append(apt["note"])
-    return {"errors": errors, "report": lines, "apt": apt, "connection": connection}
+    return {"errors": errors, "error": "; ".join(errors), "report": lines,
+            "message": lines if settings.get("report", True) else PASSED, "apt": apt,
+            "connection": connection}

@@ -14,13 +14,15 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import shlex
 import subprocess
 
-# The settings plan() reads: the slurm_health_* variables without the prefix, the host's name
-# and whether the play runs in check mode.
+# The settings plan() reads: the slurm_health_* variables without the prefix, the host's name,
+# whether the play runs in check mode and the managed-file header (the play's ansible_managed).
 SETTINGS = ("install", "wheelhouse", "venv", "budget", "healthcheck_interval", "expect",
             "expect_dir", "hooks", "script_dir", "nhc_dir", "edit_slurm_conf", "slurm_conf",
-            "rdmaprov", "config_dir", "host", "check_mode")
+            "rdmaprov", "config_dir", "nccl_python", "textfile_dir", "prolog_drain", "host",
+            "check_mode", "managed")
 
 INDEX = "hosts.yml"
 INSTALLED = ".rdmaprov-wheel.sha256"
@@ -151,6 +153,92 @@ def verify(settings: dict, run) -> dict:
             "argv": argv, "exit_code": rc, "stdout": out, "stderr": err, "broken": rc not in (0, 2)}
 
 
+def slurm_env(settings: dict) -> str:
+    """slurm.env's text, read by the hooks (files/rdmaprov-*.sh, rdmaprov.nhc): the managed
+    header as Ansible's comment filter writes it, then each value shell-quoted (the hooks source
+    the file)."""
+    s = settings
+    lines = ["#", *(f"# {ln}".rstrip() for ln in str(s.get("managed") or "Ansible managed")
+                    .split("\n")), "#",
+             "# rdmaprov.cluster.slurm_health: read by rdmaprov's Slurm prolog, health check and "
+             "NHC plug-in.",
+             f"RDMAPROV={shlex.quote(str(s['rdmaprov']))}",
+             f"RDMAPROV_CHECK_CONFIG={shlex.quote(str(s['config_dir']) + '/check.yml')}"]
+    if int(s.get("budget") or 0) > 0:
+        lines.append(f"RDMAPROV_CHECK_BUDGET={int(s['budget'])}")
+    if s.get("nccl_python"):
+        lines.append(f"RDMAPROV_CHECK_NCCL_PYTHON={shlex.quote(str(s['nccl_python']))}")
+    if s.get("textfile_dir"):
+        lines.append(f"RDMAPROV_CHECK_PROMETHEUS={shlex.quote(str(s['textfile_dir']))}")
+    if not s.get("prolog_drain", True):
+        lines.append("RDMAPROV_PROLOG_DRAIN=0")
+    return "\n".join(lines) + "\n"
+
+
+def _step(module: str, label: str, changed: bool = False, **args) -> dict:
+    """One step the slurm_health_apply action runs: ``module`` (copy, file, package, command or
+    blockinfile) with ``args``; ``changed``: the step counts as a change whenever it runs."""
+    return {"module": module, "label": label, "args": args, **({"changed": True} if changed else {})}
+
+
+def install_steps(settings: dict, install: dict) -> list[dict]:
+    """rdmaprov into the venv from the controller's wheelhouse, in order: python3-venv where
+    python3 cannot make a venv, the wheelhouse, the venv (with the system's site packages: the
+    distro's pyverbs), the pip commands (none where this build is in) and the build's checksum,
+    recorded once its install succeeded. None unless slurm_health_install=wheelhouse."""
+    if settings["install"] != "wheelhouse":
+        return []
+    venv, house = settings["venv"], install["wheelhouse"]
+    steps = [_step("package", "python3-venv", name="python3-venv", state="present")
+             ] if install["venv_package"] else []
+    steps += [_step("copy", house, src=f"{settings['wheelhouse']}/", dest=f"{house}/",
+                    mode="0644", directory_mode="0755"),
+              _step("command", f"{venv} (venv)",
+                    argv=["python3", "-m", "venv", "--system-site-packages", venv],
+                    creates=f"{venv}/bin/python")]
+    steps += [_step("command", shlex.join(argv), changed=True, argv=argv)
+              for argv in install["commands"]]
+    steps.append(_step("copy", f"{venv}/{INSTALLED}", content=install["checksum"],
+                       dest=f"{venv}/{INSTALLED}", mode="0644"))
+    return steps
+
+
+def configure_steps(settings: dict, scripts: list[str], nhc: bool) -> list[dict]:
+    """The files the role writes, in order: the configuration directory, check.yml (its text
+    comes from the probe's action: with_check_yml), slurm.env, the hook scripts and the NHC
+    plug-in (from the role's files/)."""
+    conf, bin_dir = settings["config_dir"], settings["script_dir"]
+    check = _step("copy", f"{conf}/check.yml", content="", dest=f"{conf}/check.yml", mode="0644")
+    check["check_yml"] = True
+    steps = [_step("file", conf, path=conf, state="directory", mode="0755"), check,
+             _step("copy", f"{conf}/slurm.env", content=slurm_env(settings),
+                   dest=f"{conf}/slurm.env", mode="0644")]
+    steps += [_step("copy", f"{bin_dir}/rdmaprov-{h}.sh", src=f"rdmaprov-{h}.sh",
+                    dest=f"{bin_dir}/rdmaprov-{h}.sh", mode="0755") for h in scripts]
+    if nhc:
+        steps.append(_step("copy", f"{settings['nhc_dir']}/rdmaprov.nhc", src="rdmaprov.nhc",
+                           dest=f"{settings['nhc_dir']}/rdmaprov.nhc", mode="0644"))
+    return steps
+
+
+def slurm_conf_steps(settings: dict, lines: list[str]) -> list[dict]:
+    """rdmaprov's managed block in slurm.conf, where the role edits it (none otherwise)."""
+    if not settings["edit_slurm_conf"]:
+        return []
+    return [_step("blockinfile", settings["slurm_conf"], path=settings["slurm_conf"],
+                  marker="# {mark} rdmaprov slurm_health", block="\n".join(lines))]
+
+
+def with_check_yml(plan_: dict, text: str) -> dict:
+    """``plan_`` with check.yml's text (the probe's action renders it: Ansible's to_nice_yaml,
+    which the node's Python may lack) as ``check_yml`` and in the step that writes it."""
+    plan_["check_yml"] = text
+    for step in plan_.get("configure_steps") or []:
+        if step.pop("check_yml", False):
+            step["args"]["content"] = text
+    return plan_
+
+
 def report(settings: dict, lines: list[str]) -> str:
     """The line to print where the role leaves slurm.conf to the site ("" where it edits it)."""
     if settings["edit_slurm_conf"]:
@@ -175,7 +263,9 @@ def plan(probe_result: dict, settings: dict, controller: dict | None = None,
     ``conf_block``: slurm.conf's lines for the hooks; ``scripts``: the hook scripts to install;
     ``nhc``: whether to install the NHC plug-in; ``report``: the line to print; ``install``:
     whether python3-venv is needed, where the wheelhouse goes, the wheel's checksum and the pip
-    commands (none where this build is in).
+    commands (none where this build is in); ``install_steps``, ``configure_steps`` and
+    ``slurm_conf_steps``: what the slurm_health_apply action runs, in order (install_steps(),
+    configure_steps(), slurm_conf_steps()).
     ``python_apt``: whether the node's Python has apt's bindings (without them the package
     module would install python3-apt, which --check must not).
     """
@@ -218,6 +308,14 @@ def plan(probe_result: dict, settings: dict, controller: dict | None = None,
     # rdmaprov itself.
     commands = [[pip, "install", "--quiet", "--no-index", "--find-links", house, wheel],
                 [pip, "install", "--quiet", "--no-index", "--no-deps", "--force-reinstall", wheel]]
+    install = {
+        "venv_package": from_wheels and not p.get("venv_ok", True)
+        and (python_apt or not s["check_mode"]),
+        "wheelhouse": house,
+        "checksum": checksum,
+        "commands": commands if from_wheels and p.get("installed", "") != checksum else [],
+    }
+    scripts = [h for h in s["hooks"] if h in ("prolog", "healthcheck")]
     return {
         "refuse_all": refuse_all,
         "errors": errors,
@@ -226,14 +324,11 @@ def plan(probe_result: dict, settings: dict, controller: dict | None = None,
         "expect_source": source,
         "conf_lines": lines,
         "conf_block": "\n".join(lines),
-        "scripts": [h for h in s["hooks"] if h in ("prolog", "healthcheck")],
+        "scripts": scripts,
         "nhc": nhc,
         "report": report(s, lines),
-        "install": {
-            "venv_package": from_wheels and not p.get("venv_ok", True)
-            and (python_apt or not s["check_mode"]),
-            "wheelhouse": house,
-            "checksum": checksum,
-            "commands": commands if from_wheels and p.get("installed", "") != checksum else [],
-        },
+        "install": install,
+        "install_steps": install_steps(s, install),
+        "configure_steps": configure_steps(s, scripts, nhc),
+        "slurm_conf_steps": slurm_conf_steps(s, lines),
     }

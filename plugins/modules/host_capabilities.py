@@ -52,6 +52,13 @@ options:
       - The preflight role's inputs; the module then returns RV(plan)
         (C(host_report.plan) in plugins/module_utils). Under check mode the plan says the apt
         tasks are skipped where python3-apt is missing.
+      - In a task, the module's action plugin fills every key it lacks on the control host
+        (plugins/plugin_utils/role_settings.py, the table C(host_report.SETTINGS)) - from the role
+        variables C(preflight_supported_os_families), C(preflight_supported_distributions),
+        C(preflight_require_gpus), C(preflight_require_rdma_devices) and C(preflight_report)
+        where defined, O(preflight.ansible_host) and O(preflight.connection) from the play
+        (C(ansible_host), else the inventory name; C(ansible_connection)). C({}) gives the
+        role's inputs whole.
     type: dict
     suboptions:
       facts:
@@ -85,6 +92,12 @@ options:
         description: Refuse a host with no RDMA device (preflight_require_rdma_devices).
         type: bool
         default: false
+      report:
+        description:
+          - RV(plan)'s C(message) is the report's lines (preflight_report); false, the assert's
+            own words.
+        type: bool
+        default: true
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -134,12 +147,15 @@ interface:
   sample: {name: bond0, exists: true, rdma_backed: true, devices: [{name: bond0, driver: null, rdma: false, virtual: true}]}
 plan:
   description:
-    - The preflight role's plan; C(errors) are the lines of its refusal (empty, the host passes),
-      C(report) the lines of its report, C(apt) what it says about python3-apt (error, note,
-      usable) and C(connection) the interface carrying the connection (name, address, method).
+    - The preflight role's plan; C(errors) are the lines of its refusal (empty, the host passes)
+      and C(error) them in one line, C(report) the lines of its report and C(message) the role's
+      success message (the report, or the assert's own words under O(preflight.report)=false),
+      C(apt) what it says about python3-apt (error, note, usable) and C(connection) the
+      interface carrying the connection (name, address, method).
   returned: when preflight is given
   type: dict
-  sample: {errors: [], report: ["Debian 12 (Debian family), kernel 6.1.0-28-amd64"],
+  sample: {errors: [], error: "", report: ["Debian 12 (Debian family), kernel 6.1.0-28-amd64"],
+           message: ["Debian 12 (Debian family), kernel 6.1.0-28-amd64"],
            apt: {error: null, note: null, usable: true},
            connection: {name: eth0, address: 10.0.0.5, method: SSH_CONNECTION}}
 ansible_facts:
@@ -239,6 +255,7 @@ PREFLIGHT_OPTIONS = {
     "distributions": {"type": "list", "elements": "str", "default": []},
     "require_gpus": {"type": "bool", "default": False},
     "require_rdma_devices": {"type": "bool", "default": False},
+    "report": {"type": "bool", "default": True},
 }
 
 
@@ -290,7 +307,7 @@ def main() -> None:
     if preflight:
         settings = {"connection_type": preflight["connection"],
                     **{k: preflight[k] for k in ("os_families", "distributions", "require_gpus",
-                                                 "require_rdma_devices")}}
+                                                 "require_rdma_devices", "report")}}
         seen.update({"rdma": facts["rdma"]} if "rdma" in facts else {})
         result["plan"] = host_report.plan(seen, result, connection, settings, module.check_mode)
     module.exit_json(ansible_facts={**gathered, **facts}, **result)

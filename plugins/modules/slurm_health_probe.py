@@ -46,8 +46,15 @@ options:
       slurm_conf: {description: slurm_health_slurm_conf., type: str, default: /etc/slurm/slurm.conf}
       rdmaprov: {description: slurm_health_rdmaprov., type: str, default: /opt/rdmaprov/bin/rdmaprov}
       config_dir: {description: slurm_health_config_dir., type: str, default: /etc/rdmaprov}
+      nccl_python: {description: slurm_health_nccl_python., type: str, default: ""}
+      textfile_dir: {description: slurm_health_textfile_dir., type: str, default: ""}
+      prolog_drain: {description: slurm_health_prolog_drain., type: bool, default: true}
       host: {description: The host's inventory name., type: str, default: ""}
       check_mode: {description: Whether the play runs in check mode., type: bool, default: false}
+      managed:
+        description: The header of the files the role writes (the play's C(ansible_managed), else ansible.cfg's DEFAULT_MANAGED_STR).
+        type: str
+        default: Ansible managed
   controller:
     description:
       - What the control host read (the action plugin fills it) - C(expect_index) (hosts.yml
@@ -67,7 +74,8 @@ options:
       - Instead of the probe and plan, the role's proof (C(verify) in module_utils/slurm_health.py)
         - run the installed check once (C(rdmaprov check --nhc --config CONFIG_DIR/check.yml)),
         as the hooks do but without draining. Exit 0 or 2 (healthy, unhealthy) is a verdict; any
-        other exit fails the module (a broken configuration).
+        other exit fails the module (a broken configuration), and so does a node without the
+        rdmaprov command (not in check mode), with RV(failure) as its message.
     type: bool
     default: false
 extends_documentation_fragment:
@@ -91,7 +99,7 @@ EXAMPLES = r"""
 """
 RETURN = r"""
 failure:
-  description: With O(verify), why the role fails - the rdmaprov command is not on the node (not in check mode) - or empty.
+  description: With O(verify), why the role fails - the rdmaprov command is not on the node (not in check mode; the module fails with it) - or empty.
   returned: when O(verify) is true
   type: str
 verdict:
@@ -108,7 +116,10 @@ plan:
       refusal for the whole play, or empty), C(errors) (this host's refusals) and C(error)
       (them in one line, or empty), C(expect) and C(expect_source) (check.yml; through the
       action plugin also C(check_yml), its text), C(conf_lines) and C(conf_block) (slurm.conf), C(scripts),
-      C(nhc), C(report) (the line to print, or empty) and C(install).
+      C(nhc), C(report) (the line to print, or empty), C(install), and the steps the
+      slurm_health_apply action runs - C(install_steps), C(configure_steps) (check.yml's and
+      slurm.env's content among them; check.yml's filled through the action plugin) and
+      C(slurm_conf_steps).
   returned: always
   type: dict
   sample:
@@ -123,6 +134,10 @@ plan:
     nhc: false
     report: ""
     install: {venv_package: false, wheelhouse: /opt/rdmaprov-wheelhouse, checksum: 9f2c..., commands: []}
+    install_steps: []
+    configure_steps:
+      - {module: file, label: /etc/rdmaprov, args: {path: /etc/rdmaprov, state: directory, mode: "0755"}}
+    slurm_conf_steps: []
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -143,8 +158,12 @@ SETTINGS_SPEC = {
     "slurm_conf": {"type": "str", "default": "/etc/slurm/slurm.conf"},
     "rdmaprov": {"type": "str", "default": "/opt/rdmaprov/bin/rdmaprov"},
     "config_dir": {"type": "str", "default": "/etc/rdmaprov"},
+    "nccl_python": {"type": "str", "default": ""},
+    "textfile_dir": {"type": "str", "default": ""},
+    "prolog_drain": {"type": "bool", "default": True},
     "host": {"type": "str", "default": ""},
     "check_mode": {"type": "bool", "default": False},
+    "managed": {"type": "str", "default": "Ansible managed"},
 }
 
 
@@ -162,6 +181,8 @@ def main() -> None:
         if got.pop("broken", False):
             module.fail_json(msg="non-zero return code", cmd=got["argv"], rc=got["exit_code"],
                              stdout=got["stdout"], stderr=got["stderr"])
+        if got["failure"]:
+            module.fail_json(msg=got["failure"], **got)
         module.exit_json(changed=False, **got)
     found = slurm_health.probe(p["settings"])
     plan = slurm_health.plan(found, p["settings"], p["controller"], p["python_apt"])

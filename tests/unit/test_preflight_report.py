@@ -157,3 +157,55 @@ def test_plan_refuses_in_the_words_of_the_role() -> None:
     got = report_mod.plan(debian, caps | {"python": SYSTEM_NO_APT}, {"name": None},
                           SUPPORTED | {"connection_type": "local"})
     assert got["errors"] == []
+
+
+def test_plan_gives_the_asserts_failure_and_success_message() -> None:
+    """The role's one assert reads plan.error (the refusals in one line) and plan.message (the
+    report, or the assert's own words under preflight_report=false)."""
+    facts = {"distribution": "Arch", "distribution_version": "rolling", "os_family": "Archlinux"}
+    caps = {"gpus": {"count": 0}, "python": SYSTEM_NO_APT}
+    settings = SUPPORTED | {"connection_type": "local", "require_gpus": True}
+    got = report_mod.plan(facts, caps, {"name": None}, settings)
+    assert got["error"] == "; ".join(got["errors"]) and len(got["errors"]) == 2
+    assert got["message"] == got["report"]
+    quiet = report_mod.plan(H200, caps, {"name": None}, SUPPORTED | {
+        "connection_type": "local", "report": False})
+    assert quiet["error"] == "" and quiet["message"] == "All assertions passed"
+
+
+def test_preflight_inputs_are_filled_from_the_roles_variables_and_the_play() -> None:
+    """host_capabilities' action: each preflight key the task lacks from preflight_<key> or the
+    play (host_report.SETTINGS), under the module's option names; what the task gives wins."""
+    import importlib
+    from pathlib import Path
+
+    import yaml
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+
+    from rdmaprov.collection import input_check
+
+    action = importlib.import_module(
+        "ansible_collections.rdmaprov.cluster.plugins.action.host_capabilities")
+    roles = Path(__file__).resolve().parents[2] / "roles"
+    defaults = yaml.safe_load((roles / "preflight/defaults/main.yml").read_text())
+    variables = {"inventory_hostname": "n1", "ansible_host": "10.0.0.1", **defaults,
+                 "preflight_require_gpus": True}
+    got = action.preflight_args({}, variables, Templar(loader=DataLoader(),
+                                                       variables=variables).template)
+    assert got == {"os_families": defaults["preflight_supported_os_families"],
+                   "distributions": defaults["preflight_supported_distributions"],
+                   "require_gpus": True, "require_rdma_devices": False, "report": True,
+                   "ansible_host": "10.0.0.1", "connection": "ssh"}
+    bare = {"inventory_hostname": "n1", "ansible_connection": "local"}
+    got = action.preflight_args({"os_families": ["RedHat"], "facts": {"a": 1}}, bare,
+                                Templar(loader=DataLoader(), variables=bare).template)
+    assert got == {"os_families": ["RedHat"], "facts": {"a": 1}, "ansible_host": "n1",
+                   "connection": "local"}
+    # Every key is a variable the role declares or the play's: a renamed variable fails here.
+    declared = input_check.declared_options(input_check.role_specs(str(roles), ["preflight"]))
+    for key in report_mod.SETTINGS:
+        assert f"preflight_{key}" in declared or key in ("address", "connection"), key
+    # And every option it fills is one the module takes.
+    from ansible_collections.rdmaprov.cluster.plugins.modules import host_capabilities
+    assert set(report_mod.SETTINGS.values()) <= set(host_capabilities.PREFLIGHT_OPTIONS)

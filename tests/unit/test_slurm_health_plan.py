@@ -36,7 +36,7 @@ def plan(probe=None, controller=None, python_apt=True, **over) -> dict:
 def test_settings_are_the_role_variables_and_the_module_options():
     defaults = yaml.safe_load((ROOT / "roles/slurm_health/defaults/main.yml").read_text())
     names = {k[len("slurm_health_"):] for k in defaults}
-    assert set(sh.SETTINGS) - names == {"host", "check_mode"}
+    assert set(sh.SETTINGS) - names == {"host", "check_mode", "managed"}
     tree = ast.parse((ROOT / "plugins/modules/slurm_health_probe.py").read_text())
     spec = next(n.value for n in tree.body if isinstance(n, ast.Assign)
                 and getattr(n.targets[0], "id", "") == "SETTINGS_SPEC")
@@ -304,10 +304,11 @@ def test_module_verify_fails_on_a_broken_configuration(tmp_path: Path):
     rc, res = _module(tmp_path / "b", args)
     assert rc != 0 and res["msg"] == "non-zero return code" and res["rc"] == 1, res
     assert res["stdout"] == "broken"
+    # A node without the command fails the module with the line (no assert of its own).
     rc, res = _module(tmp_path / "c", {**args, "settings": {"rdmaprov": str(tmp_path / "no")}})
-    assert rc == 0 and res["failure"].endswith("does not exist on this node: set "
-                                               "slurm_health_install=wheelhouse or point "
-                                               "slurm_health_rdmaprov at an installed rdmaprov")
+    assert rc != 0 and res["msg"] == res["failure"], res
+    assert res["msg"].endswith("does not exist on this node: set slurm_health_install=wheelhouse "
+                               "or point slurm_health_rdmaprov at an installed rdmaprov")
 
 
 def test_the_action_fills_python_apt_from_the_hosts_fact(monkeypatch):
