@@ -133,6 +133,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+rdmaprov_report:
+  description: "With O(verify_conf), when the file holds every setting: the line saying so; rdmaprov shows it as the host's report."
+  returned: when O(verify_conf) read the file back
+  type: list
+  elements: str
+  sample: ["nccl_env: /etc/nccl.conf sets NCCL_SOCKET_IFNAME"]
 nccl:
   description:
     - NCCL settings derived from the facts (C(env)), why ports were left out (C(notes)), and,
@@ -257,7 +263,8 @@ def main() -> None:
         ok, line = rdma_nccl.conf_check(verify, text)
         if not ok:
             module.fail_json(msg=line)
-        module.exit_json(changed=False, msg=line)
+        # The line is the host's report under rdmaprov (its progress reads rdmaprov_report).
+        module.exit_json(changed=False, msg=line, rdmaprov_report=[line])
     settings = module.params["settings"]
     if settings is not None:
         try:

@@ -671,11 +671,12 @@ def test_bundle_steps_fetch_or_copy_then_unpack_or_mount_then_install() -> None:
     iso = _bundle(f"/srv/{BUNDLE_NAME[:-4]}.iso")
     steps = versions.bundle_steps(iso, check=False)
     assert [s["name"] for s in steps] == [
-        "Create the work directory", "Copy the verified bundle to the node", "Mount the ISO",
-        "Run mlnxofedinstall"]
+        "Create the work directory", "Copy the verified bundle to the node",
+        "Create the mount point", "Mount the ISO", "Run mlnxofedinstall"]
     assert steps[1]["args"] == {"src": f"/srv/{BUNDLE_NAME[:-4]}.iso",
                                 "dest": f"{stem}.iso", "mode": "0644"}
-    assert steps[2]["args"] == {"argv": ["mount", "-o", "loop,ro", f"{stem}.iso", stem],
+    assert steps[2]["args"] == {"path": stem, "state": "directory"}
+    assert steps[3]["args"] == {"argv": ["mount", "-o", "loop,ro", f"{stem}.iso", stem],
                                 "creates": f"{stem}/mlnxofedinstall"}
     assert versions.bundle_cleanup(iso, check=False) == [
         {"name": "Unmount the ISO", "action": "command",

@@ -374,7 +374,7 @@ def test_module_documentation_is_valid_yaml_and_matches_the_argument_spec():
         "sysfs_root", "use_pyverbs", "versions", "nccl_socket_ifname", "nccl_socket_facts",
         "nccl_socket_address", "nccl_ib_tc", "nccl_ib_tc_roce_qos", "nccl_extra",
         "nccl_lint_env", "nccl_lint_fail", "settings", "verify_conf"}
-    assert set(parsed["RETURN"]) == {"rdma", "nccl"}
+    assert set(parsed["RETURN"]) == {"rdma", "nccl", "rdmaprov_report"}
     assert parsed["EXAMPLES"][0]["rdmaprov.cluster.rdma_facts"] is None
 
 
@@ -420,6 +420,7 @@ def test_module_with_the_nccl_env_roles_settings_then_its_read_back(tmp_path):
     conf.write_text("# header\n" + "\n".join(nccl["lines"]) + "\n")
     rc, res = _ansible(tmp_path / "ok", json.dumps({"verify_conf": nccl}))
     assert rc == 0 and res["msg"] == f"nccl_env: {conf} {nccl['summary']}", res
+    assert res["rdmaprov_report"] == [res["msg"]]  # printed as the host's report
     conf.write_text("\n".join(line for line in nccl["lines"] if "TC=" not in line) + "\n")
     rc, res = _ansible(tmp_path / "lacks", json.dumps({"verify_conf": nccl}))
     assert rc != 0 and res["msg"] == f"nccl_env: {conf} lacks ['NCCL_IB_TC=106']", res
