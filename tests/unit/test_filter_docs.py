@@ -62,7 +62,16 @@ def docs(filters: dict[str, Callable[..., Any]], collections_path: Path) -> dict
 
 
 def test_the_collection_has_filters(filters: dict[str, Callable[..., Any]]) -> None:
-    assert {"qos_tos", "state_drift"} <= set(filters)
+    assert {"qos_tos"} <= set(filters)
+
+
+def test_every_public_filter_is_used_by_a_role(filters: dict[str, Callable[..., Any]]) -> None:
+    """A public filter is API a user's playbook may use, and the roles use each one themselves;
+    a rule no role needs any more goes back to module_utils (issue 28: no unused filter)."""
+    text = "\n".join(p.read_text() for p in (ROOT / "roles").rglob("*")
+                     if p.is_file() and p.suffix in (".yml", ".j2"))
+    unused = sorted(n for n in filters if n not in text)
+    assert unused == [], f"filters no role uses: {unused}"
 
 
 def test_every_filter_has_a_doc_file(filters: dict[str, Callable[..., Any]]) -> None:

@@ -491,7 +491,7 @@ def test_sites_are_found() -> None:
     where = {s.where.split(":")[0] for s in ALL_SITES}
     for expected in ("roles/firewall/tasks/configure.yml",
                      "roles/nccl_validate/tasks/run.yml",
-                     "roles/rdma_modules/templates/modprobe.conf.j2"):
+                     "roles/net_mtu/tasks/configure.yml", "roles/slurm_health/handlers/main.yml"):
         assert expected in where
 
 
