@@ -11,6 +11,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.rdmaprov.cluster.plugins.plugin_utils import builtin_step
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = True
@@ -57,21 +58,9 @@ class ActionModule(ActionBase):
             name, module_args = step["module"], dict(step["args"])
         except (KeyError, TypeError) as exc:
             raise AnsibleActionFail("container_runtime_apply: the step has no %s" % exc) from exc
-        task = self._task.copy()
-        task.action, task.args = name, module_args
-        if check_mode is not None:
-            task.check_mode = bool(check_mode)
-        loader = self._shared_loader_obj
-        found = loader.module_loader.find_plugin_with_context(name)
-        if found.resolved and found.action_plugin:
-            handler_name = found.action_plugin
-        elif loader.action_loader.has_plugin(name):
-            handler_name = name
-        else:
-            handler_name = "ansible.legacy.normal"
-        handler = loader.action_loader.get(
-            handler_name, task=task, connection=self._connection, play_context=self._play_context,
-            loader=self._loader, templar=self._templar, shared_loader_obj=loader)
+        handler = builtin_step.action(
+            self, name, module_args, check_mode,
+            builtin_step.handler_name(self._shared_loader_obj, name))
         if handler is None:
             raise AnsibleActionFail("container_runtime_apply: no action for %s" % name)
         try:

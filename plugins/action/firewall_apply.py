@@ -12,6 +12,7 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import netcfg_firewall
+from ansible_collections.rdmaprov.cluster.plugins.plugin_utils import builtin_step
 
 STEPS = ("configure", "persist", "rolled_back")
 OWNED = {"owner": "root", "group": "root"}
@@ -64,13 +65,7 @@ class ActionModule(ActionBase):
 
     def _copy(self, what, copy_args, task_vars):
         """The copy action itself (content is sent, diff and check mode are the copy's)."""
-        new_task = self._task.copy()
-        new_task.args = dict(copy_args)
-        action = self._shared_loader_obj.action_loader.get(
-            "ansible.legacy.copy", task=new_task, connection=self._connection,
-            play_context=self._play_context, loader=self._loader, templar=self._templar,
-            shared_loader_obj=self._shared_loader_obj)
-        res = action.run(task_vars=task_vars)
+        res = builtin_step.action(self, "ansible.legacy.copy", copy_args).run(task_vars=task_vars)
         self._done.append((what, res))
         return res
 

@@ -13,6 +13,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import validate_launch as vl
+from ansible_collections.rdmaprov.cluster.plugins.plugin_utils import builtin_step
 
 PROBE = "rdmaprov.cluster.nccl_validate_probe"
 PREFLIGHT = "rdmaprov.cluster.nccl_validate_preflight"
@@ -27,13 +28,8 @@ class ActionModule(ActionBase):
 
     def _copy(self, item, task_vars):
         """The copy action for one of the worker's files (plan.worker), as a task would run it."""
-        task = self._task.copy()
-        task.args = {"src": item["src"], "dest": item["dest"], "mode": "0644"}
-        copy = self._shared_loader_obj.action_loader.get(
-            "ansible.legacy.copy", task=task, connection=self._connection,
-            play_context=self._play_context, loader=self._loader, templar=self._templar,
-            shared_loader_obj=self._shared_loader_obj)
-        return copy.run(task_vars=task_vars)
+        args = {"src": item["src"], "dest": item["dest"], "mode": "0644"}
+        return builtin_step.action(self, "ansible.legacy.copy", args).run(task_vars=task_vars)
 
     def _keep(self, files):
         """The files to keep with the results on the controller; '' or why not."""

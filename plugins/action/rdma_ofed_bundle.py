@@ -14,6 +14,7 @@ from ansible.errors import AnsibleAction, AnsibleError
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import driver_versions
+from ansible_collections.rdmaprov.cluster.plugins.plugin_utils import builtin_step
 
 # Steps run through the builtin's own action plugin (it reads or transfers files itself).
 _ACTIONS = ("copy", "unarchive")
@@ -32,13 +33,7 @@ class ActionModule(ActionBase):
             if step["action"] not in _ACTIONS:
                 return self._execute_module(module_name=name, module_args=dict(step["args"]),
                                             task_vars=task_vars)
-            task = self._task.copy()
-            task.args = dict(step["args"])
-            action = self._shared_loader_obj.action_loader.get(
-                name, task=task, connection=self._connection, play_context=self._play_context,
-                loader=self._loader, templar=self._templar,
-                shared_loader_obj=self._shared_loader_obj)
-            return action.run(task_vars=task_vars)
+            return builtin_step.action(self, name, step["args"]).run(task_vars=task_vars)
         except AnsibleAction as exc:
             return exc.result
         except AnsibleError as exc:

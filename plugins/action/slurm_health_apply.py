@@ -13,6 +13,8 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.rdmaprov.cluster.plugins.plugin_utils import builtin_step
+
 # The builtins a step may name: those with an action plugin run through it (copy: the
 # controller's files; package: the host's package manager), the others as modules.
 ACTIONS = ("copy", "package")
@@ -65,13 +67,7 @@ class ActionModule(ActionBase):
         if module in MODULES:
             return self._execute_module(module_name=f"ansible.legacy.{module}",
                                         module_args=dict(args), task_vars=task_vars)
-        task = self._task.copy()
-        task.args = dict(args)
-        action = self._shared_loader_obj.action_loader.get(
-            f"ansible.legacy.{module}", task=task, connection=self._connection,
-            play_context=self._play_context, loader=self._loader, templar=self._templar,
-            shared_loader_obj=self._shared_loader_obj)
-        return action.run(task_vars=task_vars)
+        return builtin_step.action(self, f"ansible.legacy.{module}", args).run(task_vars=task_vars)
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)

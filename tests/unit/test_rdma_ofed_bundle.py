@@ -18,8 +18,8 @@ PKG = "ansible_collections.rdmaprov.cluster.plugins"
 NAME = "MLNX_OFED_LINUX-24.10-1.1.4.0-debian12.1-x86_64"
 
 
-def bundle(src: str, sha256: str = "ab" * 32) -> dict:
-    s = {"source": "mlnx_ofed", "inbox_packages": [], "inbox_extra_packages": [],
+def _settings(src: str, sha256: str) -> dict:
+    return {"source": "mlnx_ofed", "inbox_packages": [], "inbox_extra_packages": [],
          "inbox_version": "", "doca_packages": [], "doca_version": "", "doca_repo_url": "",
          "doca_gpg_key_url": "", "doca_repo_trusted": False, "mlnx_ofed_src": src,
          "mlnx_ofed_sha256": sha256, "mlnx_ofed_version": "",
@@ -28,7 +28,10 @@ def bundle(src: str, sha256: str = "ab" * 32) -> dict:
          "ssh_interface": "eth0", "ssh_interface_rdma": False, "os_family": "Debian",
          "distribution": "Debian", "distribution_major_version": "12",
          "mlnx_ofed_flags": ["--force"], "python_apt": True, "check_mode": False}
-    return versions.plan(s, {"versions": {}, "ofed": None})["bundle"]
+
+
+def bundle(src: str, sha256: str = "ab" * 32) -> dict:
+    return versions.plan(_settings(src, sha256), {"versions": {}, "ofed": None})["bundle"]
 
 
 def run(monkeypatch, args: dict, check: bool, answers: dict) -> tuple[dict, list]:
@@ -134,3 +137,59 @@ def test_a_builtin_actions_skip_or_failure_is_the_steps_result(monkeypatch) -> N
     assert action._step(unpack, {}) == {"failed": True, "msg": "no such file"}
     name, kwargs = loader.action_loader.get.call_args
     assert name == ("ansible.legacy.unarchive",) and kwargs["task"].args == {"src": "/x.tgz"}
+
+
+def test_the_builtins_really_run_a_local_bundle_on_this_host(tmp_path: Path) -> None:
+    """ansible-playbook on this host (connection local), no step mocked: the file module, the
+    copy and unarchive actions (plugin_utils/builtin_step.py) and the command module run a
+    tarball bundle whose mlnxofedinstall records its flags; --check first changes nothing."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import tarfile
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    stage = tmp_path / "stage" / NAME
+    stage.mkdir(parents=True)
+    mark = tmp_path / "installed"
+    installer = stage / "mlnxofedinstall"
+    installer.write_text(f'#!/bin/sh\necho "$@" > {mark}\n')
+    installer.chmod(0o755)
+    tgz = tmp_path / f"{NAME}.tgz"
+    with tarfile.open(tgz, "w:gz") as tar:
+        tar.add(stage, arcname=NAME)
+    work = tmp_path / "work"
+    b = versions.plan({**_settings(str(tgz), hashlib.sha256(tgz.read_bytes()).hexdigest()),
+                       "mlnx_ofed_workdir": str(work)}, {"versions": {}, "ofed": None})["bundle"]
+    coll = tmp_path / "ansible_collections" / "rdmaprov"
+    coll.mkdir(parents=True)
+    (coll / "cluster").symlink_to(root)
+    out = tmp_path / "result.json"
+    play = [{"hosts": "all", "gather_facts": False, "tasks": [
+        {"name": "Install", "rdmaprov.cluster.rdma_ofed_bundle": {"bundle": b},
+         "register": "got", "ignore_errors": True},
+        {"name": "Keep", "ansible.builtin.copy": {"content": "{{ got | to_json }}",
+                                                  "dest": str(out)}, "check_mode": False}]}]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(ANSIBLE_COLLECTIONS_PATH=str(tmp_path), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable,
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_REMOTE_TEMP=str(tmp_path / "rt"))
+
+    def play_once(*flags: str) -> dict:
+        proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i",
+                               "localhost,", "-c", "local", str(tmp_path / "play.yml"), *flags],
+                              capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
+        assert out.exists(), proc.stdout + proc.stderr
+        return json.loads(out.read_text())
+
+    got = play_once("--check")
+    assert not got.get("failed") and got["msg"] == b["would"], got
+    assert not work.exists() and not mark.exists()
+    got = play_once()
+    assert not got.get("failed") and got["changed"] is True, got
+    assert mark.read_text().split() == ["--force"]
+    assert (work / f"{NAME}.tgz").read_bytes() == tgz.read_bytes()
