@@ -13,6 +13,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.rdmaprov.cluster.plugins.plugin_utils import builtin_step
 
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = True
     _supports_check_mode = True
