@@ -123,6 +123,8 @@ ASSERT_DEFAULT_MSG = "All assertions passed"
 # A module of the collection that both acts and says what it found (kernel_modules: each
 # module's status) returns its lines under this key; one task instead of a module and a debug.
 MODULE_REPORT_KEY = "rdmaprov_report"
+# A task that reads several roles at once returns each role's report as {"task", "lines"}.
+MODULE_REPORTS_KEY = "rdmaprov_reports"
 
 
 def report_lines(event: Mapping[str, Any]) -> list[str] | None:
@@ -151,6 +153,23 @@ def report_lines(event: Mapping[str, Any]) -> list[str] | None:
         elif msg not in (None, ""):
             lines += str(msg).splitlines()
     return lines or None
+
+
+def report_entries(event: Mapping[str, Any], label: str) -> list[tuple[str, list[str]]]:
+    """The role reports an event carries, each as (task label, lines): report_lines' under the
+    task's own ``label``, or, from a task that speaks for several roles (site.yml's site plan,
+    for a host whose roles are all in line), each role's under its own label."""
+    data = event.get("event_data") or {}
+    res = data.get("res") or {}
+    many = res.get(MODULE_REPORTS_KEY) if event.get("event") == "runner_on_ok" else None
+    if isinstance(many, list):
+        out = []
+        for item in many:
+            if isinstance(item, Mapping) and isinstance(item.get("lines"), list) and item["lines"]:
+                out.append((str(item.get("task") or label), [str(x) for x in item["lines"]]))
+        return out
+    lines = report_lines(event)
+    return [(label, lines)] if lines is not None else []
 
 
 @dataclass
@@ -195,10 +214,10 @@ class ProgressState:
         host = str(host)
         line = self.hosts.setdefault(host, HostLine())
         line.status, line.task = status, task_label(data)
-        lines = report_lines(event)
-        # A role that reads its host again after acting reports the same lines again: once.
-        if lines is not None and lines not in [seen for _, seen in self.reports.get(host, [])]:
-            self.reports.setdefault(host, []).append((line.task, lines))
+        for label, lines in report_entries(event, line.task):
+            # A role that reads its host again after acting reports the same lines again: once.
+            if lines not in [seen for _, seen in self.reports.get(host, [])]:
+                self.reports.setdefault(host, []).append((label, lines))
         task = self.task_line(data)
         if status == "running":
             before = self.running.get(host)

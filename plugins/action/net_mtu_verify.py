@@ -10,9 +10,22 @@ from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import netcfg_mtu
+from ansible_collections.rdmaprov.cluster.plugins.plugin_utils import site_plan
 
 # The variable net_mtu's preflight registers the probe (and its plan) in.
 PROBE = "_net_mtu_probe"
+
+
+def _probe(host_vars):
+    """The host's net_mtu probe: its own, else what site.yml's site plan kept of it (a host in
+    line ends its play there, before net_mtu runs)."""
+    probe = host_vars.get(PROBE)
+    if isinstance(probe, dict):
+        return probe
+    kept = host_vars.get(site_plan.REGISTER)
+    if isinstance(kept, dict) and isinstance(kept.get("probes"), dict):
+        return kept["probes"].get("net_mtu")
+    return None
 
 
 def _plans(hostvars, names):
@@ -21,7 +34,7 @@ def _plans(hostvars, names):
     for name in names:
         if name not in hostvars:
             continue
-        probe = hostvars[name].get(PROBE)
+        probe = _probe(hostvars[name])
         if isinstance(probe, dict) and isinstance(probe.get("plan"), dict):
             out[name] = probe["plan"]
     return out

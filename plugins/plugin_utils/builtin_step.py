@@ -28,6 +28,9 @@ def action(caller, name, args, check_mode=None, handler=None):
     overrides the task's. Run it with ``.run(task_vars=...)``."""
     task = caller._task.copy()
     task.action, task.args = name, dict(args)
+    # The copy's resolved action is the caller's: let the copy resolve its own (an action that
+    # runs "its" module, as RoleSettingsAction does, reads it).
+    task._resolved_action = None
     if check_mode is not None:
         task.check_mode = bool(check_mode)
     loader = caller._shared_loader_obj
