@@ -320,7 +320,7 @@ def daemon_json(settings: dict, gpu: bool, docker_feature: bool, current: dict) 
 
 def limits_conf(managed: str) -> str:
     """limits.d: unlimited locked memory for every login session."""
-    return (f"# {managed}\n"
+    return (state_drift.header(managed) + "\n"
             "# RDMA pins memory: unlimited locked memory for every login ('*' does not cover"
             " root).\n"
             "*    soft memlock unlimited\n*    hard memlock unlimited\n"
@@ -329,7 +329,7 @@ def limits_conf(managed: str) -> str:
 
 def systemd_conf(managed: str) -> str:
     """system.conf.d: unlimited locked memory for services."""
-    return (f"# {managed}\n"
+    return (state_drift.header(managed) + "\n"
             "# RDMA pins memory: unlimited locked memory for services (the engine daemons,"
             " slurmd).\n[Manager]\nDefaultLimitMEMLOCK=infinity\n")
 
@@ -337,7 +337,7 @@ def systemd_conf(managed: str) -> str:
 def podman_conf(managed: str, memlock: str, pids, pids_controller: bool) -> str:
     """containers.conf.d: the engine's default ulimits (memlock unlimited) and pids_limit
     (None: no line)."""
-    text = f"# {managed}\n[containers]\n"
+    text = state_drift.header(managed) + "\n[containers]\n"
     if memlock == "unlimited":
         text += '# RDMA pins memory.\ndefault_ulimits = ["memlock=-1:-1"]\n'
     if pids is not None:
@@ -351,7 +351,7 @@ def podman_conf(managed: str, memlock: str, pids, pids_controller: bool) -> str:
 def storage_conf(managed: str, storage: dict) -> str:
     """podman's storage.conf where there is none yet: the driver (fuse-overlayfs: overlay
     with its mount program) and where podman keeps its images."""
-    text = (f"# {managed}\n"
+    text = (state_drift.header(managed) + "\n"
             "# containers-storage: where podman keeps images and containers, and with which"
             " driver.\n[storage]\n"
             f'driver = "{storage["conf_driver"]}"\nrunroot = "/run/containers/storage"\n'

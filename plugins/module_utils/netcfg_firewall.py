@@ -501,7 +501,7 @@ def nft_ruleset(plan_, table, extra_rules, managed=state_drift.MANAGED):
     what = ("everything not accepted below is dropped" if deny else
             "only rdmaprov's own ports are refused to hosts outside the cluster; the rest passes")
     text = "\n".join([
-        f"# {managed} (firewall)",
+        state_drift.header(managed, " (firewall)"),
         f"# Replaces only table inet {table}, in one transaction; other tables (the",
         "# host's own, a container runtime's) are left alone. Declaring the table first makes the"
         " delete",
@@ -526,7 +526,7 @@ def nft_unit(table, nft_file, managed=state_drift.MANAGED):
     """The unit that loads the persisted table at boot, after the distribution's nftables.service."""
     t, f = systemd_word(table), systemd_word(nft_file)
     return "\n".join([
-        f"# {managed} (firewall)",
+        state_drift.header(managed, " (firewall)"),
         f"# Loads table inet {t} at boot, after the distribution's nftables.service",
         "# (whose `flush ruleset` would otherwise remove it), and again whenever that service"
         " restarts.",

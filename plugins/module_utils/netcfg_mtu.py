@@ -235,7 +235,7 @@ def unit(items, managed=state_drift.MANAGED):
         ' 1; n=$((n+1)); done; exec ip link set dev "$$1" mtu "$$2"\' rdmaprov-mtu '
         f"{systemd_word(i['name'])} {int(i['mtu'])}" for i in items]
     return "\n".join([
-        f"# {managed} (net_mtu)",
+        state_drift.header(managed, " (net_mtu)"),
         "# The host's interfaces are configured by something this role does not manage; this unit",
         "# re-applies the fabric MTU at boot. It waits for the device itself instead of ordering"
         " after",
@@ -273,7 +273,7 @@ SETTINGS = ("interfaces", "interfaces_group", "interfaces_host", "default",
 def netplan(items, managed=state_drift.MANAGED):
     """The netplan file (net_mtu_netplan_file): each netplan interface's MTU; netplan merges it
     with the host's own files."""
-    lines = [f"# {managed} (net_mtu). netplan merges this with the host's own files.",
+    lines = [state_drift.header(managed, " (net_mtu). netplan merges this with the host's own files."),
              "network:", "  version: 2", "  ethernets:"]
     for i in items:
         lines += [f"    {i['name']}:", f"      mtu: {int(i['mtu'])}"]

@@ -311,7 +311,7 @@ def script(plans, settings, managed=state_drift.MANAGED):
     cm = bool(settings.get("rdma_cm_defaults", True))
     out = [
         "#!/bin/sh",
-        f"# {managed} (roce_qos)",
+        state_drift.header(managed, " (roce_qos)"),
         f"# Lossless RoCEv2 host settings: DSCP trust, PFC on priority {prio}, DSCP {dscp} ->",
         f"# priority {prio}, ECN (DCQCN) on that priority, and rdma_cm's default ToS {tos}",
         f"# (DSCP {dscp} << 2 = {dscp * 4}, plus the ECN codepoint). Run at boot by its unit.",
@@ -356,7 +356,7 @@ def script(plans, settings, managed=state_drift.MANAGED):
 def unit(settings, managed=state_drift.MANAGED):
     """The oneshot unit that runs the script at boot."""
     return "\n".join([
-        f"# {managed} (roce_qos)",
+        state_drift.header(managed, " (roce_qos)"),
         "# NIC QoS (trust, PFC, ECN) and rdma_cm defaults live in the driver and are lost on"
         " reboot or",
         "# driver reload; this re-applies them once the network devices exist.",

@@ -25,6 +25,18 @@ PATHS_SPEC = {"type": "list", "elements": "str", "default": []}
 MANAGED = "Ansible managed"
 
 
+def header(managed: str, tail: str = "") -> str:
+    """The managed-file header of a file a plan renders, as comment lines: each line of
+    ``managed`` (the play's ansible_managed, which an inventory may set to several lines) after
+    C(# ), ``tail`` after the last; a character that is not printable becomes C(?). So that no
+    text of it is read as a shell command, a unit directive or YAML, whatever it holds: for a
+    one-line value the line C(# <managed><tail>), as the roles always wrote it."""
+    lines = [("".join(c if c.isprintable() or c == "\t" else "?" for c in line))
+             for line in str(managed or MANAGED).splitlines()] or [""]
+    lines[-1] += tail
+    return "\n".join(("# " + line).rstrip() if line else "#" for line in lines)
+
+
 def sha1(data: bytes) -> str:
     """The checksum Ansible's own file modules compare with."""
     return hashlib.sha1(data).hexdigest()  # nosec B324: a content comparison, not security

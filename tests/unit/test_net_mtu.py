@@ -712,3 +712,22 @@ def test_the_verify_action_fills_the_peers_from_the_plays_plans(monkeypatch):
     seen.clear()
     result = plugin.run(task_vars=task_vars)
     assert result["skipped"] is True and seen == {}
+
+
+@pytest.mark.parametrize("managed", [
+    "Ansible managed",
+    "Managed by rdmaprov\nnetwork: {version: 3}",
+    "one\r\nethernets: {eth9: {mtu: 1500}}",
+    "x\u2028network: {}\x85y\x1b[31m",
+])
+def test_the_netplan_file_is_the_interfaces_mtu_whatever_ansible_managed_holds(managed):
+    """The header is the play's ansible_managed (an inventory may set several lines, or line
+    breaks YAML reads as such): every line of it stays a comment, so netplan reads only ours."""
+    text = mtu.netplan([{"name": "eth1", "mtu": 9000}], managed)
+    assert yaml.safe_load(text) == {"network": {"version": 2,
+                                                "ethernets": {"eth1": {"mtu": 9000}}}}
+    head = text.split("network:\n")[0]
+    assert all(line.startswith("#") for line in head.splitlines()), head
+    assert "\x1b" not in text
+    if managed == "Ansible managed":  # a one-line header: as the roles always wrote it
+        assert text.startswith("# Ansible managed (net_mtu). netplan merges this with")

@@ -551,7 +551,18 @@ def plan_sites(bad: str) -> list[Site]:
             Site("netcfg_mtu.unit", "unit",
                  collection.netcfg_mtu.unit([{"name": bad, "mtu": 9000}]), "net_mtu"),
             *(Site(f"netcfg_firewall.{key}", "argv", steps[key], "firewall")
-              for key in ("nft_arm", "nft_load"))]
+              for key in ("nft_arm", "nft_load")),
+            # The managed-file header: the play's ansible_managed, which an inventory may set
+            # to anything (several lines included); each line stays a comment.
+            Site("netcfg_qos.script managed", "script",
+                 qos.script(plans, {**qos_settings, "script": "s", "unit_name": "u"}, bad),
+                 "roce_qos"),
+            Site("netcfg_qos.unit managed", "unit",
+                 qos.unit({**qos_settings, "script": "s", "unit_name": "u"}, bad), "roce_qos"),
+            Site("netcfg_firewall.nft_unit managed", "unit",
+                 collection.netcfg_firewall.nft_unit("t", "/f", bad), "firewall"),
+            Site("netcfg_mtu.unit managed", "unit",
+                 collection.netcfg_mtu.unit([{"name": "eth1", "mtu": 9000}], bad), "net_mtu")]
 
 
 PLAN_SITES = [s.where for s in plan_sites("x")]
