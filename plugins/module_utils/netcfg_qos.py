@@ -392,7 +392,7 @@ def apply_commands(settings, files, file_state, unit_state, qos_drift):
     reload where the unit's file differs, its enablement where it is not enabled, and the unit's
     restart (which runs the script) where a file or a capable NIC differs. ``removes`` (the file
     each needs) gives the command module real check-mode semantics: under --check a unit or
-    script still to be written skips."""
+    script still to be written skips. ``label`` is the command, for the loop's output."""
     unit, unit_path, script_path = settings["unit_name"], files[1]["path"], files[0]["path"]
     differs = [f["path"] for f in files if state_drift.compare(file_state or {}, {}, [f], [])]
     out = []
@@ -402,7 +402,8 @@ def apply_commands(settings, files, file_state, unit_state, qos_drift):
         out.append({"argv": ["systemctl", "enable", unit], "removes": unit_path})
     if differs or qos_drift:
         out.append({"argv": ["systemctl", "restart", unit], "removes": script_path})
-    return out
+    # The loop's label: the command, not the whole item.
+    return [dict(c, label=" ".join(c["argv"])) for c in out]
 
 
 def host_plan(interfaces, settings, file_state=None, unit_state=None):
@@ -411,7 +412,7 @@ def host_plan(interfaces, settings, file_state=None, unit_state=None):
     lines, the listed interfaces that do not exist (errors), the script and unit as they must
     be (files: [{path, content, mode, owner, group}]), what differs (file_drift lines, qos_drift:
     a capable NIC's live QoS, drift: anything to do), the commands that apply it (apply:
-    [{argv, removes}], apply_commands()) and the verification lines (checks; none under
+    [{argv, removes, label}], apply_commands()) and the verification lines (checks; none under
     --check, where nothing was applied)."""
     plans = [plan(i, settings) for i in interfaces]
     managed = settings.get("managed") or state_drift.MANAGED

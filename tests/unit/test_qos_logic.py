@@ -257,19 +257,24 @@ def test_host_plan_apply_commands_and_no_checks_under_check_mode():
     unit = s["unit_name"]
     # Nothing written yet: systemd's reload, the enablement, the restart that runs the script.
     assert first["apply"] == [
-        {"argv": ["systemctl", "daemon-reload"], "removes": unit_path},
-        {"argv": ["systemctl", "enable", unit], "removes": unit_path},
-        {"argv": ["systemctl", "restart", unit], "removes": script}]
+        {"argv": ["systemctl", "daemon-reload"], "removes": unit_path,
+         "label": "systemctl daemon-reload"},
+        {"argv": ["systemctl", "enable", unit], "removes": unit_path,
+         "label": f"systemctl enable {unit}"},
+        {"argv": ["systemctl", "restart", unit], "removes": script,
+         "label": f"systemctl restart {unit}"}]
     state = {f["path"]: {"exists": True, "sha1": sha1(f["content"].encode()), "mode": f["mode"],
                          "owner": "root", "group": "root"} for f in first["files"]}
     enabled = {unit: "enabled"}
     assert qos.host_plan(good, s, state, enabled)["apply"] == []
     # Only the unit disabled: enabled, not restarted (its script and the NICs are in line).
     assert qos.host_plan(good, s, state, {})["apply"] == [
-        {"argv": ["systemctl", "enable", unit], "removes": unit_path}]
+        {"argv": ["systemctl", "enable", unit], "removes": unit_path,
+         "label": f"systemctl enable {unit}"}]
     # A NIC that drifted: the unit's restart re-runs the script.
     drifted = [_capable("eth2", trust="pcp", ibdev=None)]
     assert qos.host_plan(drifted, s, state, enabled)["apply"] == [
-        {"argv": ["systemctl", "restart", unit], "removes": script}]
+        {"argv": ["systemctl", "restart", unit], "removes": script,
+         "label": f"systemctl restart {unit}"}]
     assert qos.host_plan(drifted, s)["checks"] != []
     assert qos.host_plan(drifted, {**s, "check_mode": True})["checks"] == []
