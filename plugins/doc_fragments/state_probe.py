@@ -2,7 +2,8 @@
 # Copyright: rdmaprov developers
 # Apache-2.0
 """The options every role probe module shares: the files and units it reads for the control
-host's drift comparison (module_utils/state_drift.py), and the probes' common attributes."""
+host's drift comparison (module_utils/state_drift.py). Their attributes are
+rdmaprov.cluster.attributes."""
 
 from __future__ import annotations
 
@@ -22,11 +23,4 @@ options:
     type: list
     elements: str
     default: []
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 """

@@ -227,6 +227,7 @@ options:
         default: /etc/cdi/nvidia.yaml
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - rdmaprov.cluster.attributes
   - rdmaprov.cluster.state_probe
 """
 EXAMPLES = r"""

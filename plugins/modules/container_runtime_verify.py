@@ -40,6 +40,7 @@ attributes:
     platforms: posix
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - rdmaprov.cluster.attributes
 """
 EXAMPLES = r"""
 - name: Assert podman's storage works

@@ -40,19 +40,11 @@ options:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
+  - rdmaprov.cluster.attributes
+  - rdmaprov.cluster.attributes.action
 attributes:
-  action:
-    support: full
-  async:
-    support: none
-  bypass_host_loop:
-    support: none
-  check_mode:
-    support: full
   diff_mode:
     support: full
-  platform:
-    platforms: posix
 """
 
 EXAMPLES = r"""

@@ -60,6 +60,7 @@ options:
     type: dict
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - rdmaprov.cluster.attributes
   - rdmaprov.cluster.state_probe
 """
 EXAMPLES = r"""

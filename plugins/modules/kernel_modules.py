@@ -101,13 +101,10 @@ options:
     default: false
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - rdmaprov.cluster.attributes
 attributes:
-  check_mode:
-    support: full
   diff_mode:
     support: full
-  platform:
-    platforms: posix
 """
 
 EXAMPLES = r"""

@@ -44,13 +44,10 @@ options:
     default: preflight
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - rdmaprov.cluster.attributes
 attributes:
   check_mode:
     support: none
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 """
 
 EXAMPLES = r"""

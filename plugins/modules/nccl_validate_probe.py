@@ -83,13 +83,7 @@ options:
     type: dict
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - rdmaprov.cluster.attributes
 """
 
 EXAMPLES = r"""

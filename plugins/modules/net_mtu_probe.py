@@ -128,6 +128,7 @@ options:
         default: 2
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - rdmaprov.cluster.attributes
   - rdmaprov.cluster.state_probe
 """
 EXAMPLES = r"""

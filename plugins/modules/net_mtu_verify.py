@@ -50,6 +50,7 @@ attributes:
     platforms: posix
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - rdmaprov.cluster.attributes
 """
 EXAMPLES = r"""
 - name: DF ping each peer with an MTU-sized packet

@@ -102,13 +102,8 @@ options:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
+  - rdmaprov.cluster.attributes
 attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
   facts:
     support: full
 notes:

@@ -49,6 +49,7 @@ options:
     default: {}
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - rdmaprov.cluster.attributes
   - rdmaprov.cluster.state_probe
 """
 EXAMPLES = r"""

@@ -80,13 +80,7 @@ options:
     default: false
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - rdmaprov.cluster.attributes
 """
 EXAMPLES = r"""
 - name: Probe the node and plan
