@@ -31,13 +31,6 @@ options:
   storage:
     description: "The plan's podman storage: C(info_argv), C(shown), C(tail), C(failure)."
     type: dict
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - rdmaprov.cluster.attributes
