@@ -77,6 +77,9 @@ COMMANDS: dict[str, list[str]] = {
     "bootstrap, linear, -f 4": ["bootstrap", "--json", "--no-validate", "--strategy", "linear",
                                 "--forks", "4"],
     "bootstrap, default, -f 4": ["bootstrap", "--json", "--no-validate", "--forks", "4"],
+    # The validation over the SSH path: the nccl_validate play (its Ansible part) and the
+    # judge; the workers run on the nodes, outside the measured tree.
+    "validate": ["validate", "--json"],
 }
 DEFAULT_COMMANDS = ["status", "bootstrap, linear", "bootstrap, default"]
 

@@ -120,3 +120,18 @@ def test_a_host_in_line_reports_each_role_under_its_own_label():
     # A host with drift reports nothing from the site plan: its roles report for themselves.
     state.apply(_event("n2", {"rdmaprov_reports": [], "drift": True}))
     assert "n2" not in state.reports
+
+
+def test_a_peer_in_line_gives_its_net_mtu_plan_through_the_site_plan():
+    """A host in line ends its play at the site plan, before net_mtu's probe registers its plan:
+    a drifting peer's path proof reads the plan the site plan kept (net_mtu_verify), else it
+    would leave that peer out of its pings without a word."""
+    verify = importlib.import_module(
+        "ansible_collections.rdmaprov.cluster.plugins.action.net_mtu_verify")
+    mine = {"host_drift": True, "verify": {"name": "n1", "address": "10.0.0.1"}}
+    peer = {"host_drift": False, "verify": {"name": "n2", "address": "10.0.0.2"}}
+    reg = site_plan().REGISTER
+    hostvars = {"n1": {"_net_mtu_probe": {"plan": mine}},
+                "n2": {reg: {"drift": False, "probes": {"net_mtu": {"plan": peer}}}},
+                "n3": {reg: {"drift": True, "probes": {}}}}
+    assert verify._plans(hostvars, ["n1", "n2", "n3", "n4"]) == {"n1": mine, "n2": peer}
