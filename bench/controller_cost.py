@@ -179,7 +179,13 @@ def run(argv: list[str]) -> dict:
     cpu += sum(v - before.get(pid, 0.0) for pid, v in after.items())
     text = b"".join(out_chunks).decode()
     doc = json.loads(text) if text.strip() else {}
-    if proc.returncode != 0:
+    # validate exits 2 when its verdict fails a host (on the lab's shared cores, a host judged
+    # slow): its Ansible part and the judge ran whole, which is what is measured.
+    verdict = argv[3] == "validate" and proc.returncode == 2 and doc.get("passed") is False
+    if verdict:
+        print(f"validate: verdict FAIL ({len(doc.get('hosts') or [])} hosts judged); its cost"
+              " counts", file=sys.stderr)
+    if proc.returncode != 0 and not verdict:
         raise SystemExit(f"{' '.join(argv[3:6])} failed (exit {proc.returncode}): "
                          f"{err.decode()[-1500:]}")
     return {"cpu_s": cpu, "wall_s": wall, "maxrss_mb": maxrss / 1024,
