@@ -16,11 +16,11 @@ description:
     role's C(site) entry acts on (plugins/plugin_utils/site_plan.py). C(kernel_modules) and the
     C(nccl_env) template are asked in check mode, so the task changes nothing.
   - Stops at the first role with something to do, to refuse, or whose probe failed, and returns
-    O(drift) true; the roles then run as they always do, each reading the host again.
+    RV(drift) true; the roles then run as they always do, each reading the host again.
   - Where every role is in line, returns what each role would have reported (R(rdmaprov_reports))
     and what other hosts' tasks read of it (net_mtu's plan, for a peer's path proof); site.yml
     ends the host's play there.
-  - With C(--tags) or C(--skip-tags) it reads nothing and returns O(drift) true.
+  - With C(--tags) or C(--skip-tags) it reads nothing and returns RV(drift) true.
 version_added: "0.1.0"
 author: rdmaprov developers (!UNKNOWN)
 options:
