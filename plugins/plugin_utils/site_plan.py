@@ -22,8 +22,11 @@ REGISTER = "_site_plan"
 
 
 def _plan(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The probe's plan; a result without one is not readable (judge() says so: drift)."""
     plan = result.get("plan")
-    return plan if isinstance(plan, Mapping) else {}
+    if not isinstance(plan, Mapping):
+        raise TypeError("no plan in the probe's result")
+    return plan
 
 
 def _lines(value: Any) -> list[str]:
@@ -51,12 +54,12 @@ class Probe:
 # In site.yml's order; the condition is each role's tasks/site.yml `when` (or, for the two roles
 # that act in one call, the module's own `changed` in check mode).
 PROBES: dict[str, Probe] = {
-    "rdma_ofed": Probe("rdmaprov.cluster.rdma_ofed_probe", lambda r: r.get("drift")),
-    "rdma_modules": Probe("rdmaprov.cluster.kernel_modules", lambda r: r.get("changed"),
+    "rdma_ofed": Probe("rdmaprov.cluster.rdma_ofed_probe", lambda r: r["drift"]),
+    "rdma_modules": Probe("rdmaprov.cluster.kernel_modules", lambda r: r["changed"],
                           check_mode=True),
-    "net_mtu": Probe("rdmaprov.cluster.net_mtu_probe", lambda r: _plan(r).get("host_drift")),
-    "roce_qos": Probe("rdmaprov.cluster.roce_qos_probe", lambda r: _plan(r).get("drift")),
-    "firewall": Probe("rdmaprov.cluster.firewall_probe", lambda r: _plan(r).get("drift")),
+    "net_mtu": Probe("rdmaprov.cluster.net_mtu_probe", lambda r: _plan(r)["host_drift"]),
+    "roce_qos": Probe("rdmaprov.cluster.roce_qos_probe", lambda r: _plan(r)["drift"]),
+    "firewall": Probe("rdmaprov.cluster.firewall_probe", lambda r: _plan(r)["drift"]),
     # The probe; then /etc/nccl.conf as the role's template task (tasks/configure.yml) would
     # write it: a file that would change is drift.
     "nccl_env": Probe("rdmaprov.cluster.rdma_facts", lambda r: False, template=(
@@ -65,7 +68,7 @@ PROBES: dict[str, Probe] = {
     # The role's refusal assert fails the host: a refusal is drift, so the role says it.
     "container_runtime": Probe(
         "rdmaprov.cluster.container_runtime_probe",
-        lambda r: _plan(r).get("drift") or _plan(r).get("refusal"),
+        lambda r: _plan(r)["drift"] or _plan(r)["refusal"],
         report=lambda r: _lines(_plan(r).get("report"))),
 }
 

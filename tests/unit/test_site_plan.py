@@ -69,7 +69,6 @@ def test_the_nccl_conf_template_is_asked_with_the_role_task_s_own_arguments():
     # A probe that failed, was skipped or returned nothing readable is never "in line".
     ("net_mtu", {"failed": True, "msg": "ip -j addr show failed\nmore"}, True),
     ("net_mtu", {"skipped": True}, True),
-    ("net_mtu", {"plan": None}, False),
     ("roce_qos", {"unreachable": True}, True),
 ])
 def test_a_role_is_in_line_only_when_its_own_condition_says_so(role, result, differs):
@@ -79,9 +78,16 @@ def test_a_role_is_in_line_only_when_its_own_condition_says_so(role, result, dif
         assert why == "its probe failed (ip -j addr show failed)"
 
 
-def test_a_plan_that_is_not_readable_is_drift():
+def test_a_probe_result_that_is_not_readable_is_drift_never_in_line():
+    """A result without the field the role's own entry acts on (no plan, a plan of another
+    shape, a field missing) is drift: the role then reads the host itself."""
     sp = site_plan()
-    assert sp.judge("container_runtime", {"plan": "not a dict"}) is None  # no fields: in line
+    for role, result in [("net_mtu", {"plan": None}), ("container_runtime", {"plan": "x"}),
+                         ("roce_qos", {}), ("firewall", {"plan": {}}),
+                         ("container_runtime", {"plan": {"drift": False}}),
+                         ("rdma_ofed", {"rdmaprov_report": []}), ("rdma_modules", {})]:
+        why = sp.judge(role, result)
+        assert why and why.startswith("its probe's result is not readable"), (role, why)
     assert sp.judge("net_mtu", {"plan": {"host_drift": True}}) == "it differs"
 
 
