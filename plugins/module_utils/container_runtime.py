@@ -59,6 +59,9 @@ NVIDIA_APT_LIST = "/etc/apt/sources.list.d/nvidia-container-toolkit.list"
 # Where nvidia-ctk writes the CDI spec it generates; installed where it differs.
 NVIDIA_CDI_TMP = "/run/rdmaprov-nvidia-cdi.yaml"
 NO_GPU = "NVIDIA toolkit: not applicable on this host: no NVIDIA GPU (no /proc/driver/nvidia/gpus)"
+# A host with GPUs whose toolkit the inventory turned off: the setting is the reason, not the host.
+GPU_OFF = ("NVIDIA toolkit: not set up: container_runtime_nvidia is false on a host with {gpus}"
+           " NVIDIA GPU(s); containers get no GPU through NVIDIA's runtime or CDI spec")
 NO_IB = "/dev/infiniband in containers: not applicable on this host: no /dev/infiniband"
 NO_REGISTRY = (" (no registry here? load the image from a file with container_runtime_images, or"
                " set container_runtime_verify_image to '' to run no check container)")
@@ -682,7 +685,8 @@ def plan(facts: dict, settings: dict) -> dict:
     drift_why += list(rdma.get("drift") or [])
     drift = bool(drift_why)
 
-    converging = [NO_GPU] if not gpu else []
+    gpus = int(nvidia.get("gpus") or 0)
+    converging = [] if gpu else [GPU_OFF.format(gpus=gpus) if gpus else NO_GPU]
     if not facts.get("infiniband_devices"):
         converging.append(NO_IB)
     if rdma.get("report"):

@@ -127,7 +127,9 @@ def test_auto_engine_is_a_usable_docker_else_podman() -> None:
 def test_gpu_setup_follows_the_setting_and_the_gpus(nvidia, gpus, want) -> None:
     plan = cr.plan(facts(nvidia={"gpus": gpus}), settings(nvidia=nvidia))
     assert plan["gpu"] is want
-    assert (cr.NO_GPU in plan["report"]) is not want
+    off = cr.GPU_OFF.format(gpus=gpus)
+    assert (cr.NO_GPU in plan["report"]) is (not want and gpus == 0)
+    assert (off in plan["report"]) is (not want and gpus > 0)  # the setting, not "no GPU"
     assert plan["install"] is True  # container_runtime_install: true installs the engine anyway
     assert plan["nvidia_cdi"] is want
 

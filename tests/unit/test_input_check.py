@@ -121,6 +121,20 @@ def test_a_value_ansible_converts_is_ranged_as_converted() -> None:
                             "a valid MTU (68..9216)")]
 
 
+@pytest.mark.parametrize(("value", "accepted"), [
+    ("auto", True), (True, True), (False, True), ("true", True), ("false", True),
+    ("True", True), ("False", True), ("maybe", False), (2, False)])
+def test_a_tri_state_reads_an_ini_string_as_its_yaml_boolean(value, accepted) -> None:
+    """container_runtime_nvidia=false in an INI inventory is the string 'false', in YAML the
+    boolean: both mean false (the INI one was refused as not one of auto, True, False)."""
+    problems = check.check({"container_runtime_nvidia": value}, SPECS.options)
+    assert (problems == []) is accepted, problems
+    if not accepted:
+        assert problems == [("container_runtime_nvidia",
+                             f"container_runtime_nvidia: {check.show(value)} is not one of "
+                             "auto, true, false")]
+
+
 @pytest.mark.parametrize("layer", ["net_mtu_interfaces", "net_mtu_interfaces_group",
                                    "net_mtu_interfaces_host"])
 def test_every_layer_is_validated_with_the_link_types_range(layer: str) -> None:
