@@ -130,8 +130,16 @@ def serve(env, node: str, unit: str, argv: list[str]) -> None:
     lab.exec(node, ["systemctl", "stop", unit], check=False)
     lab.exec(node, ["systemctl", "reset-failed", unit], check=False)
     lab.exec(node, ["systemd-run", f"--unit={unit}", *argv])
-    lab.exec(node, ["sh", "-c", f"for i in $(seq 100); do pid=$(systemctl show -P MainPID {unit}); "
-                    "ss -H -lntup | grep -q \"pid=$pid,\" && exit 0; sleep 0.1; done; exit 1"])
+    # Up to 60 s (a busy 2-core machine); a unit that exits (a port taken, say) ends the wait at
+    # once, and a failure shows the unit, its log and who listens, so its cause is named.
+    waited = lab.exec(node, ["sh", "-c", f"for i in $(seq 600); do pid=$(systemctl show -P MainPID "
+                             f"{unit}); ss -H -lntup | grep -q \"pid=$pid,\" && exit 0; "
+                             f"systemctl -q is-active {unit} || exit 1; sleep 0.1; done; exit 1"],
+                      check=False)
+    if waited.returncode != 0:
+        seen = lab.exec(node, ["sh", "-c", f"systemctl status --no-pager {unit}; journalctl "
+                               f"--no-pager -n 20 -u {unit}; ss -H -lntup"], check=False)
+        raise AssertionError(f"{node}: {unit} holds no socket:\n{seen.stdout}{seen.stderr}")
 
 
 def listeners(env, node: str) -> None:
@@ -307,6 +315,9 @@ def test_srun_runs_across_the_lab_with_every_firewall_on(env):
     from rdmaprov.lab import slurm
 
     lab = env["lab"]
+    # node1's deny below waives only the rendezvous port: the earlier tests' listeners go first
+    # (the deny test's reboot clears them, but only when it gets that far).
+    lab.exec("node1", ["sh", "-c", "systemctl stop 'fw-*'; systemctl reset-failed 'fw-*'; true"])
     # Slurm first, as on a cluster that already runs it (firewalld and ufw off meanwhile, since
     # their own defaults would block slurmd before rdmaprov's rules exist).
     lab.exec("node2", ["systemctl", "stop", "firewalld"])
