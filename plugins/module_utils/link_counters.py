@@ -177,6 +177,14 @@ def saturated(sample: dict) -> list[str]:
             if name in WIDTH_MAX and int(value) >= WIDTH_MAX[name]]
 
 
+def unjudged(sample: dict) -> list[str]:
+    """'dev/port' of each port with no counter of any class readable: no counters/ or
+    hw_counters/ directory, each file unreadable (a PPCNT query the firmware refuses fails the
+    read) or 'N/A (no PMA)' (a driver without process_mad, e.g. a ConnectX-3 VF). Only its
+    state changes can be judged: "no error growth" on it is not known, so never a pass."""
+    return [key for key, port in sorted(sample.items()) if not port.get("counters")]
+
+
 def advance(history: dict | None, sample: dict, now: float, overrides: dict | None = None,
             stable_s: float = STABLE_S, window_s: float = WINDOW_S) -> tuple[dict, list[Finding]]:
     """One check's step: (new history, findings that make or keep the node unhealthy or warn).

@@ -1,0 +1,61 @@
+"""`rdmaprov check` on the formats real drivers and firmware write (tests/fixtures/sysfs/
+SOURCES.md, "Formats check must survive"): counters that read 'N/A (no PMA)' or not at all,
+rate strings, PCIe speeds a kernel cannot name. An unreadable value is never a pass, and never
+a reason to drain a healthy node."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from rdmaprov.check import history, judge, probes
+from rdmaprov.check.expect import Expectations
+
+_spec = importlib.util.spec_from_file_location(
+    "_check_fakes", Path(__file__).resolve().parent / "test_check_logic.py")
+assert _spec is not None and _spec.loader is not None
+_fakes = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_fakes)
+fake_node = _fakes.fake_node
+
+# drivers/infiniband/core/sysfs.c prints this for every PMA counter of a device without
+# process_mad (node_exporter issue 966: a ConnectX-3 VF, mlx4_0, on Azure).
+NO_PMA = "N/A (no PMA)\n"
+
+
+def counters(root: Path, dev: str, **values: str) -> None:
+    cdir = root / "sys/class/infiniband" / dev / "ports/1/counters"
+    cdir.mkdir(parents=True, exist_ok=True)
+    for name, text in values.items():
+        (cdir / name).write_text(text)
+
+
+def links_item(root: Path, tmp: Path, runs: int = 2) -> judge.Item:
+    exp = Expectations(memlock="0", link_state=str(tmp / "check-links.json"))
+    for _ in range(runs):  # the first run is a first sample: n/a whatever the counters
+        state = probes.gather(exp, str(root))
+        state["links"] = history.step(state["rdma"]["counters"], exp)
+    return {i.name: i for i in judge.judge(state, exp)}["links"]
+
+
+def test_counters_reading_no_pma_are_not_judged_healthy(tmp_path: Path) -> None:
+    root = fake_node(tmp_path / "node")
+    for dev in ("mlx5_0", "mlx5_1"):
+        counters(root, dev, symbol_error=NO_PMA, link_downed=NO_PMA, port_rcv_errors=NO_PMA,
+                 link_error_recovery=NO_PMA)
+    item = links_item(root, tmp_path)
+    assert item.status == "n/a", item
+    assert "error counters not readable on mlx5_0/1, mlx5_1/1" in item.detail
+
+
+def test_ports_without_counters_or_unreadable_ones_are_named_not_passed(tmp_path: Path) -> None:
+    root = fake_node(tmp_path / "node")
+    counters(root, "mlx5_1", symbol_error="0\n", link_downed="0\n")
+    # mlx5_0: a counter the firmware refuses (the read fails, as EINVAL does); no other counter
+    (root / "sys/class/infiniband/mlx5_0/ports/1/counters/symbol_error").mkdir(parents=True)
+    item = links_item(root, tmp_path)
+    assert item.status == "pass", item
+    assert item.detail.startswith("no flap or error growth on 1 port(s)")
+    assert "error counters not readable on mlx5_0/1" in item.detail
+    assert "mlx5_1/1" not in item.detail
+
