@@ -208,6 +208,11 @@ def _nccl(lines: Iterable[str], opts: Options) -> dict[str, Any]:
             tests_feed(line)
     for line in log.test_failures:
         tests.abort(line)
+    # nccl-tests lists every rank's host: all of them on one host means a one-host run.
+    if tests.ranks and all(len(p) == 1 for p in tests.ranks.values()):
+        hosts = {p.partition("@")[2] for pids in tests.ranks.values() for p in pids}
+        log.single_host_hint = (len(hosts) == 1
+                                and len(tests.ranks) == max(tests.ranks) + 1)
     log_report = log.finish()
     # A device list alone (no table) with an NCCL log under it is a log; an aborted test
     # is the test's report.

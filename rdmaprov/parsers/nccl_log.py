@@ -55,6 +55,8 @@ _VERB = re.compile(r"Call to (ibv_\w+) failed(?: with error ([^(\n]+?))?\s*(?:\(
 _GDR_OFF = re.compile(r"GPU Direct RDMA Disabled for (?:GPU (\S+) / HCA (\d+)|HCA (\d+) '([^']*)')"
                       r"(?:\s*\(([^)]*)\))?")
 _NRANKS = re.compile(r"nranks (\d+)")
+# 2.19+: "comm 0x55.. rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0 MNNVL 0"
+_NNODES = re.compile(r"nRanks (\d+) nNodes (\d+)")
 # 2.2x verbs failures: "failed with 110 Connection timed out, on dev mlx5_0:1, curr state INIT,
 # next state RTR, local GID index 3, local GID ::ffff:10.0.0.1, remote GID ::ffff:10.0.0.2"
 _VERB_NEW = re.compile(r"Call to (ibv_\w+) failed with (\d+) ([^,(\n]+)")
@@ -121,6 +123,8 @@ class NcclLogReport:
     socket_interfaces: list[str] = field(default_factory=list)
     env_pasted: dict[str, str] = field(default_factory=dict)
     watchdog: dict[str, Any] | None = None
+    nodes: int | None = None  # NCCL's own "nNodes N" (2.19+), the largest communicator's
+    single_host: bool = False  # every rank provably on one host: no network transport needed
     findings: list[Finding] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -145,6 +149,8 @@ class NcclLogReport:
             "socket_interfaces": self.socket_interfaces,
             "env_pasted": self.env_pasted,
             "watchdog": self.watchdog,
+            "nodes": self.nodes,
+            "single_host": self.single_host,
         }
 
 
@@ -179,6 +185,9 @@ class NcclLogParser:
         self.errors: dict[tuple[str, str], NcclError] = {}
         self.errors_dropped = 0
         self.nranks = 0
+        self.nnodes = 0
+        # Set by explain when an nccl-tests device list shows every rank on one host.
+        self.single_host_hint = False
         self.hosts: set[str] = set()
         self.plugin: dict[str, str] = {}
         self.socket_all: dict[str, str] = {}  # interface -> address, socket and bootstrap
@@ -308,6 +317,11 @@ class NcclLogParser:
             m = _IFACE.search(msg)
             if m:
                 self.bootstrap[m.group(1)] += 1
+        elif "nNodes " in msg:
+            m = _NNODES.search(msg)
+            if m:
+                self.nranks = max(self.nranks, int(m.group(1)))
+                self.nnodes = max(self.nnodes, int(m.group(2)))
         elif "nranks" in msg:
             m = _NRANKS.search(msg)
             if m:
@@ -606,6 +620,11 @@ class NcclLogParser:
         r.errors = list(self.errors.values())
         r.ranks = self.nranks or None
         r.hosts = len(self.hosts)
+        r.nodes = self.nnodes or None
+        # One host for sure: NCCL says nNodes 1 (or nccl-tests lists every rank on one host),
+        # no communicator spans more, no channel went through the network, one host name.
+        r.single_host = ((self.nnodes == 1 or (self.single_host_hint and not self.nnodes))
+                         and not self.net_channels and r.hosts <= 1)
         if self.plugin:
             r.net_plugin = dict(self.plugin)
         r.socket_interfaces = [f"{k}:{v}" for k, v in self.socket_all.items()]
@@ -653,12 +672,26 @@ class NcclLogParser:
                   else "The lines saying why are not in this text: rerun with NCCL_DEBUG=INFO "
                   "NCCL_DEBUG_SUBSYS=INIT,NET and look for NET/IB lines; check ibv_devinfo on "
                   "the hosts and in the container.")
-            f.append(Finding("error", "NCCL fell back to TCP sockets (network Socket): "
-                             f"{r.fallback_cause}", hint, "socket_fallback", "config"))
+            if r.single_host:
+                # Not an error: GPUs of one host never use the network transport.
+                f.append(Finding(
+                    "warning", "no RDMA network (network Socket: "
+                    f"{r.fallback_cause}), but every rank is on one host"
+                    + (f" (NCCL: nNodes {r.nodes})" if r.nodes else "")
+                    + ": GPUs of one host talk over P2P/NVLink or shared memory, not the "
+                    "network, so this run loses nothing",
+                    "Only a job across hosts would fall back to TCP sockets; before running "
+                    "one: " + hint, "socket_fallback", "config"))
+            else:
+                f.append(Finding("error", "NCCL fell back to TCP sockets (network Socket): "
+                                 f"{r.fallback_cause}", hint, "socket_fallback", "config"))
         elif r.network:
             f.append(Finding("info", f"network used: {r.network}"
                              + (f" over {len(r.hcas)} HCA port(s)" if r.hcas else ""), None))
-        if r.oob_interface == "lo":
+        if r.oob_interface == "lo" and r.single_host:
+            f.append(Finding("info", "NCCL's socket/bootstrap interface is the loopback 'lo' "
+                             "(fine while every rank is on this host)", None))
+        elif r.oob_interface == "lo":
             f.append(Finding("error", "NCCL's socket/bootstrap interface is the loopback 'lo'",
                              "Ranks on other hosts cannot reach 127.0.0.1: set "
                              "NCCL_SOCKET_IFNAME to the hosts' routable interface."))
@@ -698,6 +731,8 @@ class NcclLogParser:
         for e in sorted(r.errors, key=lambda e: e.kind in late):
             fd = nccl_errors.explain_error(e, {**r.env_pasted, **r.env}, id(e) in self._after_rdma)
             fd.code = fd.code or e.kind
+            if e.kind == "no_libibverbs" and r.single_host:
+                fd.severity = "info"  # NCCL needs no verbs between GPUs of one host
             if fd.severity != "info":
                 fd.remedy = fd.remedy or rules.remedy_for(fd.code)
             f.append(fd)
@@ -732,7 +767,8 @@ class NcclLogParser:
             what = " ".join(x for x in (plugin.get("name"), plugin.get("path")) if x)
             if r.fallback_to_socket:
                 f.append(Finding(
-                    "warning", f"an external net plugin was loaded ({what}) but found no "
+                    "info" if r.single_host else "warning",
+                    f"an external net plugin was loaded ({what}) but found no "
                     "usable RDMA device, so NCCL fell back to Socket",
                     "The plugin searches the same verbs devices as NCCL: in a container map "
                     "/dev/infiniband and the rdma resource; NCCL_NET_PLUGIN=none (NCCL 2.11+) "
@@ -748,7 +784,7 @@ class NcclLogParser:
                     "off. For NCCL's internal transports set NCCL_NET_PLUGIN=none (NCCL 2.11+) "
                     "or choose one with NCCL_NET=IB or NCCL_NET=Socket (2.10+).", "plugin_network"))
         bridges = [i for i in self.socket_all if _LOCAL_IF.match(i)]
-        if bridges and len(self.socket_all) > 1:
+        if bridges and len(self.socket_all) > 1 and not r.single_host:
             f.append(Finding(
                 "warning", f"NCCL's socket interfaces include {', '.join(bridges)} "
                 f"(of {', '.join(self.socket_all)}): a bridge that only reaches this host",
