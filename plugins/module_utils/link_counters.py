@@ -128,16 +128,28 @@ def thresholds(overrides: dict | None = None) -> dict[str, int]:
 
 def snapshot(devices: list[dict]) -> dict[str, dict]:
     """A sample from rdma_sysfs-shaped devices: [{name, ports: [{port, state, counters,
-    hw_counters}]}] -> {"dev/port": {"state", "counters"}}."""
+    hw_counters}], node_guid}] -> {"dev/port": {"state", "counters", "guid" (when known)}}."""
     out = {}
     for dev in devices:
         for p in dev.get("ports") or []:
             merged = {**(p.get("hw_counters") or {}), **(p.get("counters") or {})}
-            out[f"{dev['name']}/{p['port']}"] = {
+            key = f"{dev['name']}/{p['port']}"
+            out[key] = {
                 "state": p.get("state"),
                 "counters": {k: int(v) for k, v in merged.items() if k in COUNTER_CLASS},
             }
+            if dev.get("node_guid"):
+                out[key]["guid"] = dev["node_guid"]
     return out
+
+
+def same_card(before: dict, after: dict) -> bool:
+    """Whether two samples of one "dev/port" key are of one card: mlx5_N names go in probe
+    order, so after a driver reload in which a card failed to probe, the next card carries the
+    name, with its own PMA counters (the HCA keeps them across a reload). A sample without a
+    node_guid (older state files, drivers without one) is taken as the same card."""
+    b, a = before.get("guid"), after.get("guid")
+    return not (b and a) or b == a
 
 
 def _split(key: str) -> tuple[str, int]:
@@ -154,6 +166,8 @@ def judge_deltas(before: dict, after: dict, overrides: dict | None = None) -> li
     for key in sorted(set(before) & set(after)):
         device, port = _split(key)
         b, a = before[key], after[key]
+        if not same_card(b, a):
+            continue  # another card under this name: nothing of it to compare
         if b.get("state") == "ACTIVE" and a.get("state") != "ACTIVE":
             found.append(Finding(device, port, "state", 1, "flap", "fail", RESET_LINK,
                                  f"{key} left ACTIVE ({a.get('state') or 'unknown'} now)"))
@@ -200,6 +214,8 @@ def advance(history: dict | None, sample: dict, now: float, overrides: dict | No
     findings: list[Finding] = []
     for key, cur in sorted(sample.items()):
         entry = dict(old.get(key) or {})
+        if entry.get("last") is not None and not same_card(entry["last"], cur):
+            entry = {}  # another card under this name: its history starts here
         cur_t = {"t": now, **cur}
         base = entry.get("base")
         last = entry.get("last")

@@ -6,6 +6,7 @@ a reason to drain a healthy node."""
 from __future__ import annotations
 
 import importlib.util
+import shutil
 from pathlib import Path
 
 from rdmaprov.check import history, judge, probes
@@ -59,3 +60,24 @@ def test_ports_without_counters_or_unreadable_ones_are_named_not_passed(tmp_path
     assert "error counters not readable on mlx5_0/1" in item.detail
     assert "mlx5_1/1" not in item.detail
 
+
+
+def test_a_name_that_moved_to_another_card_is_a_new_port_not_its_deltas(tmp_path: Path) -> None:
+    # mlx5_N names go in probe order: when the first card fails to probe after a driver reload,
+    # the second card comes back as mlx5_0, and its PMA counters (kept by the HCA, not reset by
+    # the reload) are another card's totals, not mlx5_0's growth. node_guid tells them apart.
+    root = fake_node(tmp_path / "node")
+    ib = root / "sys/class/infiniband"
+    guids = {"mlx5_0": "b8ce:f603:00c4:2a10", "mlx5_1": "b8ce:f603:00c4:2a18"}
+    for dev, guid in guids.items():
+        (ib / dev / "node_guid").write_text(guid + "\n")
+    counters(root, "mlx5_0", symbol_error="0\n", link_downed="0\n")
+    counters(root, "mlx5_1", symbol_error="40\n", link_downed="3\n")
+    assert links_item(root, tmp_path).status == "pass"
+    # the reload: mlx5_0's card gone, mlx5_1's card (its GUID, its counters) named mlx5_0
+    for name in ("node_guid", "ports/1/counters/symbol_error", "ports/1/counters/link_downed"):
+        (ib / "mlx5_0" / name).write_text((ib / "mlx5_1" / name).read_text())
+    shutil.rmtree(ib / "mlx5_1")
+    item = links_item(root, tmp_path, runs=1)
+    assert item.status == "pass", item
+    assert "+40" not in item.detail and "+3" not in item.detail
