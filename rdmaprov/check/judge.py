@@ -167,7 +167,8 @@ def check_ports(state: State, exp: Expectations) -> Item:
         return Item("ports", "fail", detail + (f": {', '.join(down)}" if down else "")
                     + unprobed, remedy=REBOOT if unprobed and not down else RESET_LINK)
     if exp.rate is not None:
-        slow = [f"{_label(p)} at {p.get('rate_gbps')} Gb/s" for p in active
+        slow = [f"{_label(p)} at {p['rate_gbps']} Gb/s" if p.get("rate_gbps") is not None
+                else f"{_label(p)} rate not readable" for p in active
                 if p.get("rate_gbps") is None or p["rate_gbps"] < exp.rate]
         if slow:
             return Item("ports", "fail", f"{', '.join(slow)}, want {exp.rate} Gb/s",
@@ -182,9 +183,12 @@ def check_ports(state: State, exp: Expectations) -> Item:
     if peers_slow:
         return Item("ports", "fail", f"rail below its peers: {'; '.join(peers_slow)}",
                     remedy=RESET_LINK)
-    rates = sorted({str(p.get("rate_gbps")) for p in active})
-    return Item("ports", "pass", f"{len(active)} ACTIVE at {'/'.join(rates)} Gb/s"
-                                 + (f" ({', '.join(down)})" if down else ""))
+    rates = sorted({p["rate_gbps"] for p in active if p.get("rate_gbps") is not None})
+    unrated = [_label(p) for p in active if p.get("rate_gbps") is None]
+    notes = [*down, *([f"rate not readable: {', '.join(unrated)}"] if unrated else [])]
+    return Item("ports", "pass", f"{len(active)} ACTIVE"
+                + (f" at {'/'.join(f'{r:g}' for r in rates)} Gb/s" if rates else "")
+                + (f" ({', '.join(notes)})" if notes else ""))
 
 
 def _state(state: State, module: str) -> str:
@@ -445,9 +449,18 @@ def check_pcie(state: State, exp: Expectations) -> Item:
     parts = []
     judged = [link for link in [*hcas.values(), *gpus.values()]
               if link and link.get("current_width") is not None]
+    # An HCA's speed is judged only where both sides read: "Unknown" (pci_speed_string) now, or
+    # neither its nor its slot's maximum, leaves it unknown, never "at full speed".
+    unsped = [_where(n, h) for n, h in hcas.items() if h and h.get("current_width") is not None
+              and (h.get("current_speed") is None
+                   or (h.get("max_speed") is None and h.get("upstream_max_speed") is None))]
     if judged:
-        parts.append(f"{len(judged)} device(s) at full width"
-                     + ("" if not hcas else ", HCAs at full speed"))
+        sped = len([h for h in hcas.values() if h and h.get("current_width") is not None])
+        speed = (", HCAs at full speed" if sped and not unsped else
+                 ", the other HCAs at full speed" if sped > len(unsped) else "")
+        parts.append(f"{len(judged)} device(s) at full width{speed}")
+    if unsped:
+        parts.append(f"HCA link speed not readable: {', '.join(unsped)}")
     gpu_speeds = sorted({f"{g['current_speed']:g}/{g['max_speed']:g} GT/s x{g['current_width']}"
                          for g in gpus.values() if g.get("current_speed") and g.get("max_speed")
                          and g.get("current_width")})

@@ -81,3 +81,76 @@ def test_a_name_that_moved_to_another_card_is_a_new_port_not_its_deltas(tmp_path
     item = links_item(root, tmp_path, runs=1)
     assert item.status == "pass", item
     assert "+40" not in item.detail and "+3" not in item.detail
+
+
+# -- rate strings (drivers/infiniband/core/sysfs.c rate_show; mlx5 maps Ethernet speeds to an IB
+# width and lane speed: 100GbE "100 Gb/sec (4X EDR)", 25GbE "25 Gb/sec (1X EDR)") ----------------
+
+def ports_item(tmp: Path, rates: list[str], link_layer: str = "InfiniBand",
+               unreadable: tuple[str, ...] = (), **exp: object) -> judge.Item:
+    netdevs = [f"ib{i}" for i in range(len(rates))]
+    root = fake_node(tmp / "node", ports=[
+        (f"mlx5_{i}", 1, "4: ACTIVE", rate, link_layer, netdevs[i])
+        for i, rate in enumerate(rates)], mtus={n: 4092 for n in netdevs})
+    for dev in unreadable:  # rate_show's -EINVAL: open() fails
+        rate = root / "sys/class/infiniband" / dev / "ports/1/rate"
+        rate.unlink()
+        rate.mkdir()
+    e = Expectations(memlock="0", link_state="", **exp)  # type: ignore[arg-type]
+    return {i.name: i for i in judge.judge(probes.gather(e, str(root)), e)}["ports"]
+
+
+def test_real_rate_strings_of_ib_and_roce_ports(tmp_path: Path) -> None:
+    assert ports_item(tmp_path / "a", ["100 Gb/sec (4X EDR)"] * 3 + ["25 Gb/sec (1X EDR)"],
+                      "Ethernet").detail == ("rail below its peers: mlx5_3/1 at 25 Gb/s, "
+                                             "its peers at 100")
+    item = ports_item(tmp_path / "b", ["400 Gb/sec (4X NDR)"] * 3 + ["100 Gb/sec (2X HDR)"])
+    assert item.status == "fail" and "mlx5_3/1 at 100 Gb/s" in item.detail
+    assert ports_item(tmp_path / "c", ["2.5 Gb/sec (1X SDR)", "200 Gb/sec (4X HDR)"]
+                      ).detail == "2 ACTIVE at 2.5/200 Gb/s"
+
+
+def test_an_unreadable_rate_is_said_so_never_none(tmp_path: Path) -> None:
+    item = ports_item(tmp_path / "a", ["400 Gb/sec (4X NDR)"] * 2, unreadable=("mlx5_1",))
+    assert item.status == "pass"
+    assert item.detail == "2 ACTIVE at 400 Gb/s (rate not readable: mlx5_1/1)"
+    item = ports_item(tmp_path / "b", ["400 Gb/sec (4X NDR)"] * 2, unreadable=("mlx5_1",),
+                      rate=400)
+    assert item.status == "fail"  # the expected rate is not known to be there: not a pass
+    assert item.detail == "mlx5_1/1 rate not readable, want 400 Gb/s"
+
+
+# -- PCIe speeds (drivers/pci/probe.c pci_speed_string: "2.5 GT/s PCIe" ... "64.0 GT/s PCIe",
+# "Unknown"; kernels before 5.2 printed "8 GT/s" and "Unknown speed") ------------------------------
+
+_pspec = importlib.util.spec_from_file_location(
+    "_pcie_root", Path(__file__).resolve().parents[1] / "fixtures" / "sysfs" / "pcie_root.py")
+assert _pspec is not None and _pspec.loader is not None
+pcie_root = importlib.util.module_from_spec(_pspec)
+_pspec.loader.exec_module(pcie_root)
+HCA0, HCA0_PORT = "0000:19:00.0", "0000:17:01.0"  # mlx5_0 and the switch port above it
+
+
+def pcie_item(tmp: Path, **links: dict) -> judge.Item:
+    root = pcie_root.build(tmp, **links)
+    e = Expectations(memlock="0", ports=2, gpus=2, link_state="")
+    return {i.name: i for i in judge.judge(probes.gather(e, str(root)), e)}["pcie"]
+
+
+def test_an_hca_speed_the_kernel_cannot_name_is_not_full_speed(tmp_path: Path) -> None:
+    for i, unknown in enumerate(("Unknown", "Unknown speed")):
+        item = pcie_item(tmp_path / str(i), links={HCA0: (unknown, "16")})
+        assert item.status == "pass", item  # its width is read and right
+        assert "the other HCAs at full speed" in item.detail
+        assert "HCA link speed not readable: mlx5_0 (0000:19:00.0, slot 2)" in item.detail
+
+
+def test_gen6_and_old_kernel_speed_strings(tmp_path: Path) -> None:
+    gen6 = "64.0 GT/s PCIe"
+    item = pcie_item(tmp_path / "a", links={HCA0: (pcie_root.GEN5, "16")},
+                     max_links={HCA0: (gen6, "16"), HCA0_PORT: (gen6, "16")})
+    assert item.detail == "trained down: mlx5_0 (0000:19:00.0, slot 2) PCIe 32 GT/s of 64 GT/s"
+    item = pcie_item(tmp_path / "b", max_links={HCA0: (gen6, "16")})  # Gen6 card, Gen5 slot
+    assert item.status == "pass" and "HCAs at full speed" in item.detail
+    item = pcie_item(tmp_path / "c", links={HCA0: ("8 GT/s", "16")})  # an old kernel's text
+    assert item.detail == "trained down: mlx5_0 (0000:19:00.0, slot 2) PCIe 8 GT/s of 32 GT/s"
