@@ -97,7 +97,10 @@ CONTEXT_CODES = frozenset({
     "docker_bridge", "link_local_address", "first_failure", "watchdog", "watchdog_silent",
     "watchdog_behind", "watchdog_stuck", "verbs_provider", "verbs_provider_abi", "env_removed",
     "env_deprecated", "env_unknown", "env_nccl_says", "version_from_env",
-    "dmabuf_unsupported", "nvls_failure", "collnet_fallback"})
+    "dmabuf_unsupported", "nvls_failure", "collnet_fallback", "cuda_oom"})
+
+# Causes in the rules table that end the process reporting them (its peers then lose it).
+_FATAL_CAUSES = frozenset({"cuda_oom", "nvls_failure", "async_event", "dmabuf_unsupported"})
 
 # ibv_wc_status names: one table, in rules (kept here under its old name).
 WC_STATUS = rules.WC_STATUS
@@ -728,7 +731,7 @@ class NcclLogParser:
             rdma_seen = rdma_seen or e.kind in ("ibv_call", "completion", "async_event")
             if e_after_rdma:
                 self._after_rdma.add(id(e))
-        for e in sorted(r.errors, key=lambda e: e.kind in late):
+        for e in sorted(r.errors, key=lambda e: (e.kind in late, self._lost_peer(e, r))):
             fd = nccl_errors.explain_error(e, {**r.env_pasted, **r.env}, id(e) in self._after_rdma)
             fd.code = fd.code or e.kind
             if e.kind == "no_libibverbs" and r.single_host:
@@ -758,6 +761,14 @@ class NcclLogParser:
                 "'NCCL version X' on rank 0; python -c 'import torch; "
                 "print(torch.cuda.nccl.version())' tells torch's.", "version_from_env"))
         return f
+
+    @staticmethod
+    def _lost_peer(e: NcclError, r: NcclLogReport) -> bool:
+        """A lost connection when the text also holds a cause that ends a process (a CUDA
+        OOM, an NVLS or device failure): the peer went away because of that cause, so it is
+        listed after it (NVIDIA/nccl#1235: socketProgress closed, then rank 3 out of memory)."""
+        return e.kind in ("peer_lost", "socket") and any(
+            x.kind in _FATAL_CAUSES for x in r.errors)
 
     def _around_findings(self, r: NcclLogReport) -> list[Finding]:
         """What went wrong around NCCL: interfaces, containers, plugins, who failed first."""
@@ -811,7 +822,8 @@ class NcclLogParser:
         consequences = ("proxy", "nccl_error", "remote_error", "timeout", "system_error",
                         "no_libibverbs", "comm_abort", "cuda_error", "collnet_fallback",
                         *rules.CONSEQUENCE_CODES)
-        firsts = [e for e in r.errors if e.kind not in consequences]
+        firsts = sorted((e for e in r.errors if e.kind not in consequences),
+                        key=lambda e: self._lost_peer(e, r))
         if len(firsts) > 1:
             e = firsts[0]
             where = " ".join(x for x in (f"host {e.host}" if e.host else "",

@@ -137,6 +137,21 @@ RULES: tuple[Rule, ...] = (
        "resources: reset the GPUs in the documented sequence (stop FM, nvidia-smi -r, start "
        "FM) or reboot; check `nvidia-smi -q | grep -A3 Fabric`. NCCL_NVLS_ENABLE=0 disables "
        "NVLS meanwhile.", B, "https://github.com/NVIDIA/nccl/issues/976", needle="nvls"),
+    # GPU memory: NCCL allocates its buffers per peer and channel at init and on first use
+    # (alloc.h "Cuda failure 'out of memory'" then "Failed to CUDA calloc N bytes"; 2.19+
+    # "Cuda failure 2 'out of memory'"). sjeaugey on NVIDIA/nccl#295: the framework left NCCL
+    # too little memory; NCCL_BUFFSIZE lowers NCCL's share.
+    _r("cuda_oom", "nccl", r"Cuda failure (?:\d+ )?'out of memory'|Failed to CUDA (?:calloc|"
+       r"malloc|host alloc)",
+       "error", "the GPU ran out of memory under NCCL (CUDA 'out of memory'): not a network "
+       "fault",
+       "NCCL needs GPU memory of its own for every peer and channel (more ranks and nodes, "
+       "NVLS and PXN need more): leave it headroom in the framework (a smaller batch or model "
+       "shard; TensorFlow allow_growth; JAX XLA_PYTHON_CLIENT_MEM_FRACTION; a lower serving "
+       "memory fraction), check that no other process holds the GPU (nvidia-smi), and shrink "
+       "NCCL's share with NCCL_BUFFSIZE=2097152 or NCCL_NVLS_ENABLE=0. Peers that lost this "
+       "rank afterwards fail as a consequence.", C,
+       "https://github.com/NVIDIA/nccl/issues/295", needle="c"),
     # CollNet/SHARP: NCCL goes on with its own algorithms (transport.cc "Cannot initialize
     # CollNet, using point-to-point network instead"; NVIDIA/nccl#1050).
     _r("collnet_fallback", "nccl", r"Cannot initialize CollNet|SHARP coll init error|"

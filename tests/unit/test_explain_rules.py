@@ -123,3 +123,31 @@ def test_single_rank_communicators_on_several_hosts_are_no_mpi_runs() -> None:
 def test_async_event_shapes_of_newer_nccl(line: str, text: str) -> None:
     hit = rules.match(line, "nccl")
     assert hit is not None and text in rules.diagnosis(*hit, line).cause
+
+
+@pytest.mark.parametrize("line", [
+    "h:1:2 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'",
+    "h:1:2 [3] include/alloc.h:185 NCCL WARN Failed to CUDA calloc 6291456 bytes",
+    "h:1:2 [0] include/alloc.h:125 NCCL WARN Cuda failure 2 'out of memory'",  # 2.19+
+])
+def test_cuda_oom_under_nccl(line: str) -> None:
+    hit = rules.match(line, "nccl")
+    assert hit is not None and hit[0].code == "cuda_oom"
+
+
+def test_a_lost_peer_follows_the_oom_that_ended_it() -> None:
+    r = explain_stream([
+        "a:1:2 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote "
+        "peer b<51159>",
+        "a:1:3 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'"])
+    errors = [f["code"] for f in r["findings"] if f["severity"] == "error"]
+    assert errors == ["cuda_oom", "peer_lost"]
+    assert any("first failure in this text (cuda_oom)" in f["message"] for f in r["findings"])
+
+
+def test_a_lost_peer_alone_stays_the_first_failure() -> None:
+    r = explain_stream([
+        "a:1:2 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote "
+        "peer b<51159>",
+        "a:1:2 [0] proxy.cc:1143 NCCL WARN Socket recv failed while polling for opId=0x5"])
+    assert next(f["code"] for f in r["findings"] if f["severity"] == "error") == "peer_lost"
