@@ -24,8 +24,10 @@ from typing import Any
 from rdmaprov.parsers import rules
 from rdmaprov.parsers._common import Finding, clean, num
 
+# "RDMA_Write Post List BW Test" with --post_list
 _TITLE = re.compile(r"^\s*((?:RDMA_Write|RDMA_Read|Send|Atomic(?:_\w+)?|Write)\s+"
-                    r"(?:Bidirectional\s+)?(?:BW|Lat)(?:ency)?\s+Test)\s*$", re.I)
+                    r"(?:Post List\s+)?(?:Bidirectional\s+)?(?:BW|Lat)(?:ency)?\s+Test)\s*$",
+                    re.I)
 # "Device         : mlx5_0" and two settings on one line ("Dual-port : OFF  Device : mlx5_0")
 _SETTING = re.compile(r"([A-Za-z][\w .*/-]*?)\s*:\s*(\S+(?:\[B\])?)")
 _KEYS = {"device": "device", "link type": "link_type", "gid index": "gid_index", "mtu": "mtu",
