@@ -154,3 +154,20 @@ def test_gen6_and_old_kernel_speed_strings(tmp_path: Path) -> None:
     assert item.status == "pass" and "HCAs at full speed" in item.detail
     item = pcie_item(tmp_path / "c", links={HCA0: ("8 GT/s", "16")})  # an old kernel's text
     assert item.detail == "trained down: mlx5_0 (0000:19:00.0, slot 2) PCIe 8 GT/s of 32 GT/s"
+
+
+def test_a_32_bit_hw_counter_wrap_and_64_bit_totals_are_no_error(tmp_path: Path) -> None:
+    # mlx5's Q counters (hw_counters/out_of_sequence ...) are 32-bit in the firmware and wrap;
+    # the kernel prints them as u64. A wrap reads as a value that went down: a new baseline.
+    root = fake_node(tmp_path / "node")
+    hw = root / "sys/class/infiniband/mlx5_0/ports/1/hw_counters"
+    hw.mkdir()
+    (hw / "out_of_sequence").write_text("4294967290\n")
+    for dev in ("mlx5_0", "mlx5_1"):
+        counters(root, dev, symbol_error="65535\n", link_downed="0\n",
+                 port_xmit_data="18446744073709551000\n")  # a 64-bit ext counter: not judged
+    assert links_item(root, tmp_path).status == "pass"
+    (hw / "out_of_sequence").write_text("12\n")
+    item = links_item(root, tmp_path, runs=1)
+    assert item.status == "pass" and "out_of_sequence" not in item.detail.split("(")[0], item
+    assert "saturated, cannot grow: mlx5_0/1 symbol_error" in item.detail
