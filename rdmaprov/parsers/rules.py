@@ -292,8 +292,12 @@ RULES: tuple[Rule, ...] = (
        "(NVLink) and 119/120 (GSP) are hardware or driver state that needs a reset or "
        "reboot, 13/31/43 are usually the application's own faults.", V,
        "https://docs.nvidia.com/deploy/xid-errors/index.html", needle="xid"),
-    _r("tx_timeout", "kernel", r"NETDEV WATCHDOG: (\S+).*transmit queue (\d+) timed out",
-       "error", "{0}: transmit queue {1} timed out (NETDEV WATCHDOG)",
+    # Up to 6.7: "NETDEV WATCHDOG: eth0 (mlx5_core): transmit queue 3 timed out" with a stack;
+    # from 6.8 one line, the interface in front: "mlx5_core 0000:3b:00.0 eth0: NETDEV
+    # WATCHDOG: CPU: 3: transmit queue 3 timed out 5010 ms".
+    _r("tx_timeout", "kernel", r"(?:(\S+): NETDEV WATCHDOG: CPU: \d+: |NETDEV WATCHDOG: "
+       r"(\S+) .*?)transmit queue (\d+) timed out",
+       "error", "{0}{1}: transmit queue {2} timed out (NETDEV WATCHDOG)",
        "The NIC stopped completing sends: look for firmware/health messages of the same "
        "device; the driver recovers the queue, reboot if it does not.", B,
        "https://github.com/torvalds/linux/blob/master/net/sched/sch_generic.c",

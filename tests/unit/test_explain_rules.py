@@ -151,3 +151,16 @@ def test_a_lost_peer_alone_stays_the_first_failure() -> None:
         "peer b<51159>",
         "a:1:2 [0] proxy.cc:1143 NCCL WARN Socket recv failed while polling for opId=0x5"])
     assert next(f["code"] for f in r["findings"] if f["severity"] == "error") == "peer_lost"
+
+
+@pytest.mark.parametrize(("line", "cause"), [
+    ("[  259.700000] NETDEV WATCHDOG: eth0 (ethoc): transmit queue 0 timed out",
+     "eth0: transmit queue 0 timed out"),
+    ("Dec  4 17:21:16 gpu01 kernel: NETDEV WATCHDOG: ens1f0np0 (mlx5_core): transmit queue 12 "
+     "timed out", "ens1f0np0: transmit queue 12 timed out"),
+    ("[ 7555.219803] mlx5_core 0000:3b:00.0 ens1f0np0: NETDEV WATCHDOG: CPU: 5: transmit queue 7 "
+     "timed out 10430 ms", "ens1f0np0: transmit queue 7 timed out"),  # kernel 6.8+
+])
+def test_netdev_watchdog_names_the_interface(line: str, cause: str) -> None:
+    found = rules.diagnose([line], "kernel")
+    assert [d.code for d in found] == ["tx_timeout"] and found[0].cause.startswith(cause)
