@@ -88,6 +88,11 @@ class NcclTestsParser:
         self.back_to_back = 0
         self._rows_at_header = -1
         self._rows_at_summary = -1
+        # A row no larger than the one before it, same type and op, with no header or result
+        # between them: one run prints each size once, growing; interleaved runs repeat them.
+        self.repeated_rows = 0
+        self._run_start = 0
+        self._prev_key: tuple[str, ...] = ()
 
     def abort(self, line: str) -> bool:
         """A "Test CUDA/NCCL failure" line: the run aborted (never a healthy result)."""
@@ -119,7 +124,7 @@ class NcclTestsParser:
                 self.summaries += 1
                 if self._rows_at_summary == len(self.rows):
                     self.back_to_back += 1
-                self._rows_at_summary = len(self.rows)
+                self._rows_at_summary = self._run_start = len(self.rows)
             return
         if " failure " in body and ("Test " in body or ".cu:" in body) and self.abort(body):
             return
@@ -147,7 +152,7 @@ class NcclTestsParser:
                 self.headers += 1
                 if self._rows_at_header == len(self.rows):
                     self.back_to_back += 1
-                self._rows_at_header = len(self.rows)
+                self._rows_at_header = self._run_start = len(self.rows)
             return
         if body.startswith("nccl-tests version"):
             m = _TESTS_VERSION.search(body)
@@ -192,6 +197,12 @@ class NcclTestsParser:
                 row[k] = num(_float(v)) if v is not None else None
         if row.get("oop_busbw") is None and row.get("ip_busbw") is None:
             return
+        # type, redop and root (broadcast -r all restarts the sizes for each root)
+        key = tuple(tok[2:-8]) if len(tok) >= 11 else (tok[2],)
+        if (len(self.rows) > self._run_start and key == self._prev_key
+                and self.rows[-1]["size_bytes"] >= row["size_bytes"]):
+            self.repeated_rows += 1
+        self._prev_key = key
         self.rows.append(row)
         self.signals += 1
 
@@ -227,11 +238,14 @@ class NcclTestsParser:
                 "nccl-tests was built without MPI support: rebuild with `make MPI=1 "
                 "MPI_HOME=...` (after `make clean`) so mpirun ranks form one communicator.",
                 "tests_no_mpi", "config"))
-        elif self.back_to_back:
+        elif self.back_to_back or self.repeated_rows:
             n = max(self.headers, self.summaries)
             f.append(Finding(
-                "error", f"{n} test headers or results printed together in one output: "
-                "several independent runs interleaved (each process ran its own test)",
+                "error", (f"{n} test headers or results printed together in one output"
+                          if self.back_to_back else
+                          f"{self.repeated_rows} table row(s) repeat a size already printed "
+                          "(one run prints each size once, growing)")
+                + ": several independent runs interleaved (each process ran its own test)",
                 "If they come from one mpirun, nccl-tests was built without MPI: `make clean; "
                 "make MPI=1 MPI_HOME=...` so the ranks form one communicator; the busbw of "
                 "such runs is a single host's.", "tests_no_mpi", "config"))

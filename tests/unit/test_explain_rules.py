@@ -164,3 +164,25 @@ def test_a_lost_peer_alone_stays_the_first_failure() -> None:
 def test_netdev_watchdog_names_the_interface(line: str, cause: str) -> None:
     found = rules.diagnose([line], "kernel")
     assert [d.code for d in found] == ["tx_timeout"] and found[0].cause.startswith(cause)
+
+
+ROW = ("{:>12}  {:>12}     float     sum      -1    27691    4.85    4.85      0    27634"
+       "    4.86    4.86      0")
+
+
+def test_sizes_restarting_under_a_new_root_are_not_interleaved_runs() -> None:
+    """broadcast_perf -r all prints every size again for each root: not two runs."""
+    lines = ["#       size         count      type   redop    root     time   algbw   busbw "
+             "#wrong     time   algbw   busbw #wrong"]
+    for root in ("0", "1"):
+        for size in (1024, 2048):
+            lines.append(ROW.format(size, size // 4).replace("   -1 ", f"    {root} "))
+    r = explain_stream(lines)
+    assert r["kind"] == "nccl_tests" and len(r["rows"]) == 4
+    assert not any(f.get("code") == "tests_no_mpi" for f in r["findings"])
+
+
+def test_a_size_printed_twice_in_one_table_is_interleaved_runs() -> None:
+    lines = [ROW.format(1024, 256), ROW.format(1024, 256), ROW.format(2048, 512)]
+    r = explain_stream(lines)
+    assert any(f.get("code") == "tests_no_mpi" for f in r["findings"])
