@@ -128,6 +128,29 @@ def bond_of(sysfs_root: str, netdev: str | None) -> str | None:
     return None
 
 
+IFF_UP = 0x1  # include/uapi/linux/if.h; /sys/class/net/<if>/flags prints the flags as "%#x"
+
+
+def netdev_flags(sysfs_root: str, netdev: str | None) -> int | None:
+    """A netdev's interface flags ("0x1003" -> 0x1003); None when absent or unreadable."""
+    text = read(os.path.join(sysfs_root, "class/net", netdev, "flags")) if netdev else None
+    try:
+        return int(text, 16) if text else None
+    except ValueError:
+        return None
+
+
+def admin_down(link_layer: str | None, phys_state: str | None, flags: int | None) -> bool:
+    """Whether a port is down by choice, not by fault. InfiniBand: its PHY is Disabled
+    (`ibportstate ... disable`). Ethernet: RoCE drivers (mlx5_query_port_roce, irdma, qedr,
+    ocrdma, mana) report DOWN / Disabled for every netdev that is not running with carrier, a
+    pulled cable as much as `ip link set down`, so only the netdev's IFF_UP says it was turned
+    off; where its flags are not readable the PHY's word stands."""
+    if link_layer == "Ethernet" and flags is not None:
+        return not flags & IFF_UP
+    return phys_state == "Disabled"
+
+
 def read_port(sysfs_root: str, device: str, port: int) -> dict:
     port_dir = os.path.join(sysfs_root, "class/infiniband", device, "ports", str(port))
     link_layer = read(os.path.join(port_dir, "link_layer"))
@@ -159,6 +182,8 @@ def read_port(sysfs_root: str, device: str, port: int) -> dict:
         "counters": _counters(os.path.join(port_dir, "counters"), ERROR_COUNTERS),
         "hw_counters": _counters(os.path.join(port_dir, "hw_counters"), ROCE_HW_COUNTERS),
     }
+    facts["admin_down"] = admin_down(link_layer, facts["phys_state"],
+                                     netdev_flags(sysfs_root, netdev))
     # The MTU of every netdev `rdmaprov check` compares for this port (mtu_netdevs): what
     # probe --write-expectations derives the expected MTU from, so the two cannot disagree.
     path = roce_datapath(sysfs_root, device, facts) if link_layer == "Ethernet" else {}

@@ -53,14 +53,15 @@ def _ports(state: State, exp: Expectations) -> list[dict[str, Any]]:
 # more than half of its peers are ACTIVE at full rate, is the bad rail of eight that hides in a
 # node's mean. Fewer than PEERS_MIN peers, or no strict majority, judges nothing (two cards
 # with one cabled is a site's choice as often as a fault). A port administratively disabled
-# (phys_state Disabled) is a choice; SR-IOV VFs follow their PF and are not peers.
+# (rdma_sysfs.admin_down: an IB PHY Disabled, a RoCE netdev without IFF_UP) is a choice; SR-IOV
+# VFs follow their PF and are not peers.
 PEERS_MIN = 3
 
 
 def _peer_groups(ports: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for p in ports:
-        if p.get("vf") or p.get("phys_state") == "Disabled":
+        if p.get("vf") or p.get("admin_down"):
             continue
         groups.setdefault((p.get("model"), p.get("port"), p.get("link_layer")), []).append(p)
     return [g for g in groups.values() if len(g) >= PEERS_MIN]

@@ -63,7 +63,7 @@ def rdma(root: str = "/") -> dict[str, Any]:
     full = [sysfs.read_device(sys_root, name) for name in sysfs.list_devices(sys_root)]
     for dev in full:
         ports = [{key: p[key] for key in ("port", "state", "phys_state", "rate_gbps",
-                                          "link_layer", "netdev")}
+                                          "link_layer", "netdev", "admin_down")}
                  for p in dev["ports"]]
         if ports:
             # The card's model and whether it is an SR-IOV VF: what makes ports peers (rails).

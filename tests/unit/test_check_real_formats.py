@@ -171,3 +171,33 @@ def test_a_32_bit_hw_counter_wrap_and_64_bit_totals_are_no_error(tmp_path: Path)
     item = links_item(root, tmp_path, runs=1)
     assert item.status == "pass" and "out_of_sequence" not in item.detail.split("(")[0], item
     assert "saturated, cannot grow: mlx5_0/1 symbol_error" in item.detail
+
+
+# -- phys_state on Ethernet: mlx5_query_port_roce (as irdma, qedr, ocrdma, mana) starts from
+# "1: DOWN" / "3: Disabled" and says ACTIVE / LinkUp only for a running netdev with carrier, so a
+# pulled RoCE cable reads Disabled as much as `ip link set down` does. Only the netdev's IFF_UP
+# (0x1 in /sys/class/net/<if>/flags, "%#x") tells a choice from a fault. -----------------------
+
+def roce_rails(tmp: Path, flags: str | None) -> judge.Item:
+    netdevs = [f"ens{i}np0" for i in range(8)]
+    root = fake_node(tmp / "node", ports=[
+        (f"mlx5_{i}", 1, "1: DOWN" if i == 5 else "4: ACTIVE", "400 Gb/sec (4X NDR)", "Ethernet",
+         netdevs[i]) for i in range(8)], mtus={n: 9000 for n in netdevs})
+    for i in range(8):
+        (root / f"sys/class/infiniband/mlx5_{i}/board_id").write_text("MT_0000000838\n")
+        (root / f"sys/class/net/{netdevs[i]}/flags").write_text("0x1003\n")
+    (root / "sys/class/infiniband/mlx5_5/ports/1/phys_state").write_text("3: Disabled\n")
+    if flags is None:
+        (root / "sys/class/net/ens5np0/flags").unlink()
+    else:
+        (root / "sys/class/net/ens5np0/flags").write_text(flags + "\n")
+    e = Expectations(memlock="0", link_state="")
+    return {i.name: i for i in judge.judge(probes.gather(e, str(root)), e)}["ports"]
+
+
+def test_a_roce_rail_without_carrier_is_down_not_disabled_by_choice(tmp_path: Path) -> None:
+    item = roce_rails(tmp_path / "a", "0x1003")  # IFF_UP set: the link is lost, not turned off
+    assert item.status == "fail", item
+    assert item.detail == "rail down: mlx5_5/1 DOWN (Disabled), 7 of 8 peers ACTIVE"
+    assert roce_rails(tmp_path / "b", "0x1002").status == "pass"  # `ip link set down`: a choice
+    assert roce_rails(tmp_path / "c", None).status == "pass"  # flags not read: the PHY's word
