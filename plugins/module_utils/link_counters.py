@@ -191,12 +191,17 @@ def saturated(sample: dict) -> list[str]:
             if name in WIDTH_MAX and int(value) >= WIDTH_MAX[name]]
 
 
-def unjudged(sample: dict) -> list[str]:
-    """'dev/port' of each port with no counter of any class readable: no counters/ or
-    hw_counters/ directory, each file unreadable (a PPCNT query the firmware refuses fails the
-    read) or 'N/A (no PMA)' (a driver without process_mad, e.g. a ConnectX-3 VF). Only its
-    state changes can be judged: "no error growth" on it is not known, so never a pass."""
-    return [key for key, port in sorted(sample.items()) if not port.get("counters")]
+def unjudged(sample: dict, severity: str | None = None) -> list[str]:
+    """'dev/port' of each port with no counter of any class (of ``severity``'s classes, when
+    given) readable: no counters/ or hw_counters/ directory, each file unreadable (a PPCNT query
+    the firmware refuses fails the read) or 'N/A (no PMA)' (a driver without process_mad, e.g.
+    a ConnectX-3 VF). Only its state changes can be judged: "no error growth" on it is not
+    known, so never a pass. With severity "fail": ports whose growth could not fail a node (a
+    RoCE port with hw_counters alone)."""
+    names = {name for name, cls in COUNTER_CLASS.items()
+             if severity is None or CLASSES[cls]["severity"] == severity}
+    return [key for key, port in sorted(sample.items())
+            if not names.intersection(port.get("counters") or {})]
 
 
 def advance(history: dict | None, sample: dict, now: float, overrides: dict | None = None,

@@ -60,7 +60,8 @@ def write_atomic(path: Path, doc: dict) -> None:
 def step(sample: dict, exp: Expectations, now: float | None = None) -> dict[str, Any]:
     """Judge ``sample`` ({"dev/port": {state, counters}}) against the history in the state
     file and write the new history. {file, first, findings: [Finding.as_dict()], saturated,
-    unjudged (ports without a readable error counter), problem}."""
+    unjudged (ports without a readable error counter), no_failing (nor one of a failing class),
+    problem}."""
     lc = collection.link_counters
     now = time.time() if now is None else now
     path = Path(exp.link_state) if exp.link_state else None
@@ -74,4 +75,5 @@ def step(sample: dict, exp: Expectations, now: float | None = None) -> dict[str,
             problem = f"{path}: cannot write ({exc.strerror or exc}): no history kept"
     return {"file": str(path) if path else None, "first": history is None,
             "findings": [f.as_dict() for f in findings], "saturated": lc.saturated(sample),
-            "unjudged": lc.unjudged(sample), "problem": problem}
+            "unjudged": lc.unjudged(sample), "no_failing": lc.unjudged(sample, "fail"),
+            "problem": problem}

@@ -358,8 +358,14 @@ def check_links(state: State, exp: Expectations) -> Item:
     unjudged = sorted(wanted & set(links.get("unjudged") or []))
     unread = (f"error counters not readable on {', '.join(unjudged)} (absent, unreadable or "
               "'N/A (no PMA)'): only port state judged")
+    # Ports with only warning classes readable (RoCE hw_counters without the PMA's): judged,
+    # but a bad cable there could not show.
+    warn_only = sorted(wanted & set(links.get("no_failing") or []) - set(unjudged))
     others = [*(f"warn: {w}" for w in warns),
               *(f"saturated, cannot grow: {s}" for s in links.get("saturated") or []),
+              *([f"no PMA error counter (symbol_error, link_downed ...) readable on "
+                 f"{', '.join(warn_only)}: only RoCE retransmissions judged there"]
+                if warn_only else []),
               *([links["problem"]] if links.get("problem") else [])]
     notes = [*others, *([unread] if unjudged else [])]
     tail = f" ({'; '.join(notes)})" if notes else ""

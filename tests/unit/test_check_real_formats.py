@@ -83,6 +83,24 @@ def test_a_name_that_moved_to_another_card_is_a_new_port_not_its_deltas(tmp_path
     assert "+40" not in item.detail and "+3" not in item.detail
 
 
+
+def test_a_roce_port_with_hw_counters_alone_says_its_pma_counters_were_not_read(
+        tmp_path: Path) -> None:
+    # mlx5 RoCE: hw_counters/ read, counters/ refused (the PPCNT query fails the read). The
+    # loss counters are judged (and only warn); nothing that could fail the link was read.
+    root = fake_node(tmp_path / "node", ports=[
+        ("mlx5_0", 1, "4: ACTIVE", "100 Gb/sec (4X EDR)", "Ethernet", "ens1f0np0")],
+        mtus={"ens1f0np0": 9000})
+    hw = root / "sys/class/infiniband/mlx5_0/ports/1/hw_counters"
+    hw.mkdir()
+    for name in ("out_of_sequence", "packet_seq_err", "local_ack_timeout_err"):
+        (hw / name).write_text("0\n")
+    item = links_item(root, tmp_path)
+    assert item.status == "pass", item
+    assert ("no PMA error counter (symbol_error, link_downed ...) readable on mlx5_0/1: only "
+            "RoCE retransmissions judged there") in item.detail
+
+
 # -- rate strings (drivers/infiniband/core/sysfs.c rate_show; mlx5 maps Ethernet speeds to an IB
 # width and lane speed: 100GbE "100 Gb/sec (4X EDR)", 25GbE "25 Gb/sec (1X EDR)") ----------------
 
