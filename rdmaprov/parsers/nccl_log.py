@@ -97,10 +97,12 @@ CONTEXT_CODES = frozenset({
     "docker_bridge", "link_local_address", "first_failure", "watchdog", "watchdog_silent",
     "watchdog_behind", "watchdog_stuck", "verbs_provider", "verbs_provider_abi", "env_removed",
     "env_deprecated", "env_unknown", "env_nccl_says", "version_from_env",
-    "dmabuf_unsupported", "nvls_failure", "collnet_fallback", "cuda_oom"})
+    "dmabuf_unsupported", "nvls_failure", "collnet_fallback", "cuda_oom",
+    "shm_create", "shm_attach"})
 
 # Causes in the rules table that end the process reporting them (its peers then lose it).
-_FATAL_CAUSES = frozenset({"cuda_oom", "nvls_failure", "async_event", "dmabuf_unsupported"})
+_FATAL_CAUSES = frozenset({"cuda_oom", "nvls_failure", "async_event", "dmabuf_unsupported",
+                           "shm_create", "shm_attach"})
 
 # ibv_wc_status names: one table, in rules (kept here under its old name).
 WC_STATUS = rules.WC_STATUS

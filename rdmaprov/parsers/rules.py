@@ -58,6 +58,13 @@ def _r(code: str, scope: str, pattern: str, severity: str, cause: str, action: s
 C, R, L, B, F, V = (Remedy.CONFIG, Remedy.REPLACE, Remedy.RESET_LINK, Remedy.REBOOT,
                     Remedy.FIRMWARE, Remedy.INVESTIGATE)
 
+_SHM_ACTION = (
+    "A container's /dev/shm is 64 MB by default: run it with --shm-size=1g or more, or "
+    "--ipc=host (Kubernetes: an emptyDir with medium: Memory mounted at /dev/shm); check "
+    "`df -h /dev/shm` and remove stale /dev/shm/nccl-* files of killed jobs. "
+    "NCCL_SHM_DISABLE=1 works around it (intra-host traffic then goes through P2P or the "
+    "network).")
+
 # Order matters inside a scope: the first matching rule names a line.
 RULES: tuple[Rule, ...] = (
     # ---- NCCL -------------------------------------------------------------------------------
@@ -152,6 +159,26 @@ RULES: tuple[Rule, ...] = (
        "NCCL's share with NCCL_BUFFSIZE=2097152 or NCCL_NVLS_ENABLE=0. Peers that lost this "
        "rank afterwards fail as a consequence.", C,
        "https://github.com/NVIDIA/nccl/issues/295", needle="c"),
+    # Shared memory between the ranks of one host (shmutils.cc; 2.5-2.6 shm.h
+    # "posix_fallocate failed"): a container's /dev/shm is 64 MB unless raised
+    # (NVIDIA/nccl#342, #290; NCCL's troubleshooting guide, "Shared memory").
+    _r("shm_create", "nccl", r"(?:failed to extend /dev/shm/|Error while creating shared "
+       r"memory segment|posix_fallocate failed).*No space left",
+       "error", "NCCL could not create its shared-memory segment: /dev/shm is full or too "
+       "small (No space left on device)", _SHM_ACTION, C,
+       "https://github.com/NVIDIA/nccl/issues/342", needle="no space left"),
+    _r("shm_create", "nccl", r"failed to extend /dev/shm/|Error while creating shared memory "
+       r"segment",
+       "error", "NCCL could not create its shared-memory segment in /dev/shm (the ranks of one "
+       "host talk through it)", _SHM_ACTION, C,
+       "https://github.com/NVIDIA/nccl/issues/342", needle="shm"),
+    _r("shm_attach", "nccl", r"Error while attaching to shared memory segment",
+       "error", "a rank could not open the shared-memory segment another rank of its host "
+       "created in /dev/shm",
+       "The ranks of one host must share /dev/shm: processes in separate containers or pods "
+       "need --ipc=host (or one shared /dev/shm mount); systemd-logind's RemoveIPC=yes can "
+       "delete segments of a user's processes. NCCL_SHM_DISABLE=1 works around it.", C,
+       "https://github.com/NVIDIA/nccl/issues/2190", needle="shared memory"),
     # CollNet/SHARP: NCCL goes on with its own algorithms (transport.cc "Cannot initialize
     # CollNet, using point-to-point network instead"; NVIDIA/nccl#1050).
     _r("collnet_fallback", "nccl", r"Cannot initialize CollNet|SHARP coll init error|"

@@ -186,3 +186,18 @@ def test_a_size_printed_twice_in_one_table_is_interleaved_runs() -> None:
     lines = [ROW.format(1024, 256), ROW.format(1024, 256), ROW.format(2048, 512)]
     r = explain_stream(lines)
     assert any(f.get("code") == "tests_no_mpi" for f in r["findings"])
+
+
+@pytest.mark.parametrize(("line", "code", "text"), [
+    ("h:1:2 [0] misc/shmutils.cc:88 NCCL WARN Error: failed to extend /dev/shm/nccl-WU88OE to "
+     "9637892 bytes, error: No space left on device (28)", "shm_create", "full or too small"),
+    ("h:1:2 [1] misc/shmutils.cc:114 NCCL WARN Error while creating shared memory segment "
+     "/dev/shm/nccl-NzwJ7O (size 9637888)", "shm_create", "could not create"),
+    ("g148:1:2 [0] misc/shmutils.cc:129 NCCL WARN Error while attaching to shared memory segment "
+     "/dev/shm/nccl-glnlGK (size 14156128), error: No such file or directory (2)", "shm_attach",
+     "could not open"),
+])
+def test_shared_memory_failures(line: str, code: str, text: str) -> None:
+    hit = rules.match(line, "nccl")
+    assert hit is not None and hit[0].code == code
+    assert text in rules.diagnosis(*hit, line).cause
