@@ -98,7 +98,7 @@ CONTEXT_CODES = frozenset({
     "watchdog_behind", "watchdog_stuck", "verbs_provider", "verbs_provider_abi", "env_removed",
     "env_deprecated", "env_unknown", "env_nccl_says", "version_from_env",
     "dmabuf_unsupported", "nvls_failure", "collnet_fallback", "cuda_oom",
-    "shm_create", "shm_attach"})
+    "shm_create", "shm_attach", "network_mismatch"})
 
 # Causes in the rules table that end the process reporting them (its peers then lose it).
 _FATAL_CAUSES = frozenset({"cuda_oom", "nvls_failure", "async_event", "dmabuf_unsupported",
@@ -693,6 +693,19 @@ class NcclLogParser:
         elif r.network:
             f.append(Finding("info", f"network used: {r.network}"
                              + (f" over {len(r.hcas)} HCA port(s)" if r.hcas else ""), None))
+        nets = self.networks
+        if len(nets) > 1 and "Socket" in nets:
+            # NCCL picks its network per process: a host without a usable RDMA device takes
+            # Socket while the others take IB, and their connections fail (NVIDIA/nccl-tests#188).
+            f.append(Finding(
+                "error", "ranks in this text chose different networks: "
+                + ", ".join(f"{n} ({c} line{'s' if c > 1 else ''})" for n, c in
+                            nets.most_common()),
+                "Every rank must use the same network, or their connections fail "
+                "(socketFinalizeAccept: wrong type): the ranks on Socket found no usable RDMA "
+                "device (look for 'NET/IB : No device found' on their host and check ibv_devinfo "
+                "there); NCCL_IB_DISABLE=1 everywhere runs all of them over sockets.",
+                "network_mismatch", "config"))
         if r.oob_interface == "lo" and r.single_host:
             f.append(Finding("info", "NCCL's socket/bootstrap interface is the loopback 'lo' "
                              "(fine while every rank is on this host)", None))

@@ -144,6 +144,17 @@ RULES: tuple[Rule, ...] = (
        "resources: reset the GPUs in the documented sequence (stop FM, nvidia-smi -r, start "
        "FM) or reboot; check `nvidia-smi -q | grep -A3 Fabric`. NCCL_NVLS_ENABLE=0 disables "
        "NVLS meanwhile.", B, "https://github.com/NVIDIA/nccl/issues/976", needle="nvls"),
+    # A rank whose host found no RDMA device listens with NET/Socket while its peer connects
+    # with NET/IB (NVIDIA/nccl-tests#188, sjeaugey: make IB work on both nodes; LlamaFactory#3641:
+    # "wrong type 3 != 4", NCCL_IB_DISABLE=1 made it run).
+    _r("network_mismatch", "nccl", r"socketFinalizeAccept: wrong type (\d+) != (\d+)",
+       "error", "a peer connected with another kind of NCCL connection (type {0} != {1}): the "
+       "ranks use different networks, InfiniBand/RoCE on some hosts and TCP sockets on others",
+       "Every rank must pick the same network: find the hosts whose log says 'NET/IB : No "
+       "device found' or 'Using network Socket' and make their RDMA devices usable (ibv_devinfo "
+       "there and in the container, /dev/infiniband mapped, NCCL_IB_HCA); NCCL_IB_DISABLE=1 "
+       "on every host runs all of them over sockets instead (much slower).", C,
+       "https://github.com/NVIDIA/nccl-tests/issues/188", needle="wrong type"),
     # GPU memory: NCCL allocates its buffers per peer and channel at init and on first use
     # (alloc.h "Cuda failure 'out of memory'" then "Failed to CUDA calloc N bytes"; 2.19+
     # "Cuda failure 2 'out of memory'"). sjeaugey on NVIDIA/nccl#295: the framework left NCCL

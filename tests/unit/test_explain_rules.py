@@ -201,3 +201,15 @@ def test_shared_memory_failures(line: str, code: str, text: str) -> None:
     hit = rules.match(line, "nccl")
     assert hit is not None and hit[0].code == code
     assert text in rules.diagnosis(*hit, line).cause
+
+
+def test_wrong_socket_type_is_a_network_mismatch() -> None:
+    line = "node2:1:2 [0] misc/socket.cc:538 NCCL WARN socketFinalizeAccept: wrong type 3 != 4"
+    hit = rules.match(line, "nccl")
+    assert hit is not None and hit[0].code == "network_mismatch"
+
+
+def test_one_network_is_no_mismatch() -> None:
+    r = explain_stream(["a:1:2 [0] NCCL INFO Using network IB",
+                        "b:1:2 [0] NCCL INFO Using network IB"])
+    assert not any(f.get("code") == "network_mismatch" for f in r["findings"])
