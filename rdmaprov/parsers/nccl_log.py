@@ -98,7 +98,8 @@ CONTEXT_CODES = frozenset({
     "watchdog_behind", "watchdog_stuck", "verbs_provider", "verbs_provider_abi", "env_removed",
     "env_deprecated", "env_unknown", "env_nccl_says", "version_from_env",
     "dmabuf_unsupported", "nvls_failure", "collnet_fallback", "cuda_oom",
-    "shm_create", "shm_attach", "network_mismatch"})
+    "shm_create", "shm_attach", "network_mismatch",
+    "rank_count_mismatch", "invalid_usage"})
 
 # Causes in the rules table that end the process reporting them (its peers then lose it).
 _FATAL_CAUSES = frozenset({"cuda_oom", "nvls_failure", "async_event", "dmabuf_unsupported",

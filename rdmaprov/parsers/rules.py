@@ -155,6 +155,32 @@ RULES: tuple[Rule, ...] = (
        "there and in the container, /dev/infiniband mapped, NCCL_IB_HCA); NCCL_IB_DISABLE=1 "
        "on every host runs all of them over sockets instead (much slower).", C,
        "https://github.com/NVIDIA/nccl-tests/issues/188", needle="wrong type"),
+    # bootstrap.cc: the root collects one hello per rank and each says how many ranks it
+    # expects (pytorch/pytorch#46248: WORLD_SIZE 3 while 6 processes joined).
+    _r("rank_count_mismatch", "nccl", r"Bootstrap Root ?: mismatch in rank count from procs "
+       r"(\d+) ?: ?(\d+)",
+       "error", "the processes disagree on the number of ranks ({0} against {1}): the job was "
+       "started with inconsistent sizes, or two jobs share one rendezvous",
+       "Every process of a communicator must pass the same nranks (WORLD_SIZE, --nproc-per-node "
+       "x --nnodes, mpirun -np): compare the launch settings on every host, and give each job "
+       "its own rendezvous (MASTER_PORT, NCCL_COMM_ID). Not a network fault.", C,
+       "https://github.com/pytorch/pytorch/issues/46248", needle="mismatch in rank count"),
+    # argcheck.cc rejects a call's arguments (ncclInvalidArgument); "root should be in the 0..0
+    # range" is a communicator of one rank (NVIDIA/nccl#963).
+    _r("invalid_usage", "nccl", r"invalid (?:root|peer) \d+ \(root should be in the 0\.\.0 "
+       r"range\)",
+       "error", "NCCL rejected the call: the communicator has a single rank, so no peer or root "
+       "other than 0 exists (ncclInvalidArgument)",
+       "The ranks did not join one communicator: each process or thread created its own (a "
+       "different ncclUniqueId per rank, nranks 1, or a framework group of size 1). Pass the "
+       "same unique id and the full nranks to every ncclCommInitRank. An application error, "
+       "not a network one.", C, "https://github.com/NVIDIA/nccl/issues/963", needle="0..0"),
+    _r("invalid_usage", "nccl", r"argcheck\.cc:\d+ (?:NCCL )?WARN (.+?)\s*$",
+       "error", "NCCL rejected the call's arguments (ncclInvalidArgument): {0}",
+       "The application or framework passed NCCL something it cannot use (a root or peer "
+       "outside the communicator, a null or host pointer, a wrong type or count): an "
+       "application error, not a network or driver fault.", C,
+       "https://github.com/NVIDIA/nccl/blob/master/src/misc/argcheck.cc", needle="argcheck"),
     # GPU memory: NCCL allocates its buffers per peer and channel at init and on first use
     # (alloc.h "Cuda failure 'out of memory'" then "Failed to CUDA calloc N bytes"; 2.19+
     # "Cuda failure 2 'out of memory'"). sjeaugey on NVIDIA/nccl#295: the framework left NCCL
