@@ -29,11 +29,12 @@ class NcclError:
     detail: str | None = None  # NCCL's "Last error:" text under a PyTorch error
     host: str | None = None  # where it was first seen
     rank: int | None = None
+    returned: int | None = None  # the ncclResult_t the WARN's own call returned ("x.cc:12 -> 2")
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"kind": self.kind, "line": self.line, "count": self.count}
         for k in ("status", "vendor_err", "verb", "errno_text", "errno", "qp_state",
-                  "gid_index", "local_gid", "peer", "detail", "host", "rank"):
+                  "gid_index", "local_gid", "peer", "detail", "host", "rank", "returned"):
             v = getattr(self, k)
             if v is not None:
                 d[k] = v
@@ -242,7 +243,20 @@ def explain_error(e: NcclError, env: dict[str, str], consequence: bool = False) 
                        + (f"; NCCL's last error: {e.detail}" if e.detail else ""),
                        "The NCCL WARN or 'Last error' text before it says why; the other "
                        "findings explain it. Without one, rerun with NCCL_DEBUG=INFO.")
+    if e.returned in NCCL_RESULT:
+        # An unlisted WARN whose call then failed: NCCL's own line is the reason.
+        return Finding("error", f"an NCCL call failed ({NCCL_RESULT[e.returned]}) after this "
+                       "warning: " + e.line[-160:] + times,
+                       "The WARN line is NCCL's own reason for the failure; the lines after it "
+                       "(-> N) trace the failed call up to the API. Errors reported later by "
+                       "other ranks are usually its consequences.", "nccl_error")
     return Finding("warning", "NCCL warning: " + e.line[-160:] + times, None)
+
+
+# ncclResult_t (nccl.h): what "file.cc:123 -> N" lines return; 7 (ncclInProgress) is not a
+# failure.
+NCCL_RESULT = {1: "ncclUnhandledCudaError", 2: "ncclSystemError", 3: "ncclInternalError",
+               4: "ncclInvalidArgument", 5: "ncclInvalidUsage", 6: "ncclRemoteError"}
 
 
 def watchdog_findings(wd: dict[str, Any]) -> list[Finding]:

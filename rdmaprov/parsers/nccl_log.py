@@ -55,6 +55,7 @@ _VERB = re.compile(r"Call to (ibv_\w+) failed(?: with error ([^(\n]+?))?\s*(?:\(
 _GDR_OFF = re.compile(r"GPU Direct RDMA Disabled for (?:GPU (\S+) / HCA (\d+)|HCA (\d+) '([^']*)')"
                       r"(?:\s*\(([^)]*)\))?")
 _NRANKS = re.compile(r"nranks (\d+)")
+_RETURNED = re.compile(r"\S+:\d+ -> (\d+)\b")  # "transport/shm.cc:114 -> 2"
 # 2.19+: "comm 0x55.. rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0 MNNVL 0"
 _NNODES = re.compile(r"nRanks (\d+) nNodes (\d+)")
 # 2.2x verbs failures: "failed with 110 Connection timed out, on dev mlx5_0:1, curr state INIT,
@@ -205,6 +206,7 @@ class NcclLogParser:
         self.wd_stuck: set[int] = set()  # ranks whose watchdog itself hung (heartbeat monitor)
         self._last_error_for: NcclError | None = None
         self._last_added: NcclError | None = None
+        self._pending_warn: NcclError | None = None  # a generic WARN awaiting its "-> N" line
         self.test_failures: list[str] = []  # nccl-tests "Test NCCL failure" lines
         self._after_rdma: set[int] = set()
         self.verbs = VerbsWarnings()
@@ -217,6 +219,11 @@ class NcclLogParser:
         if i >= 0:
             self.nccl_lines += 1
             msg = line[i + 10:]
+            if self._pending_warn is not None:  # the INFO line right after a generic WARN
+                r = _RETURNED.match(msg)
+                if r and self._pending_warn.returned is None:
+                    self._pending_warn.returned = int(r.group(1))
+                self._pending_warn = None
             # Channel lines are most of a big log and name no new host: skip the host scan.
             if not msg.startswith(("Channel", "Ring")):
                 self._host(line, i)
@@ -225,6 +232,7 @@ class NcclLogParser:
         i = line.rfind("NCCL WARN ")
         if i >= 0:
             self._pending_last = False
+            self._pending_warn = None
             self.nccl_lines += 1
             self._host(line, i)
             self._warn(line[i + 10:].rstrip(), line)
@@ -496,6 +504,7 @@ class NcclLogParser:
             self._add_error("socket", msg[:60], line)
         else:
             self._add_error("warn", msg[:60], line)
+            self._pending_warn = self._last_added
 
     def _other(self, line: str) -> None:
         if "NCCL_" in line and len(self.env_pasted) < 256:

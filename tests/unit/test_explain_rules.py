@@ -213,3 +213,21 @@ def test_one_network_is_no_mismatch() -> None:
     r = explain_stream(["a:1:2 [0] NCCL INFO Using network IB",
                         "b:1:2 [0] NCCL INFO Using network IB"])
     assert not any(f.get("code") == "network_mismatch" for f in r["findings"])
+
+
+def test_an_unlisted_warn_whose_call_failed_is_an_error() -> None:
+    r = explain_stream([
+        "h:1:2 [1] misc/foo.cc:12 NCCL WARN Something NCCL says went wrong",
+        "h:1:2 [1] NCCL INFO init.cc:1143 -> 3",
+        "h:1:3 [0] misc/bar.cc:7 NCCL WARN A notice with no failed call",
+        "h:1:3 [0] NCCL INFO Setting affinity for GPU 0 to ffff"])
+    errs = [f for f in r["findings"] if f["severity"] == "error"]
+    assert len(errs) == 1 and "ncclInternalError" in errs[0]["message"]
+    assert any(f["severity"] == "warning" and "A notice" in f["message"] for f in r["findings"])
+    assert r["errors"][0]["returned"] == 3 and "returned" not in r["errors"][1]
+
+
+def test_in_progress_is_not_a_failure() -> None:
+    r = explain_stream(["h:1:2 [1] misc/foo.cc:12 NCCL WARN Something",
+                        "h:1:2 [1] NCCL INFO x.cc:1 -> 7"])
+    assert not any(f["severity"] == "error" for f in r["findings"])
