@@ -67,7 +67,8 @@ _SIGNS: list[tuple[str, re.Pattern[str]]] = [
                                r"phys_port_cnt|fw_ver):\s+\S|^\s*port:\s+\d+\s*$|"
                                r"^\s*\d+ HCAs? found:?\s*$|^\s*No IB devices found")),
     ("rdma_link", re.compile(r"^\s*(?:\d+/\d+:\s*)?link \S+/\d+ .*state ")),
-    ("ibdev2netdev", re.compile(r"^\s*\S+\s+port\s+\d+\s+==>\s+\S+\s+\((?:Up|Down)\)")),
+    ("ibdev2netdev", re.compile(r"^\s*\S+\s+port\s+\d+\s+==>\s+\S+\s+\((?:Up|Down)\)|"
+                                r"\bport\s+\d+\s+\(\w+\s*\)\s+==>\s+\S+\s+\((?:Up|Down)\)")),
     ("show_gids", re.compile(r"^\s*DEV\s+PORT\s+INDEX\s+GID|n_gids_found=|"
                              r"^\s*\S+\s+\d+\s+\d+\s+[0-9a-fA-F]{4}(?::[0-9a-fA-F]{4}){7}\s")),
     ("mlnx_qos", re.compile(r"Priority trust (?:state|mode):|^\s*PFC configuration:|"
