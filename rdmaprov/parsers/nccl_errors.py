@@ -129,7 +129,20 @@ def explain_error(e: NcclError, env: dict[str, str], consequence: bool = False) 
                     "or hung.")
         elif e.status == 5:
             hint = "Flushed after an earlier error on the same QP: look for the first error."
-        elif e.status in (4, 10):
+            if e.vendor_err == 249:
+                hint += (" With no earlier error, vendor err 249 was traced to PCIe ACS left "
+                         "enabled or to platform (BIOS) firmware (NVIDIA/nccl#1353): check "
+                         "both.")
+        elif e.status == 4:
+            # sjeaugey on NVIDIA/nccl#928: "IB error 4 is usually due to ACS being enabled and
+            # breaking GPU Direct RDMA"; NCCL_NET_GDR_LEVEL=0 confirms it.
+            hint = ("The NIC could not access the buffer (local protection). With GPU Direct "
+                    "RDMA this is usually PCIe ACS enabled on the bridges between GPU and NIC, "
+                    "redirecting peer-to-peer traffic: confirm with NCCL_NET_GDR_LEVEL=LOC "
+                    "(GDR off; if the error goes away it is the PCIe path), then disable ACS "
+                    "(BIOS, or setpci on the PCIe switches; in a VM enable ATS). Also check "
+                    "that nvidia_peermem is loaded or DMA-BUF is available.")
+        elif e.status == 10:
             hint = "A memory key or access right did not match: often GDR/peer-memory trouble."
         else:
             hint = "Check the fabric path and the peer process at the time of the error."
