@@ -827,7 +827,8 @@ class NcclLogParser:
                 "Set NCCL_SOCKET_IFNAME to the interface the other hosts reach (the same "
                 "name on every host, or a prefix such as NCCL_SOCKET_IFNAME=ens).",
                 "bridge_interface"))
-        for name, addr in self.socket_all.items():
+        # Addresses other hosts cannot reach matter only when there are other hosts.
+        for name, addr in ({} if r.single_host else self.socket_all).items():
             if addr.startswith("172.17.0.") and name == "eth0":
                 f.append(Finding(
                     "warning", f"NCCL's address {addr} on {name} looks like Docker's default "

@@ -63,3 +63,11 @@ def test_nccl_tests_device_list_on_two_hosts_is_not_one_host() -> None:
              *NO_IB]
     r = explain_stream(lines)
     assert not (r.get("nccl_log") or r).get("single_host")
+
+
+def test_docker_bridge_address_on_one_host_is_not_reported() -> None:
+    lines = [HEAD + "Bootstrap : Using eth0:172.17.0.2<0>", NO_IB[0],
+             HEAD + "NET/Socket : Using [0]eth0:172.17.0.2<0>", NO_IB[2]]
+    assert any(f.get("code") == "docker_bridge" for f in explain_stream(lines)["findings"])
+    assert not any(f.get("code") == "docker_bridge"
+                   for f in explain_stream([*lines, comm(1)])["findings"])
