@@ -290,7 +290,8 @@ def list_netdevs(sysfs_root: str = "/sys") -> list[str]:
 # - nvidia_peermem (or MOFED's legacy nv_peer_mem) loaded: the peer-memory path;
 # - DMA-BUF: the NVIDIA open kernel module (R515 and later export GPU memory as dma-buf), a
 #   kernel >= 5.12 whose RDMA core imports dma-bufs (ib_umem_dmabuf: CONFIG_INFINIBAND_USER_MEM,
-#   which selects DMA_SHARED_BUFFER since 5.12, so any kernel with ib_uverbs has it), and an
+#   which selects DMA_SHARED_BUFFER since 5.12, so any kernel with ib_uverbs has it; an older
+#   kernel only where it exports ib_umem_dmabuf_get, a backport), and an
 #   rdma-core with ibv_reg_dmabuf_mr (libibverbs symbol version IBVERBS_1.12, rdma-core 34;
 #   the library file is libibverbs.so.1.<abi>.<rdma-core version>). NCCL >= 2.13 uses it by
 #   default (NCCL_DMABUF_ENABLE). No peermem is needed then.
@@ -329,6 +330,34 @@ def nvidia_module(root: str) -> dict:
 def _release_tuple(release: str | None) -> tuple[int, int] | None:
     m = re.match(r"^(\d+)\.(\d+)", release or "")
     return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+# The RDMA core's dma-buf import (drivers/infiniband/core/umem_dmabuf.c): a kernel that has it
+# exports this symbol, whatever its version says (enterprise kernels older than 5.12 carry
+# backports of the RDMA subsystem).
+DMABUF_SYMBOL = "ib_umem_dmabuf_get"
+
+
+def kernel_symbol(root: str, release: str | None, symbol: str) -> tuple[bool | None, str]:
+    """Whether the running kernel has ``symbol``: in a module (depmod's
+    /lib/modules/<release>/modules.symbols, "alias symbol:NAME MODULE") or loaded or built in
+    (/proc/kallsyms, "ADDR T NAME\t[MODULE]"). (True/False, the file that said so), or (None,
+    "") when neither file is readable."""
+    sources = [("/proc/kallsyms", lambda f: len(f) >= 3 and f[2] == symbol)]
+    if release:
+        sources.insert(0, (f"/lib/modules/{release}/modules.symbols",
+                           lambda f: f[:2] == ["alias", f"symbol:{symbol}"]))
+    seen = False
+    for name, match in sources:
+        try:
+            with open(os.path.join(root, name.lstrip("/")), encoding="utf-8",
+                      errors="replace") as fh:
+                seen = True
+                if any(match(line.split()) for line in fh):
+                    return True, name
+        except OSError:
+            continue
+    return (False, "modules.symbols and /proc/kallsyms") if seen else (None, "")
 
 
 def kernel_config(root: str, release: str | None, option: str) -> str | None:
@@ -389,7 +418,17 @@ def gpudirect(root: str = "/") -> dict:
     if rel is None:
         kern = {"ok": False, "why": "kernel release not readable"}
     elif rel < DMABUF_MIN_KERNEL:
-        kern = {"ok": False, "why": f"Linux {release} is older than 5.12 (no RDMA dma-buf import)"}
+        # Read only here (kallsyms is large; the pre-job check has 0.1 s): 5.12 and later have it.
+        has, where = kernel_symbol(root, release, DMABUF_SYMBOL)
+        if has:
+            kern = {"ok": True, "why": f"Linux {release} with the RDMA dma-buf import backported "
+                                       f"({DMABUF_SYMBOL} in {where})"}
+        elif has is False:
+            kern = {"ok": False, "why": f"Linux {release} is older than 5.12 and has no "
+                                        f"{DMABUF_SYMBOL} (no RDMA dma-buf import)"}
+        else:
+            kern = {"ok": False, "why": f"Linux {release} is older than 5.12 (no RDMA dma-buf "
+                                        "import)"}
     elif config == "y":
         kern = {"ok": True, "why": f"Linux {release} with CONFIG_DMA_SHARED_BUFFER=y"}
     elif config is not None:

@@ -89,3 +89,30 @@ def test_no_host_libibverbs_leaves_it_to_the_job_and_says_so(tmp_path: Path) -> 
     assert g["path"] == "dmabuf"
     assert "no libibverbs on this root: the job's own (its image's) needs rdma-core >= 34" \
         in g["why"]
+
+
+def test_an_older_kernel_with_the_dma_buf_import_backported_is_dmabuf(tmp_path: Path) -> None:
+    """An enterprise kernel older than 5.12 that carries the RDMA core's dma-buf import (the
+    symbol in depmod's modules.symbols, or in /proc/kallsyms when built in) is not failed for
+    its version; one without the symbol is, naming it."""
+    release = "4.18.0-553.el8_10.x86_64"
+    root = Path(node(tmp_path / "a", release=release))
+    (root / f"lib/modules/{release}").mkdir(parents=True)
+    (root / f"lib/modules/{release}/modules.symbols").write_text(
+        "# Aliases for symbols, used by symbol_request().\n"
+        "alias symbol:ib_umem_get ib_core\nalias symbol:ib_umem_dmabuf_get ib_core\n")
+    g = sysfs.gpudirect(str(root))
+    assert g["path"] == "dmabuf", g
+    assert (f"Linux {release} with the RDMA dma-buf import backported (ib_umem_dmabuf_get in "
+            f"/lib/modules/{release}/modules.symbols)") in g["why"]
+    root = Path(node(tmp_path / "b", release=release))
+    (root / "proc/kallsyms").write_text(
+        "0000000000000000 T ib_umem_get\t[ib_core]\n"
+        "0000000000000000 T ib_umem_dmabuf_get\t[ib_core]\n")
+    assert sysfs.gpudirect(str(root))["path"] == "dmabuf"
+    # The files are there and say no: failed, naming the symbol.
+    root = Path(node(tmp_path / "c", release=release))
+    (root / "proc/kallsyms").write_text("0000000000000000 T ib_umem_get\t[ib_core]\n")
+    g = sysfs.gpudirect(str(root))
+    assert g["path"] is None
+    assert f"Linux {release} is older than 5.12 and has no ib_umem_dmabuf_get" in g["why"]
