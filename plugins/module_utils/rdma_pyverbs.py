@@ -112,7 +112,7 @@ def _port(ctx, pv, port: int, sysfs_port: dict) -> dict:
         "netdev": sysfs_port.get("netdev"),
         "gids": gids,
     }
-    for extra in ("bond", "netdev_mtu", "counters", "hw_counters", "path_mtu"):
+    for extra in ("bond", "netdev_mtu", "counters", "hw_counters", "path_mtu", "admin_down"):
         facts[extra] = sysfs_port.get(extra, {} if extra.endswith("counters") else None)
     return facts
 

@@ -202,6 +202,7 @@ rdma:
               path_mtu: {ib0: 4092}
               counters: {symbol_error: 0, link_downed: 0, port_rcv_errors: 0}
               hw_counters: {}
+              admin_down: false
     gpus:
       description: >-
         NVIDIA GPUs of the host (kernel_caps.gpus): C(count) the driver shows (what
