@@ -84,7 +84,11 @@ _PEER = re.compile(r"(?:from|peer|to) ([\w.:-]+?)<(\d+)>")
 # Lines without "NCCL" in them that still belong to the log (explain routes them here).
 OTHER = re.compile(r"Got completion|Watchdog|watchdog|ncclSocketInit|nccl\w*Error|libibverbs|"
                    r"\.\w{1,2}:\d+ WARN |\] INFO |Last error|NET/OFI|remote process exited|"
-                   r"NVLink SHARP|^\s*(?:This is usually caused|Disable NVLS)|Test NCCL failure")
+                   r"NVLink SHARP|^\s*(?:This is usually caused|Disable NVLS)|Test NCCL failure|"
+                   r"^\s*(?:Errors|Warnings)\s*$|^\s*#\d+-\d+ \(")
+# NCCL RAS (2.24+, the ncclras client): "#0-0 (fa93daea854b060b) MISMATCH" under an "Errors" or
+# "Warnings" heading, then indented lines saying what and which ranks.
+_RAS_ITEM = re.compile(r"^\s*#(\d+)-(\d+) \(([0-9a-fA-F]+)\) ([A-Z][A-Z_ ]*?)\s*$")
 # Interfaces that only reach this host: bridges, veths and overlay tunnels.
 _LOCAL_IF = re.compile(r"^(?:virbr|docker|br-|veth|cni|flannel|cali|tunl|kube-ipvs|lxcbr|podman)")
 
@@ -100,7 +104,7 @@ CONTEXT_CODES = frozenset({
     "env_deprecated", "env_unknown", "env_nccl_says", "version_from_env",
     "dmabuf_unsupported", "nvls_failure", "collnet_fallback", "cuda_oom",
     "shm_create", "shm_attach", "network_mismatch",
-    "rank_count_mismatch", "invalid_usage"})
+    "rank_count_mismatch", "invalid_usage", "ras_report"})
 
 # Causes in the rules table that end the process reporting them (its peers then lose it).
 _FATAL_CAUSES = frozenset({"cuda_oom", "nvls_failure", "async_event", "dmabuf_unsupported",
@@ -207,6 +211,9 @@ class NcclLogParser:
         self._last_error_for: NcclError | None = None
         self._last_added: NcclError | None = None
         self._pending_warn: NcclError | None = None  # a generic WARN awaiting its "-> N" line
+        self.ras_items: list[dict[str, Any]] = []  # NCCL RAS report entries
+        self._ras_section: str | None = None
+        self._ras_item: dict[str, Any] | None = None
         self.test_failures: list[str] = []  # nccl-tests "Test NCCL failure" lines
         self._after_rdma: set[int] = set()
         self.verbs = VerbsWarnings()
@@ -257,7 +264,8 @@ class NcclLogParser:
 
     def feed_other(self, line: str) -> bool:
         """A line without "NCCL": feed it when it belongs to the log, else only count it."""
-        if self._pending_last or OTHER.search(line):
+        if (self._pending_last or OTHER.search(line)
+                or (self._ras_item is not None and line.startswith("  "))):
             self.feed(line)
             return True
         self.lines += 1
@@ -506,7 +514,31 @@ class NcclLogParser:
             self._add_error("warn", msg[:60], line)
             self._pending_warn = self._last_added
 
+    def _ras(self, line: str) -> bool:
+        """NCCL RAS report lines; True when the line was one."""
+        s = line.strip()
+        if s in ("Errors", "Warnings"):
+            self._ras_section = s
+            self._ras_item = None
+            return True
+        m = _RAS_ITEM.match(line)
+        if m and self._ras_section and len(self.ras_items) < 32:
+            self._ras_item = {"section": self._ras_section, "group": int(m.group(1)),
+                              "comm": int(m.group(2)), "hash": m.group(3),
+                              "what": m.group(4), "detail": []}
+            self.ras_items.append(self._ras_item)
+            return True
+        if self._ras_item is not None and line.startswith("  ") and s:
+            if len(self._ras_item["detail"]) < 8:
+                self._ras_item["detail"].append(s)
+            return True
+        self._ras_item = None
+        return False
+
     def _other(self, line: str) -> None:
+        if ((self._ras_section is not None or line.strip() in ("Errors", "Warnings"))
+                and self._ras(line)):
+            return
         if "NCCL_" in line and len(self.env_pasted) < 256:
             for name, val in nccl_env.ASSIGN.findall(line):
                 self.env_pasted.setdefault(name, val)
@@ -767,6 +799,17 @@ class NcclLogParser:
         if self.errors_dropped:
             f.append(Finding("info", f"{self.errors_dropped} more distinct errors not listed",
                              None))
+        for it in self.ras_items:
+            f.append(Finding(
+                "error" if it["section"] == "Errors" else "warning",
+                f"NCCL RAS reports {it['what']} for communicator {it['group']}-{it['comm']} "
+                f"({it['hash']})" + (": " + "; ".join(it["detail"][:6]) if it["detail"] else ""),
+                "RAS sees the running job from every process: MISMATCH means the ranks of a "
+                "communicator disagree (different operation counts: the ranks at the lower "
+                "count are the ones behind, stuck or on another code path); INCOMPLETE or "
+                "missing ranks are processes that stopped answering (dead, hung or "
+                "unreachable). Inspect the processes it names (py-spy dump, gdb) and their "
+                "logs; run the RAS client again to see whether it persists.", "ras_report"))
         if r.env:
             f.append(Finding("info", "environment overrides NCCL reports: "
                              + ", ".join(f"{k}={v}" for k, v in sorted(r.env.items())), None))

@@ -231,3 +231,15 @@ def test_in_progress_is_not_a_failure() -> None:
     r = explain_stream(["h:1:2 [1] misc/foo.cc:12 NCCL WARN Something",
                         "h:1:2 [1] NCCL INFO x.cc:1 -> 7"])
     assert not any(f["severity"] == "error" for f in r["findings"])
+
+
+def test_ras_errors_section_is_an_error_and_table_rows_stay_rows() -> None:
+    r = explain_stream(["NCCL version 2.27.3 compiled with CUDA 12.9", "Errors", "======",
+                        "#0-0 (0123abcd) INCOMPLETE", "  Missing communicator data from 1 rank",
+                        "Warnings", "========"])
+    assert [f["severity"] for f in r["findings"] if f.get("code") == "ras_report"] == ["error"]
+    t = explain_stream(["#       size         count      type   redop    root     time   algbw"
+                        "   busbw #wrong     time   algbw   busbw #wrong",
+                        "  1073741824     268435456     float     sum      -1   9306.7  115.37"
+                        "  115.37      0   9291.5  115.56  115.56      0"])
+    assert len(t["rows"]) == 1
