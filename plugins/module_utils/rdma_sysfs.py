@@ -341,22 +341,25 @@ DMABUF_SYMBOL = "ib_umem_dmabuf_get"
 def kernel_symbol(root: str, release: str | None, symbol: str) -> tuple[bool | None, str]:
     """Whether the running kernel has ``symbol``: in a module (depmod's
     /lib/modules/<release>/modules.symbols, "alias symbol:NAME MODULE") or loaded or built in
-    (/proc/kallsyms, "ADDR T NAME\t[MODULE]"). (True/False, the file that said so), or (None,
-    "") when neither file is readable."""
-    sources = [("/proc/kallsyms", lambda f: len(f) >= 3 and f[2] == symbol)]
+    (/proc/kallsyms, "ADDR T NAME" and a tab and "[MODULE]" for a module's). (True/False, the
+    file that said so), or (None, "") when neither file is readable. Reading kallsyms costs
+    ~50 ms (153,000 lines on an H100 host, 6.18), so callers ask only where they must."""
+    name = re.escape(symbol)
+    sources = [("/proc/kallsyms", re.compile(rf" {name}(?:\s|$)"))]
     if release:
         sources.insert(0, (f"/lib/modules/{release}/modules.symbols",
-                           lambda f: f[:2] == ["alias", f"symbol:{symbol}"]))
+                           re.compile(rf"^alias symbol:{name} ", re.M)))
     seen = False
-    for name, match in sources:
+    for path, pattern in sources:
         try:
-            with open(os.path.join(root, name.lstrip("/")), encoding="utf-8",
+            with open(os.path.join(root, path.lstrip("/")), encoding="utf-8",
                       errors="replace") as fh:
-                seen = True
-                if any(match(line.split()) for line in fh):
-                    return True, name
+                text = fh.read()
         except OSError:
             continue
+        seen = True
+        if pattern.search(text):
+            return True, path
     return (False, "modules.symbols and /proc/kallsyms") if seen else (None, "")
 
 

@@ -116,3 +116,16 @@ def test_an_older_kernel_with_the_dma_buf_import_backported_is_dmabuf(tmp_path: 
     g = sysfs.gpudirect(str(root))
     assert g["path"] is None
     assert f"Linux {release} is older than 5.12 and has no ib_umem_dmabuf_get" in g["why"]
+
+
+def test_the_symbol_is_matched_whole_in_both_real_formats(tmp_path: Path) -> None:
+    """kallsyms as a 6.18 kernel with RDMA built in prints it (no module column), and a longer
+    name sharing the prefix is not the symbol."""
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/kallsyms").write_text(
+        "0000000000000000 T ib_umem_dmabuf_get_pinned\n0000000000000000 T ib_umem_dmabuf_get\n")
+    assert sysfs.kernel_symbol(str(tmp_path), None, "ib_umem_dmabuf_get") == (
+        True, "/proc/kallsyms")
+    assert sysfs.kernel_symbol(str(tmp_path), None, "ib_umem_dmabuf") == (
+        False, "modules.symbols and /proc/kallsyms")
+    assert sysfs.kernel_symbol(str(tmp_path / "none"), "6.1.0", "x") == (None, "")
