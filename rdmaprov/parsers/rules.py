@@ -195,7 +195,7 @@ RULES: tuple[Rule, ...] = (
        "memory fraction), check that no other process holds the GPU (nvidia-smi), and shrink "
        "NCCL's share with NCCL_BUFFSIZE=2097152 or NCCL_NVLS_ENABLE=0. Peers that lost this "
        "rank afterwards fail as a consequence.", C,
-       "https://github.com/NVIDIA/nccl/issues/295", needle="c"),
+       "https://github.com/NVIDIA/nccl/issues/295", needle="cuda"),
     # Shared memory between the ranks of one host (shmutils.cc; 2.5-2.6 shm.h
     # "posix_fallocate failed"): a container's /dev/shm is 64 MB unless raised
     # (NVIDIA/nccl#342, #290; NCCL's troubleshooting guide, "Shared memory").
