@@ -280,7 +280,10 @@ class Progress:
                  console: Console | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.console = console or Console(file=stream, highlight=False, soft_wrap=True)
-        self.live_mode = self.console.is_terminal if live is None else live
+        # A terminal that cannot move its cursor (TERM=dumb or unknown: an IDE's pane, some CI
+        # consoles) gets the plain lines: rich's Live draws nothing there.
+        self.live_mode = (self.console.is_terminal and not self.console.is_dumb_terminal
+                          if live is None else live)
         self.verbose = verbose
         self.state = ProgressState(clock=clock)
         for h in hosts or []:

@@ -141,12 +141,29 @@ def test_a_hosts_odd_name_shows_literally_and_never_reaches_the_terminal_raw() -
 
 def test_a_live_fleet_view_runs_end_to_end() -> None:
     raw = io.StringIO()
-    screen = Console(file=raw, width=140, height=40, force_terminal=True)
+    # The terminal's kind is pinned: the test must not depend on the caller's TERM.
+    screen = Console(file=raw, width=140, height=40, force_terminal=True,
+                     _environ={"TERM": "xterm-256color"})
     with Progress(io.StringIO(), hosts=HOSTS, console=screen) as p:
         assert p.live_mode
         feed(p)
     out = raw.getvalue()
     assert "failing hosts (32)" in out and "\x1b]0;" not in out
+
+
+def test_a_dumb_terminal_gets_the_plain_lines_not_an_empty_screen() -> None:
+    # TERM=dumb (an editor's pane, some CI consoles): rich's Live draws nothing there, so a
+    # user would see no progress at all; the plain one-line-per-task stream is what works.
+    raw = io.StringIO()
+    screen = Console(file=raw, width=140, height=40, force_terminal=True,
+                     _environ={"TERM": "dumb"})
+    with Progress(raw, hosts=HOSTS, console=screen) as p:
+        assert not p.live_mode
+        feed(p)
+    lines = raw.getvalue().splitlines()
+    assert lines[0] == "preflight : Gather RDMA facts  ok=999  unreachable=1  unreachable: node0017"
+    assert lines[1].startswith("net_mtu : Set MTU  ok=988  changed=10  failed=1")
+    assert lines[2].startswith("rdma_ofed : Install [bold]packages[/bold]  ok=958  failed=30")
 
 
 def test_a_few_hosts_on_a_terminal_still_get_a_row_each() -> None:
