@@ -27,7 +27,11 @@ from ansible.module_utils.errors import (
     UnsupportedError,
 )
 
-from ansible_collections.rdmaprov.cluster.plugins.module_utils import ranges
+from ansible_collections.rdmaprov.cluster.plugins.module_utils import (
+    ranges,
+    rdma_nccl,
+    validate_launch,
+)
 
 # One edit in a 14-character name (our shortest) gives 0.93; two in it 0.86. Real names of
 # geerlingguy.firewall, linux-system-roles, kubespray and DeepOps come no closer than 0.84
@@ -216,6 +220,46 @@ def _check_options(path, label, value, options):
     return problems
 
 
+def job_path_problem(variables):
+    """Before any host is contacted: the one line refusing a host's variables whose
+    nccl_validate_env sets an NCCL_* value that its /etc/nccl.conf will not hold, as far as
+    the inventory tells (nccl_env writes what it declares, rdma_nccl.declared; a value nccl_env
+    finds on each host is not known here, so an NCCL_* value it does not declare is refused
+    too: the proof would rest on a setting assumed), or ''. The rule is validate_launch's
+    (job_path_differences), which the host's own plan applies to the file it reads; off with
+    nccl_validate_job_path false."""
+    names = ("nccl_validate_job_path", "nccl_validate_env", "nccl_env_extra",
+             "nccl_env_socket_ifname")
+    if any(unknown_now(variables.get(n)) for n in names if variables.get(n) is not None):
+        return ""  # only the run knows one of them
+    job_path = variables.get("nccl_validate_job_path", True)
+    if job_path is False or str(job_path).strip().lower() in ("false", "no", "0", "off", "n"):
+        return ""
+    env = variables.get("nccl_validate_env")
+    if not isinstance(env, dict) or any(unknown_now(v) for v in env.values()):
+        return ""
+    extra = variables.get("nccl_env_extra")
+    if isinstance(extra, dict) and any(unknown_now(v) for v in extra.values()):
+        return ""
+    ifname = variables.get("nccl_env_socket_ifname")
+    declared = rdma_nccl.declared(ifname if isinstance(ifname, str) else "",
+                                  extra if isinstance(extra, dict) else {})
+
+    def job_side(name, have):
+        if name in declared:
+            return ("%s=%s from /etc/nccl.conf (nccl_env writes it from %s)"
+                    % (name, have, declared[name][1]))
+        if name == "NCCL_SOCKET_IFNAME":
+            return ("the interface nccl_env finds on each host, from /etc/nccl.conf "
+                    "(nccl_env_socket_ifname is not set)")
+        return ("%s from /etc/nccl.conf only as nccl_env finds it on each host (no nccl_env "
+                "variable declares it)" % name)
+
+    conf = {k: v for k, (v, _where) in declared.items()}
+    return validate_launch.job_path_line(validate_launch.job_path_differences(env, conf),
+                                         job_side)
+
+
 def check(variables, options):
     """[(name, problem)] for the variables of one mapping (a host's, a file's, -e) against our
     declared ``options`` (name -> spec, every role's). Undeclared names are left alone unless
@@ -232,4 +276,11 @@ def check(variables, options):
         value = _known(variables[name])
         for line in check_value(str(name), str(name), value, options[name]):
             found.append((name, line))
+    # Across roles: only where every role's variables are judged together (the control host's
+    # input check), not a single role's own check that cannot see nccl_env's.
+    if "nccl_validate_env" in variables and "nccl_env_socket_ifname" in options \
+            and not any(n == "nccl_validate_env" for n, _line in found):
+        line = job_path_problem(variables)
+        if line:
+            found.append(("nccl_validate_env", line))
     return found

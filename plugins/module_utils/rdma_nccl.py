@@ -117,6 +117,20 @@ def ib_tc(own: int | None, roce_qos: int | None = None) -> int | None:
     return None
 
 
+def declared(socket_ifname: str | None, extra: dict | None = None) -> dict[str, tuple[str, str]]:
+    """{NAME: (value, the variable it comes from)}: what the nccl_env role writes into
+    /etc/nccl.conf whatever the host's facts (derive()'s and conf()'s rule, with the inventory's
+    nccl_env_socket_ifname and nccl_env_extra): what the control host can know of a host's
+    file before contacting it."""
+    out: dict[str, tuple[str, str]] = {}
+    if socket_ifname:
+        out["NCCL_SOCKET_IFNAME"] = (derive(None, socket_ifname=socket_ifname)["env"]
+                                     ["NCCL_SOCKET_IFNAME"], "nccl_env_socket_ifname")
+    for name, value in (extra or {}).items():
+        out[str(name)] = (str(value), f"nccl_env_extra.{name}")
+    return out
+
+
 def conf(derived: dict, extra: dict | None = None) -> dict:
     """What /etc/nccl.conf holds: ``settings`` (the derived env with ``extra`` on top),
     ``lines`` (NAME=value, sorted by name as the role's template writes them) and ``summary``

@@ -51,7 +51,8 @@ PLAN_KEYS = (
     "image", "python", "pythonpath", "container_args", "memlock", "devices", "cdi_device",
     "cdi_spec", "gpus", "host_rdma", "backend", "launcher", "nproc_per_node", "worker_args",
     "require_ib", "pairs", "pair_fraction", "bw_fraction", "min_busbw", "max_jitter", "rails",
-    "rail_cuda", "rendezvous_timeout", "env", "env_override", "nccl_debug", "nccl_debug_subsys",
+    "rail_cuda", "rendezvous_timeout", "env", "env_override", "job_path", "nccl_debug",
+    "nccl_debug_subsys",
     "remote_dir", "master_addr", "pull", "pull_timeout", "results_dir", "timeout",
     "poll_interval")
 
@@ -127,8 +128,11 @@ def plan(s, probe, check_mode=False):
     directory on the controller); 'refuse': the lines that stop this host before anything
     runs, in the order the role used to assert them; 'rendezvous': what the rendezvous step
     takes (members, master_addr, host, refuse); 'keep': the files to keep with the results on
-    the controller now (kept(): what nccl_env intended, for the judge's comparison with what
-    NCCL applied, when the container gets the RDMA CDI device; none in check mode);
+    the controller now (kept(): the host's nccl.conf settings, the job's, for the judge's
+    comparison with what the worker applied, when the container gets the RDMA CDI device or
+    the worker runs on the host; none in check mode); an NCCL_* value of nccl_validate_env
+    that the host's nccl.conf (the probe's 'nccl_conf') does not hold is refused
+    (job_path_differences) unless nccl_validate_job_path is false;
     'port_problem': why the rendezvous host cannot listen on its port, or ''}.
     Raises ValueError (one line) when the rendezvous host is not in the play."""
     members = fabric_members(s["hosts"], master_of(s))
@@ -179,18 +183,73 @@ def plan(s, probe, check_mode=False):
         refuse.append(f"RDMA CDI spec {s['cdi_spec']} is missing on this host "
                       f"({s['cdi_device']} cannot be given to the container): run bootstrap "
                       "(container_runtime role), or set nccl_validate_cdi_device to ''")
+    # The job's path: what validate adds of NCCL's settings against the host's own nccl.conf,
+    # which a job's container gets (the CDI device mounts it; the host runtime reads it).
+    conf = probe.get("nccl_conf") or {}
+    if _bool(s.get("job_path", True)):
+        off_path = job_path_line(job_path_differences(s.get("env"), conf.get("settings") or {}),
+                                 host_job_side(conf.get("path") or "/etc/nccl.conf"))
+        if off_path:
+            refuse.append(off_path)
     if s["launcher"] != "torchrun" and nproc != 1:
         refuse.append(f"launcher direct runs one process per host, but {nproc} are wanted "
                       f"(this host has {gpu_count} GPUs): use nccl_validate_launcher: torchrun")
     keep = []
-    if settings["cdi_device"] and not check_mode:
-        keep.append(kept(settings["results"], "nccl_intended.json", cdi.get("intended") or {}))
+    if (settings["cdi_device"] or runtime == "host") and not check_mode:
+        # The job's NCCL settings, for the judge's comparison with what the worker applied.
+        keep.append(kept(settings["results"], "nccl_intended.json", conf.get("settings") or {}))
     return {"members": members, "own": list(own_address(s["address"], probe, s.get("env"))),
             "settings": settings, "refuse": refuse,
             "rendezvous": {"members": members, "master_addr": s["master_addr"] or "",
                            "host": s["host"], "refuse": refuse},
             "keep": keep,
             "port_problem": (probe.get("rendezvous_port") or {}).get("problem") or ""}
+
+
+# --- the job's path: the NCCL settings a job's container gets, and nothing else ------------------
+
+# The launch's own NCCL settings: its log, for the proof (worker_env). A job's NCCL_DEBUG from
+# nccl.conf differing there says nothing about the job's path.
+LAUNCH_OWN = frozenset({"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"})
+JOB_PATH_OPT_IN = "nccl_validate_job_path: false"
+
+
+def job_path_differences(env, conf):
+    """[(name, validate's value, the job's value or None)]: the NCCL_* settings of ``env`` (what
+    validate adds to the worker's environment: nccl_validate_env) that a job's container does
+    not get with that value from ``conf`` (its nccl.conf's settings, NAME -> value; NCCL takes
+    the environment over the file, so each of these would make the proof another path). The
+    launch's own log settings (LAUNCH_OWN) are left out; names not NCCL_* are not NCCL's."""
+    out = []
+    for name in sorted(env or {}, key=str):
+        if not str(name).startswith("NCCL_") or name in LAUNCH_OWN:
+            continue
+        want, have = str((env or {})[name]), (conf or {}).get(name)
+        if have is None or str(have) != want:
+            out.append((str(name), want, None if have is None else str(have)))
+    return out
+
+
+def job_path_line(differences, job_side):
+    """One line refusing a run whose worker would not get the job's NCCL settings: each
+    difference (job_path_differences) with both values, validate's from nccl_validate_env
+    and the job's as ``job_side(name, value or None)`` says it (the value and where it comes
+    from); '' when none."""
+    if not differences:
+        return ""
+    said = [f"nccl_validate_env sets {name}={want}, a job's container gets {job_side(name, have)}"
+            for name, want, have in differences]
+    return ("not the job's path: " + "; ".join(said) + ": declare the setting for nccl_env "
+            "(nccl_env_socket_ifname, nccl_env_extra) and leave it out of nccl_validate_env, "
+            f"or set {JOB_PATH_OPT_IN} to run off the job's path (never a PASS)")
+
+
+def host_job_side(conf_path):
+    """job_path_line's ``job_side`` for a host's own nccl.conf, as read there."""
+    def side(name, have):
+        return (f"{name}={have} from {conf_path}" if have is not None
+                else f"no {name} from {conf_path}")
+    return side
 
 
 # --- where the rendezvous is ------------------------------------------------------------------

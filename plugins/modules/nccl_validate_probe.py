@@ -34,7 +34,7 @@ options:
         is there, whether the engine reads CDI specs, and what the host's nccl.conf sets.
     type: str
   nccl_conf:
-    description: The host's NCCL settings file (nccl_env's), read for the intended settings in RV(cdi).
+    description: The host's NCCL settings file (nccl_env's), read for RV(nccl_conf).
     type: str
     default: /etc/nccl.conf
   rendezvous_port:
@@ -96,8 +96,8 @@ EXAMPLES = r"""
 RETURN = r"""
 cdi:
   description:
-    - "With O(cdi_spec): {spec, exists, engine_cdi, why, intended}: whether the spec is there,
-      whether the engine reads it, and the NCCL settings of O(nccl_conf)."
+    - "With O(cdi_spec): {spec, exists, engine_cdi, why}: whether the spec is there and whether
+      the engine reads it."
   returned: when O(cdi_spec) is given
   type: dict
 engine:
@@ -132,6 +132,12 @@ local_ifname:
   description: The interface holding local_address, or null.
   returned: always
   type: str
+nccl_conf:
+  description:
+    - "{path, settings}: the NCCL settings of O(nccl_conf) as NCCL reads them (a job's, through the
+      CDI spec's mount); settings is null when the file cannot be read."
+  returned: always
+  type: dict
 routes:
   description: With O(rendezvous), the rendezvous address's {address, source, error}; error is null when there is a route.
   returned: when O(rendezvous) is given
@@ -256,18 +262,22 @@ def rdma_userspace():
             "providers": providers, "config": config}
 
 
-def cdi_of(spec, engine, nccl_conf):
-    """Is the RDMA CDI spec there, does ENGINE read it (docker from 25), and what the host's
-    nccl.conf sets (what the container will get through the spec's mount)."""
+def nccl_conf_of(path):
+    """{path, settings}: what the host's nccl.conf sets, as NCCL reads it (what a job's
+    container gets through the CDI spec's mount, and a worker on the host reads); settings
+    None when the file cannot be read."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return {"path": path, "settings": cdi_spec.settings_of(fh.read())}
+    except OSError:
+        return {"path": path, "settings": None}
+
+
+def cdi_of(spec, engine):
+    """Is the RDMA CDI spec there, and does ENGINE read it (docker from 25)."""
     version = (crp.engines().get(engine) or {}).get("version")
     ok, why = cdi_spec.engine_cdi(engine, version)
-    try:
-        with open(nccl_conf, encoding="utf-8", errors="replace") as fh:
-            intended = cdi_spec.settings_of(fh.read())
-    except OSError:
-        intended = {}
-    return {"spec": spec, "exists": os.path.isfile(spec), "engine_cdi": ok, "why": why,
-            "intended": intended}
+    return {"spec": spec, "exists": os.path.isfile(spec), "engine_cdi": ok, "why": why}
 
 
 def engine_found(wanted):
@@ -364,7 +374,7 @@ def main():
     engine = engine_found(p["engine"])
     extra = {}
     if p["cdi_spec"]:
-        extra["cdi"] = cdi_of(p["cdi_spec"], engine, p["nccl_conf"])
+        extra["cdi"] = cdi_of(p["cdi_spec"], engine)
     port = p["rendezvous_port"]
     if port is not None:
         holders = firewall_probe.port_holders(port)
@@ -380,6 +390,7 @@ def main():
         addresses=addrs,
         ssh_server_addr=ssh_server,
         local_ifname=next((n for n, a in addrs.items() if local and local in a), None),
+        nccl_conf=nccl_conf_of(p["nccl_conf"]),
         **extra,
     )
     if s is not None:

@@ -54,6 +54,9 @@ def write_group_vars(state: LabState, lab_dir: Path) -> None:
         "net_mtu_verify_interface": "eth1",
         "firewall_cluster_subnets": [state.fabric_subnet, state.subnet],
         "roce_qos_interfaces": ["eth1"],
+        # NCCL's socket traffic on the fabric: /etc/nccl.conf says so, and a job's container
+        # gets it through the RDMA CDI device; validate's worker gets the same file.
+        "nccl_env_socket_ifname": "eth1",
         # This machine lacks CAP_SYS_RESOURCE, so nodes cannot raise the memlock hard limit:
         # accept the host's limit here (a real cluster keeps the default, unlimited).
         "container_runtime_memlock": "host",
@@ -65,12 +68,13 @@ def write_group_vars(state: LabState, lab_dir: Path) -> None:
                                       "format": "rootfs"}],
         "container_runtime_verify_image": LAB_WORKER_IMAGE,
         # Validation: gloo on the CPUs (no GPUs here) over the fabric, in the lab's image
-        # with torch mounted in from the host's cache.
+        # with torch mounted in from the host's cache. Its NCCL settings are nccl.conf's, as a
+        # job's: gloo's interface is not one of them.
         "nccl_validate_backend": "gloo",
         "nccl_validate_image": LAB_WORKER_IMAGE,
         "nccl_validate_pythonpath": [lab_base.TORCH_NODE_DIR],
         "nccl_validate_memlock": "host",
-        "nccl_validate_env": {"GLOO_SOCKET_IFNAME": "eth1", "NCCL_SOCKET_IFNAME": "eth1"},
+        "nccl_validate_env": {"GLOO_SOCKET_IFNAME": "eth1"},
         "nccl_validate_worker_args": ["--max-bytes", "16M"],
     }
     if state.netstack == "none":

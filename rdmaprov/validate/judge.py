@@ -148,6 +148,10 @@ class HostFiles:
     ports_after: list[dict[str, Any]] | None = None  # counters_after.json's ports
     intended: dict[str, Any] | None = None  # nccl_intended.json: the host's nccl.conf settings
     used: set[str] | None = None  # the NICs its NCCL channels ran on (nics.channel_devices)
+    # What its worker gave NCCL (worker_preflight.nccl_seen): the run's own record, else the
+    # image preflight's in the same container and environment.
+    nccl_seen: dict[str, Any] | None = None
+    launch_env: list[str] | None = None  # the names argv.txt's --env passed in (container)
 
 
 @dataclass
@@ -199,12 +203,19 @@ def _host_files(run_dir: Path, host: str) -> HostFiles:
         report = parsed if parsed.nccl_lines else None
     facts = None
     ports: dict[str, list[dict[str, Any]] | None] = {}
+    seen = None
     for name in ("counters_before.json", "counters_after.json", "preflight.json"):
         doc, bad = _load_json(d / name)
         if bad:
             unreadable.append(bad)
         ports[name] = doc["ports"] if doc is not None and isinstance(doc.get("ports"),
                                                                      list) else None
+        if name == "preflight.json" and doc is not None:
+            seen = (doc.get("preflight") or {}).get("nccl") if isinstance(
+                doc.get("preflight"), dict) else None
+    argv = _read_text(d / "argv.txt")
+    launch_env = None if argv is None else [
+        line[6:] for line in argv.splitlines() if line.startswith("--env=")]
     for name in ("counters_before.json", "preflight.json"):
         if ports[name] is not None:
             facts = port_facts(ports[name] or [])
@@ -221,7 +232,8 @@ def _host_files(run_dir: Path, host: str) -> HostFiles:
                      ports_before=ports["counters_before.json"],
                      ports_after=ports["counters_after.json"],
                      intended={str(k): str(v) for k, v in intended.items()}
-                     if intended is not None else None, used=used)
+                     if intended is not None else None, used=used,
+                     nccl_seen=seen if isinstance(seen, dict) else None, launch_env=launch_env)
 
 
 def _sample(ports: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -320,7 +332,38 @@ def load_run(run_dir: Path) -> Run | None:
         host = run.inventory_name(str(worker))
         if host and files[host].facts is None and isinstance((pre or {}).get("ports"), list):
             files[host].facts = port_facts(pre["ports"])
+        if host and isinstance((pre or {}).get("nccl"), dict):
+            files[host].nccl_seen = pre["nccl"]  # the run's own, over the image preflight's
     return run
+
+
+def judge_job_path(run: Run, rows: dict[str, HostResult]) -> V.Check | None:
+    """The proof runs the job's path: each host's worker gave NCCL the settings a job's
+    container gets there (the host's nccl.conf, nccl_intended.json) and no other
+    (nccl_settings.off_job_path); each host's row gets what its worker applied. None where no
+    host has both records (an older worker, a container without the RDMA CDI device)."""
+    compared, off = 0, []
+    container = run.meta.get("runtime") == "container"
+    for h in run.hosts:
+        f = run.files[h]
+        if f.nccl_seen is None:
+            continue
+        applied = nccl_settings.worker_applied(f.nccl_seen)
+        rows[h].nccl_applied = applied
+        if f.intended is None:
+            continue
+        compared += 1
+        found = nccl_settings.off_job_path(applied, f.intended,
+                                           f.launch_env if container else None)
+        if found:
+            off.append(f"{h}: " + "; ".join(found))
+    if not compared:
+        return None
+    if off:
+        return V.Check("job_path", V.FAIL, "not the job's path: " + " | ".join(off))
+    return V.Check("job_path", V.PASS,
+                   f"the workers gave NCCL the settings a job's container gets (the host's "
+                   f"nccl.conf; {compared} of {len(run.hosts)} hosts compared)")
 
 
 def _transport_line(run: Run) -> str:
@@ -742,6 +785,9 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
         rows[h].line_rate_GBps = V.line_rate_GBps(f.facts, f.report, used[h])
         rows[h].ports = V.ports_text(f.facts, f.report, used[h])
 
+    job_path = judge_job_path(fabric, rows)
+    if job_path is not None:
+        checks.append(job_path)
     rails = judge_rails(results / "rails", fabric, rows, policy)
     if rails is not None:
         checks.append(rails)

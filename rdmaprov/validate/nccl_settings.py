@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
+
+from rdmaprov import collection
 
 AS_INTENDED = "as intended"
 MISMATCH = "mismatch"
@@ -35,7 +38,47 @@ class SettingCheck:
 
 # The validation sets NCCL's log level for its own proof (validate_launch.worker_env): a job's
 # NCCL_DEBUG from nccl.conf differing there says nothing about the job's path.
-LAUNCH_OWN = frozenset({"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"})
+LAUNCH_OWN: frozenset[str] = collection.validate_launch.LAUNCH_OWN
+ENVIRONMENT = "environment"
+
+
+def worker_applied(seen: Mapping[str, Any] | None) -> dict[str, dict[str, str]]:
+    """{NAME: {"value", "from"}}, sorted: the NCCL settings a worker gave NCCL, from what it
+    recorded (worker_preflight.nccl_seen: its NCCL_* environment and the text of each file NCCL
+    reads, in NCCL's order), by NCCL's rule: a variable set earlier is kept ("from":
+    "environment" or the file's path). {} without a record."""
+    if not isinstance(seen, Mapping):
+        return {}
+    out: dict[str, dict[str, str]] = {}
+    env = seen.get("env")
+    for name, value in (env.items() if isinstance(env, Mapping) else ()):
+        if str(name).startswith("NCCL_"):
+            out[str(name)] = {"value": str(value), "from": ENVIRONMENT}
+    files = seen.get("files")
+    for entry in files if isinstance(files, list) else ():
+        if not (isinstance(entry, list | tuple) and len(entry) == 2
+                and isinstance(entry[1], str)):
+            continue
+        for name, value in collection.cdi_spec.settings_of(entry[1]).items():
+            if name.startswith("NCCL_"):
+                out.setdefault(name, {"value": value, "from": str(entry[0])})
+    return dict(sorted(out.items()))
+
+
+def off_job_path(applied: Mapping[str, Mapping[str, str]], job: Mapping[str, str],
+                 launch_env: Iterable[str] | None) -> list[str]:
+    """What made a worker's NCCL settings differ from a job's, one clause each: the settings it
+    took from its environment that the launch set (``launch_env``: the names the engine was
+    told to pass, argv.txt's --env; None: every one, as on the host runtime) against ``job``,
+    the host's nccl.conf a job's container gets (validate_launch.job_path_differences, the
+    rule the launch's own refusal applies)."""
+    names = None if launch_env is None else set(launch_env)
+    added = {k: v["value"] for k, v in applied.items()
+             if v.get("from") == ENVIRONMENT and (names is None or k in names)}
+    return [f"{name}={want} (the launch's environment), a job's container: "
+            + (f"{name}={have} (the host's nccl.conf)" if have is not None
+               else f"no {name} (the host's nccl.conf has none)")
+            for name, want, have in collection.validate_launch.job_path_differences(added, job)]
 
 
 def compare(intended: Mapping[str, str], applied: Mapping[str, str]) -> list[SettingCheck]:

@@ -77,6 +77,9 @@ class HostResult:
     warnings: list[str] = field(default_factory=list)  # reported, not failing (counter classes)
     # What NCCL applied next to what nccl_env intended (validate/nccl_settings.py), one line each
     nccl_settings: list[str] = field(default_factory=list)
+    # The NCCL settings its worker applied, as NCCL takes them: {NAME: {value, from}} ("from":
+    # environment or the file it was read from; nccl_settings.worker_applied)
+    nccl_applied: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def fail(self, reason: str, error: bool = False) -> None:
         self.passed = False

@@ -81,6 +81,30 @@ def hca_filter_matches(spec: str, devices: list[tuple[str, int]]) -> list[tuple[
     return [(d, p) for d, p in devices if hit(d, p) != exclude]
 
 
+# NCCL's own file, read after the user's (NCCL_CONF_FILE, else ~/.nccl.conf); a variable
+# already set wins over both (NCCL sets none it finds set).
+NCCL_SYSTEM_CONF = "/etc/nccl.conf"
+_CONF_MAX = 65536  # a settings file is a few lines; more is not one
+
+
+def nccl_seen(environ: Any = None) -> dict[str, Any]:
+    """What NCCL would take its settings from in this process: its NCCL_* environment and the
+    text of each file NCCL reads, in NCCL's order (``files``: [[path, text or None]], the
+    user's first, then /etc/nccl.conf). The judge reads them with the collection's one
+    nccl.conf reader (rdmaprov.validate.nccl_settings.worker_applied)."""
+    env = os.environ if environ is None else environ
+    user = env.get("NCCL_CONF_FILE") or os.path.join(os.path.expanduser("~"), ".nccl.conf")
+    files = []
+    for path in dict.fromkeys((user, NCCL_SYSTEM_CONF)):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                files.append([path, fh.read(_CONF_MAX)])
+        except OSError:
+            files.append([path, None])
+    return {"env": {k: v for k, v in sorted(env.items()) if k.startswith("NCCL_")},
+            "files": files}
+
+
 def preflight(root: str = base._SYS_IB, dev: str = "/dev/infiniband") -> dict[str, Any]:
     """What this host (or container) offers NCCL's IB transport, and what stands in its way.
 
@@ -135,6 +159,8 @@ def preflight(root: str = base._SYS_IB, dev: str = "/dev/infiniband") -> dict[st
         "nccl_ib_hca": hca,
         # GDR needs peermem, or DMA-BUF (newer kernels and drivers), which NCCL logs itself.
         "peermem_module": peermem,
+        # The NCCL settings this process gives NCCL: the job's path is judged from them.
+        "nccl": nccl_seen(),
         "problems": problems,
     }
 

@@ -860,15 +860,51 @@ def test_nice_json_is_ansibles_to_nice_json():
 
 
 def test_plan_keeps_the_intended_settings_with_a_cdi_device_and_not_in_check_mode():
-    host = {**HOST, "cdi": {**HOST["cdi"], "intended": {"NCCL_IB_HCA": "mlx5_0"}}}
+    host = {**HOST, "nccl_conf": {"path": "/etc/nccl.conf", "settings": {"NCCL_IB_HCA": "mlx5_0"}}}
     p = vl.plan(role_settings(results_dir="/srv/res"), host)
     assert p["settings"]["results"] == "/srv/res/fabric/b"
     assert p["keep"] == [vl.kept("/srv/res/fabric/b", "nccl_intended.json",
                                  {"NCCL_IB_HCA": "mlx5_0"})]
     assert vl.plan(role_settings(), host, check_mode=True)["keep"] == []
     assert vl.plan(role_settings(cdi_device=""), host)["keep"] == []
+    # The host runtime reads the host's own file: the same comparison.
+    assert vl.plan(role_settings(runtime="host", results_dir="/srv/res"), host)["keep"] == \
+        p["keep"]
     # An engine that reads no CDI spec gets the devices one by one: nothing to compare.
     assert vl.plan(role_settings(), {**host, "cdi": {"engine_cdi": False}})["keep"] == []
+
+
+def test_job_path_differences_are_validates_nccl_values_a_jobs_conf_lacks():
+    conf = {"NCCL_SOCKET_IFNAME": "=eth1", "NCCL_IB_HCA": "=mlx5_0:1"}
+    # The same value is the job's path; gloo's and the launch's own log settings are not NCCL's.
+    assert vl.job_path_differences({"NCCL_SOCKET_IFNAME": "=eth1", "GLOO_SOCKET_IFNAME": "eth1",
+                                    "NCCL_DEBUG": "INFO"}, conf) == []
+    # A prefix is not the exact name, and a setting nccl.conf lacks is one the job lacks.
+    assert vl.job_path_differences({"NCCL_SOCKET_IFNAME": "eth1", "NCCL_IB_DISABLE": 1}, conf) \
+        == [("NCCL_IB_DISABLE", "1", None), ("NCCL_SOCKET_IFNAME", "eth1", "=eth1")]
+    assert vl.job_path_differences({}, conf) == [] and vl.job_path_differences(None, None) == []
+
+
+def test_plan_refuses_validate_env_that_is_not_the_hosts_nccl_conf():
+    host = {**HOST, "nccl_conf": {"path": "/etc/nccl.conf",
+                                  "settings": {"NCCL_SOCKET_IFNAME": "=eth0"}}}
+    p = vl.plan(role_settings(env={"NCCL_SOCKET_IFNAME": "eth1", "GLOO_SOCKET_IFNAME": "eth1"}),
+                host)
+    assert p["refuse"] == [
+        "not the job's path: nccl_validate_env sets NCCL_SOCKET_IFNAME=eth1, a job's container "
+        "gets NCCL_SOCKET_IFNAME==eth0 from /etc/nccl.conf: declare the setting for nccl_env "
+        "(nccl_env_socket_ifname, nccl_env_extra) and leave it out of nccl_validate_env, or set "
+        "nccl_validate_job_path: false to run off the job's path (never a PASS)"]
+    missing = {**HOST, "nccl_conf": {"path": "/etc/nccl.conf", "settings": None}}
+    assert "a job's container gets no NCCL_SOCKET_IFNAME from /etc/nccl.conf" in vl.plan(
+        role_settings(env={"NCCL_SOCKET_IFNAME": "eth1"}), missing)["refuse"][0]
+    # The same value, or the user's insistence (the judge then reports it off the job's path).
+    same = role_settings(env={"NCCL_SOCKET_IFNAME": "=eth0"})
+    assert vl.plan(same, host)["refuse"] == []
+    insist = role_settings(env={"NCCL_SOCKET_IFNAME": "eth1"}, job_path=False)
+    assert vl.plan(insist, host)["refuse"] == []
+    # The one run's override (--compare-socket's NCCL_IB_DISABLE=1) is not the inventory's.
+    assert vl.plan(role_settings(env_override={"NCCL_IB_DISABLE": "1"}), host)["refuse"] == []
 
 
 def test_plan_rendezvous_step_and_port_problem():
