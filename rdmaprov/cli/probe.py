@@ -299,9 +299,11 @@ def run_container(args: argparse.Namespace) -> int:
                          if k.startswith("NCCL_"))
     out.write("\nThe container gets through the device: NCCL_CONF_FILE=/etc/nccl.conf and the "
               f"host's {conf.get('path')} read-only"
-              + (f" ({safe_text(settings)})" if settings else " (not there yet)") + ".\n"
-              "Memlock: the engine's default ulimits (container_runtime sets them unlimited).\n"
-              "A multi-node job adds:\n")
+              + (f" ({safe_text(settings)})" if settings else " (not there yet)") + ".\n")
+    for name, eng in doc["engines"].items():
+        if eng.get("memlock"):
+            out.write(f"Memlock: {safe_text(container.memlock_line(name, eng['memlock']))}\n")
+    out.write("A multi-node job adds:\n")
     for name, what in doc["job_env"].items():
         out.write(f"  {name}: {what}\n")
     return 0
