@@ -180,12 +180,21 @@ def podman_nodes(lab, tmp_path_factory):
     return lab
 
 
-def test_worker_in_podman_containers(podman_nodes, tmp_path: Path) -> None:
-    variables = {**HOST_RUNTIME, "nccl_validate_runtime": "container",
-                 "nccl_validate_engine": "podman",
-                 "nccl_validate_image": "localhost/rdmaprov-lab-worker:latest",
-                 "nccl_validate_memlock": "host"}
-    code, report = _validate(podman_nodes, tmp_path, variables, "--pairwise", "never")
+PODMAN = {**HOST_RUNTIME, "nccl_validate_runtime": "container", "nccl_validate_engine": "podman",
+          "nccl_validate_image": "localhost/rdmaprov-lab-worker:latest",
+          "nccl_validate_memlock": "host"}
+
+
+@pytest.fixture(scope="module")
+def podman_run(podman_nodes, tmp_path_factory):
+    """One validation in podman containers with the RDMA CDI device: (code, report, dir)."""
+    tmp = tmp_path_factory.mktemp("podman_run")
+    code, report = _validate(podman_nodes, tmp, PODMAN, "--pairwise", "never")
+    return code, report, tmp
+
+
+def test_worker_in_podman_containers(podman_nodes, podman_run) -> None:
+    code, report, tmp_path = podman_run
     assert code == 0, report
     argv = (tmp_path / "results/fabric/node1/argv.txt").read_text().splitlines()
     assert argv[:2] == ["podman", "run"]
@@ -199,6 +208,33 @@ def test_worker_in_podman_containers(podman_nodes, tmp_path: Path) -> None:
     host = podman_nodes.exec("node1", ["cat", "/etc/nccl.conf"]).stdout
     assert [f"{k}={v}" for k, v in intended.items()] == [
         line for line in host.splitlines() if line.startswith("NCCL_")]
+
+
+def test_the_worker_applied_what_a_jobs_container_gets(podman_nodes, podman_run) -> None:
+    """The proof runs the job's path: the NCCL settings validate's worker applied on node1 (its
+    report) are what a user's `podman run --device rdmaprov.io/rdma=all IMAGE` gets there, and
+    NCCL_SOCKET_IFNAME is the fabric interface the run proved (the lab declares eth1)."""
+    code, report, tmp = podman_run
+    assert code == 0, report
+    [job_path] = [c for c in report["checks"] if c["name"] == "job_path"]
+    assert job_path["status"] == "pass", job_path
+    node = podman_nodes.nodes[0]
+    applied = next(h for h in report["hosts"] if h["host"] == node)["nccl_applied"]
+    user = podman_nodes.exec(node, [
+        "podman", "run", "--rm", "--device", "rdmaprov.io/rdma=all",
+        "localhost/rdmaprov-lab-worker:latest", "sh", "-c", "cat /etc/nccl.conf; echo ---; env"])
+    conf, _sep, env = user.stdout.partition("\n---\n")
+    job = {k: v for k, v in (line.split("=", 1) for line in conf.splitlines()
+                             if "=" in line and not line.startswith("#"))}
+    job.update(line.split("=", 1) for line in env.splitlines() if line.startswith("NCCL_"))
+    own = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS"}  # validate's own log level, for its proof
+    assert {k: v["value"] for k, v in applied.items() if k not in own} == {
+        k: v for k, v in job.items() if k.startswith("NCCL_") and k not in own}, (applied, job)
+    assert job["NCCL_SOCKET_IFNAME"] == "=eth1"
+    assert applied["NCCL_SOCKET_IFNAME"] == {"value": "=eth1", "from": "/etc/nccl.conf"}
+    # gloo, the lab's backend, ran over that interface (rank 0's environment).
+    doc = json.loads((tmp / "results/fabric" / node / "result.json").read_text())
+    assert doc["env"]["GLOO_SOCKET_IFNAME"] == "eth1"
 
 
 def test_missing_cdi_spec_fails_in_one_line_before_launch(podman_nodes, tmp_path: Path) -> None:
