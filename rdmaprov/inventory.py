@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import io
 import ipaddress
 import os
@@ -678,18 +679,77 @@ def _yaml_duplicates(path: Path) -> Problem | None:
 
 _SSH_CONNECTIONS = frozenset({"", "ssh", "smart", "paramiko", "paramiko_ssh",
                               "ansible.builtin.ssh", "ansible.builtin.paramiko_ssh"})
-_SSH_ARG_VARS = ("ansible_ssh_common_args", "ansible_ssh_extra_args", "ansible_ssh_args")
+# The ssh connection's arguments that change where ssh goes (Ansible's ssh plugin options).
+# ssh_args comes only from the host: the run sets its own (rdmaprov.settings, ANSIBLE_SSH_ARGS).
+_SSH_ARG_OPTIONS = (("ssh_args", "ansible_ssh_args"),
+                    ("ssh_common_args", "ansible_ssh_common_args"),
+                    ("ssh_extra_args", "ansible_ssh_extra_args"))
 
 
-def _resolution_problem(name: str) -> str | None:
-    """Why ``name`` cannot be reached by name from here: ssh's own configuration (HostName in
-    ~/.ssh/config) is asked first (ssh -G); a proxy or jump host resolves it elsewhere."""
-    target = name
+@functools.cache
+def _ssh_config_args() -> dict[str, tuple[Any, str]]:
+    """ssh_common_args and ssh_extra_args as this controller's Ansible configuration sets them
+    (ANSIBLE_SSH_*_ARGS, ansible.cfg): option -> (value, where it is set)."""
+    from ansible import constants as C
+    from ansible.plugins.loader import connection_loader
+
+    with _quiet():
+        connection_loader.get("ssh", class_only=True)  # its options, for C.config
+    out = {}
+    for option, _var in _SSH_ARG_OPTIONS[1:]:
+        value, where = C.config.get_config_value_and_origin(
+            option, plugin_type="connection", plugin_name="ssh", variables={})
+        where = str(where)
+        out[option] = (value, where.removeprefix("env: ") if where.startswith("env: ")
+                       else option if where == "default" else f"{where}: {option}")
+    return out
+
+
+def _ssh_argv(merged: Mapping[str, Any]) -> tuple[str, ...] | str | None:
+    """The arguments the run's ssh gets for a host that bear on where it connects (its user
+    and port, then ssh_args, ssh_common_args, ssh_extra_args: the host's variables, else
+    ANSIBLE_SSH_*_ARGS or ansible.cfg), split as Ansible splits them (shlex). None where only
+    the run knows them (a template, a vault value); a problem's text where Ansible could not
+    split them."""
+    unknown_now = _checker().unknown_now
+    argv: list[str] = []
+    for key, opt in (("ansible_user", "User"), ("ansible_port", "Port")):
+        value = merged.get(key)
+        if value is not None and unknown_now(value):
+            return None
+        if value not in (None, ""):
+            argv += ["-o", f"{opt}={value}"]
+    for option, var in _SSH_ARG_OPTIONS:
+        if var in merged:
+            value, origin = merged[var], var
+        elif option == "ssh_args":
+            continue
+        else:
+            value, origin = _ssh_config_args()[option]
+        if value in (None, ""):
+            continue
+        if unknown_now(value):
+            return None
+        try:
+            argv += shlex.split(str(value))
+        except ValueError as exc:
+            return f"{origin}: {str(value)!r} is not a list of ssh arguments ({exc})"
+    return tuple(argv)
+
+
+def _resolution_problem(name: str, args: tuple[str, ...] = ()) -> str | None:
+    """Why ``name`` cannot be reached by name from here: ssh's own configuration, with the
+    run's ssh arguments (HostName in ~/.ssh/config or a -F file), is asked first (ssh -G,
+    argv, no shell); a proxy or jump host resolves it elsewhere. Where ssh cannot say what
+    those arguments make of it, nothing is claimed: the run's ssh will say it."""
     try:
-        out = subprocess.run(["ssh", "-G", name], capture_output=True, text=True, timeout=10,
-                             check=False).stdout
+        proc = subprocess.run(["ssh", "-G", *args, name], capture_output=True, text=True,
+                              timeout=10, check=False, stdin=subprocess.DEVNULL)
+        out = proc.stdout if proc.returncode == 0 else ""
     except (OSError, subprocess.TimeoutExpired):
         out = ""
+    if not out and args:
+        return None
     conf = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
     if conf.get("proxyjump", "none") != "none" or conf.get("proxycommand", "none") != "none":
         return None
@@ -705,13 +765,16 @@ def _resolution_problem(name: str) -> str | None:
     return None
 
 
-def _unresolved(names: list[str]) -> dict[str, str]:
-    """name -> problem for the names that do not resolve (looked up in parallel)."""
-    if not names:
+def _unresolved(targets: list[tuple[str, tuple[str, ...]]]
+                ) -> dict[tuple[str, tuple[str, ...]], str]:
+    """(name, ssh arguments) -> problem for the names that do not resolve (looked up in
+    parallel)."""
+    if not targets:
         return {}
-    with ThreadPoolExecutor(max_workers=min(32, len(names))) as pool:
-        found = dict(zip(names, pool.map(_resolution_problem, names), strict=True))
-    return {n: why for n, why in found.items() if why}
+    with ThreadPoolExecutor(max_workers=min(32, len(targets))) as pool:
+        found = dict(zip(targets, pool.map(lambda t: _resolution_problem(*t), targets),
+                         strict=True))
+    return {t: why for t, why in found.items() if why}
 
 
 def _validate(path: Path, limit: str | None, extra_vars: list[str],
@@ -811,7 +874,8 @@ def _validate(path: Path, limit: str | None, extra_vars: list[str],
             merged_extra.update(data)
 
         seen_addr: dict[tuple[str, str], str] = {}
-        to_resolve: dict[str, tuple[str, str]] = {}  # address -> (where, host)
+        # (address, the ssh arguments it is reached with) -> (where, host)
+        to_resolve: dict[tuple[str, tuple[str, ...]], tuple[str, str]] = {}
         typo_sources: list[_Source] = [*group_inv.values(),
                                        *(s for v in group_files.values() for s in v),
                                        *extra_sources]
@@ -851,17 +915,18 @@ def _validate(path: Path, limit: str | None, extra_vars: list[str],
                                                        f"have the same address {key[0]} "
                                                        f"port {key[1]}"))
                     seen_addr.setdefault(key, host.name)
-                by_ssh = str(connection or "") in _SSH_CONNECTIONS and not any(
-                    merged.get(v) for v in _SSH_ARG_VARS)
-                if by_ssh and host.name in selected and _looks_like_address(addr) \
-                        and not _is_ip(addr):
-                    to_resolve.setdefault(addr.strip(), (where, host.name))
+                argv = (_ssh_argv(merged) if host.name in selected
+                        and str(connection or "") in _SSH_CONNECTIONS else None)
+                if isinstance(argv, str):
+                    problems.append(Problem(where, f"host {host.name}: {argv}"))
+                elif argv is not None and _looks_like_address(addr) and not _is_ip(addr):
+                    to_resolve.setdefault((addr.strip(), argv), (where, host.name))
         for src in typo_sources:
             for _name, line in checker.check({k: None for k in src.data
                                              if k not in specs.options}, specs.options):
                 problems.append(Problem(src.where, line))
-        for addr, why in sorted(_unresolved(sorted(to_resolve)).items()):
-            where, host = to_resolve[addr]
+        for target, why in sorted(_unresolved(sorted(to_resolve)).items()):
+            where, host = to_resolve[target]
             problems.append(Problem(where, f"host {host}: {why}"))
 
     return problems, Inventory(path=path, hosts=all_hosts, selected=sorted(selected),

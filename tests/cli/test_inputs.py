@@ -142,6 +142,74 @@ def test_a_host_name_that_does_not_resolve_is_refused(tmp_path: Path,
     assert listener.contacts == 0
 
 
+# What the lab's own inventory and most real ones set: the address check asks `ssh -G` with
+# these arguments, as the run's ssh will have them (issue 37, item 5).
+SSH_ARGS = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o ConnectTimeout=5"
+
+
+@pytest.mark.parametrize("var", ["ansible_ssh_common_args", "ansible_ssh_extra_args"])
+@pytest.mark.parametrize("command", [["validate"], ["bootstrap", "--check"], ["status"]])
+def test_with_ssh_arguments_a_host_that_does_not_resolve_is_still_refused(
+        tmp_path: Path, listener: Listener, var: str, command: list[str]) -> None:
+    (tmp_path / "hosts.ini").write_text(
+        f"[gpu]\nnode1 ansible_host=127.0.0.1 ansible_port={listener.port}\n"
+        f"gpu-nowhere.invalid ansible_port={listener.port}\n\n"
+        f"[all:vars]\n{var}='{SSH_ARGS}'\n")
+    lines = refused(rdmaprov(command[0], "hosts.ini", *command[1:], cwd=tmp_path))
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("hosts.ini: host gpu-nowhere.invalid: 'gpu-nowhere.invalid' "
+                               "does not resolve on this control host"), lines
+    assert listener.contacts == 0
+
+
+def test_the_hostname_ssh_would_use_with_the_inventory_arguments_is_checked(
+        tmp_path: Path, listener: Listener) -> None:
+    """`-F FILE` in the inventory's arguments: ssh's HostName from that file is what must
+    resolve (and a name that resolves only through it is not refused)."""
+    (tmp_path / "ssh_config").write_text("Host gpu-alias\n  HostName gpu-nowhere.invalid\n"
+                                         "Host good.invalid\n  HostName 127.0.0.1\n")
+    (tmp_path / "hosts.ini").write_text(
+        f"[gpu]\ngpu-alias ansible_port={listener.port}\n"
+        f"good.invalid ansible_port={listener.port}\n\n"
+        f"[all:vars]\nansible_ssh_common_args='-F {tmp_path / 'ssh_config'} {SSH_ARGS}'\n")
+    lines = refused(rdmaprov("validate", "hosts.ini", cwd=tmp_path))
+    assert lines == [
+        "hosts.ini: host gpu-alias: 'gpu-alias' (ssh's HostName gpu-nowhere.invalid) does not "
+        f"resolve on this control host ({socket_error('gpu-nowhere.invalid')}); give the host "
+        "an ansible_host address, or add the name to DNS or /etc/hosts"]
+    assert listener.contacts == 0
+
+
+def socket_error(name: str) -> str:
+    try:
+        socket.getaddrinfo(name, None)
+    except socket.gaierror as exc:
+        return str(exc.strerror)
+    raise AssertionError(f"{name} resolves here")
+
+
+def test_a_host_behind_a_jump_host_is_not_refused(tmp_path: Path, listener: Listener) -> None:
+    """Through ProxyJump the name is resolved on the jump host: not refused here. The run goes
+    to the jump host (this test's listener), so the input check was passed."""
+    (tmp_path / "hosts.ini").write_text(
+        "[gpu]\nbehind-bastion.invalid\n\n"
+        f"[all:vars]\nansible_ssh_common_args='-J nobody@127.0.0.1:{listener.port} "
+        f"{SSH_ARGS}'\n")
+    accepted(rdmaprov("bootstrap", "hosts.ini", "--check", "--no-validate", cwd=tmp_path),
+             listener)
+
+
+def test_ssh_arguments_ansible_cannot_split_are_refused(tmp_path: Path,
+                                                        listener: Listener) -> None:
+    (tmp_path / "hosts.ini").write_text(
+        f"[gpu]\nnode1 ansible_host=127.0.0.1 ansible_port={listener.port} "
+        "ansible_ssh_extra_args='-o \"ProxyCommand=nc %h %p'\n")
+    assert refused(rdmaprov("validate", "hosts.ini", cwd=tmp_path)) == [
+        "hosts.ini: host node1: ansible_ssh_extra_args: '-o \"ProxyCommand=nc %h %p' is not "
+        "a list of ssh arguments (No closing quotation)"]
+    assert listener.contacts == 0
+
+
 def script_inventory(path: Path, port: int, hostvars: dict) -> Path:
     doc = {"gpu": {"hosts": ["node1"]},
            "_meta": {"hostvars": {"node1": {"ansible_host": "127.0.0.1", "ansible_port": port,

@@ -308,3 +308,20 @@ def test_plugin_configuration_and_script_failures_in_the_plugins_words(tmp_path:
     script.chmod(0o755)
     assert error(script, collection) == (
         f"{script}: Inventory script returned non-zero exit code 3.")
+
+
+def test_the_address_check_follows_the_hosts_ssh_arguments() -> None:
+    """The one rule (inventory._resolution_problem with inventory._ssh_argv): a ProxyCommand or
+    ProxyJump in the arguments resolves the name elsewhere; other arguments leave it checked;
+    what only the run knows (a template) is not guessed at."""
+    assert inv._resolution_problem("gpu-nowhere.invalid", ("-o", "ProxyCommand=false")) is None
+    assert inv._resolution_problem("gpu-nowhere.invalid", ("-J", "bastion.invalid")) is None
+    why = inv._resolution_problem("gpu-nowhere.invalid", ("-o", "StrictHostKeyChecking=no"))
+    assert why is not None and why.startswith("'gpu-nowhere.invalid' does not resolve")
+    # Arguments ssh itself refuses: nothing claimed here; the run's ssh says what is wrong.
+    assert inv._resolution_problem("gpu-nowhere.invalid", ("-o", "NoSuchOption=1")) is None
+    assert inv._ssh_argv({"ansible_ssh_common_args": "-o ProxyJump='a b'",
+                          "ansible_port": 2222}) == ("-o", "Port=2222", "-o", "ProxyJump=a b")
+    assert inv._ssh_argv({"ansible_ssh_extra_args": "{{ jump_args }}"}) is None
+    assert inv._ssh_argv({"ansible_ssh_args": "-o 'x"}) == (
+        "ansible_ssh_args: \"-o 'x\" is not a list of ssh arguments (No closing quotation)")
