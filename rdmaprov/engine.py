@@ -22,6 +22,7 @@ import json
 import os
 import queue
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -166,6 +167,9 @@ class RunSpec:
     # Names the user gave with -e/--set: their values are redacted from a kept artifacts dir
     # (rdmaprov.artifacts), unlike rdmaprov's own extra vars (a results dir, a backend name).
     user_vars: frozenset[str] = frozenset()
+    # ansible-playbook's own arguments, one word each (connection, become and vault files,
+    # --list-tasks): passed on as they are, shell-quoted for ansible-runner's cmdline.
+    playbook_args: tuple[str, ...] = ()
 
 
 def passthrough_names() -> frozenset[str]:
@@ -265,7 +269,8 @@ class RunnerSession:
             args.append("--check")
         if self.spec.diff:
             args.append("--diff")
-        return " ".join(args) or None
+        args += self.spec.playbook_args
+        return shlex.join(args) or None
 
     # -- environment allow-list -------------------------------------------------------------
 

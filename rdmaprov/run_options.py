@@ -4,7 +4,12 @@ and what the engine's RunSpec is built from. Below `cli/`, so the packages that 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import atexit
+import getpass
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rdmaprov import settings
@@ -13,6 +18,52 @@ from rdmaprov.errors import UserError
 from rdmaprov.inventory import Inventory
 
 MAX_FORKS_OPTION = 1000
+
+
+@dataclass(frozen=True)
+class Connection:
+    """ansible-playbook's connection, become and vault options; files only, never a secret."""
+    remote_user: str | None = None
+    private_key: Path | None = None
+    connection_password_file: Path | None = None
+    become_password_file: Path | None = None
+    vault_password_files: tuple[Path, ...] = ()
+
+    def argv(self) -> list[str]:
+        """The ansible-playbook arguments, one word each (no shell)."""
+        out: list[str] = []
+        for flag, value in (("--user", self.remote_user), ("--private-key", self.private_key),
+                            ("--connection-password-file", self.connection_password_file),
+                            ("--become-password-file", self.become_password_file)):
+            if value is not None:
+                out += [flag, str(value)]
+        for f in self.vault_password_files:
+            out += ["--vault-password-file", str(f)]
+        return out
+
+
+_SECRETS_DIR: list[Path] = []
+
+
+def asked_secret(flag: str, prompt: str) -> Path:
+    """Ask for a password on the terminal; it goes into a 0600 file in a 0700 dir of ours, which
+    is removed when rdmaprov exits (Ctrl-C and SIGTERM included). Never an argv or environment
+    value, never in the artifacts."""
+    try:
+        os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY))  # getpass would read stdin
+        secret = getpass.getpass(prompt)
+    except (EOFError, OSError):
+        raise UserError(f"{flag}: no terminal to ask the password on; give it in a file "
+                        "instead (--connection-password-file, --become-password-file, "
+                        "--vault-password-file)") from None
+    if not _SECRETS_DIR:
+        _SECRETS_DIR.append(Path(tempfile.mkdtemp(prefix="rdmaprov-secrets-")))
+        atexit.register(shutil.rmtree, _SECRETS_DIR[0], True)
+    path = _SECRETS_DIR[0] / flag.split("/")[-1].lstrip("-")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(secret + "\n")
+    return path
 
 
 @dataclass(frozen=True)
@@ -30,6 +81,8 @@ class RunOptions:
     json: bool = False
     verbose: int = 0
     retry_failed: bool = False
+    list_tasks: bool = False
+    connection: Connection = field(default_factory=Connection)
 
 
 def _csv(values: list[str] | tuple[str, ...] | None) -> list[str]:
@@ -79,6 +132,8 @@ def run_spec(opts: RunOptions, playbook: Path, inventory: Inventory) -> RunSpec:
         check=opts.check,
         diff=opts.diff,
         verbosity=opts.verbose,
+        playbook_args=tuple(opts.connection.argv()) + (("--list-tasks",) if opts.list_tasks
+                                                         else ()),
         keep_artifacts=opts.keep_artifacts,
         profile=opts.ansible_profile,
         # 'auto' settled here, for this playbook; the run's summary names the strategy.

@@ -115,11 +115,37 @@ def _interrupted(exc: KeyboardInterrupt) -> None:
               f"files are kept in {getattr(exc, 'kept', None)}", file=sys.stderr)
 
 
+def settle_inventory(args: argparse.Namespace) -> str | None:
+    """``-i`` and the INVENTORY word into ``args.inventory`` (cli.options.add_inventory); a usage
+    problem's text, or None. Here, not in options: `check` must not import the run machinery."""
+    if not hasattr(args, "inventory_required"):
+        return None  # a command without an inventory (check, explain, lab)
+    flags = getattr(args, "inventory_flag", None) or []
+    if len(flags) > 1:
+        return ("-i/--inventory given more than once: rdmaprov takes one inventory source "
+                "(a directory combines several)")
+    if flags:
+        if args.inventory is not None and args.inventory != flags[0]:
+            return (f"two inventories: {args.inventory} and -i {flags[0]}; give one")
+        args.inventory = flags[0]
+    if args.inventory is None and getattr(args, "inventory_required", False):
+        return "the following arguments are required: inventory (or -i INVENTORY)"
+    return None
+
+
 def _main(argv: list[str]) -> int:
     command = _command_of(argv)
     parser = build_parser(command)
     try:
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        prog = f"rdmaprov {command}" if command else "rdmaprov"
+        if unknown:
+            # argparse words a sub-command's unknown flag as the top parser's; the help that
+            # lists the right flags is the sub-command's.
+            raise UsageError(prog, f"unrecognized arguments: {' '.join(unknown)}")
+        problem = settle_inventory(args)
+        if problem:
+            raise UsageError(prog, problem)
     except UsageError as exc:
         print(f"{exc.prog}: error: {safe_line(exc.message)} (see '{exc.prog} --help')",
               file=sys.stderr)

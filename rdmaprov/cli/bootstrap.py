@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=options.EXIT_CODES_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("inventory", type=Path, help="inventory file or directory (INI or YAML)")
+    options.add_inventory(parser)
     options.add_run_options(parser)
     parser.add_argument("--validate", choices=VALIDATE_CHOICES,
                         default=os.environ.get("RDMAPROV_VALIDATE", "changed"),
@@ -111,6 +111,9 @@ def run(args: argparse.Namespace, playbook: Path | None = None) -> int:
     options.apply_retry(args)
     inv = inventory_mod.load(args.inventory, limit=args.limit, extra_vars=args.extra_vars)
     book = playbook or find_playbook("site.yml")
+    listed = options.list_only(args, inv, book)
+    if listed is not None:
+        return listed
     spec = options.run_spec(args, book, inv)
     human = sys.stderr if args.json else sys.stdout
     collector = drift.DriftCollector()

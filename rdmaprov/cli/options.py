@@ -8,8 +8,11 @@ and raising UserError (exit 1) for a bad value.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from rdmaprov import run_options, settings
 from rdmaprov.engine import RunSpec
@@ -26,10 +29,16 @@ exit codes:
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("run options (shared by bootstrap, reconfigure, validate)")
-    g.add_argument("--check", action="store_true",
+    g.add_argument("-C", "--check", action="store_true",
                    help="dry run: report what would change, change nothing")
-    g.add_argument("--diff", action="store_true",
+    g.add_argument("-D", "--diff", action="store_true",
                    help="show the changes to files and settings (with --check: the drift)")
+    g.add_argument("--list-hosts", action="store_true",
+                   help="print the hosts the run would touch (after --limit) and stop; no host "
+                        "is contacted")
+    g.add_argument("--list-tasks", action="store_true",
+                   help="print the playbook's tasks (ansible-playbook --list-tasks) and stop; no "
+                        "host is contacted")
     g.add_argument("-l", "--limit", metavar="PATTERN",
                    help="only these hosts/groups (Ansible host pattern, e.g. 'gpu:!node7')")
     g.add_argument("--retry-failed", action="store_true",
@@ -63,10 +72,71 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                         "default: a temporary dir, removed)")
     g.add_argument("--json", action="store_true",
                    help="print one JSON result document on stdout; progress goes to stderr")
+    add_connection_options(parser)
     g.add_argument("-v", "--verbose", action="count", default=0,
                    help="one progress line per host and task where there is no terminal (else one "
                         "per task), and more Ansible detail in the kept artifacts (repeat for "
                         "more)")
+
+
+def add_inventory(parser: argparse.ArgumentParser, *, required: bool = True,
+                  help: str = "inventory file or directory (INI or YAML)") -> None:
+    """INVENTORY as a word or as ansible-playbook's `-i INVENTORY` (cli.main settles which)."""
+    parser.add_argument("inventory", type=Path, nargs="?", help=help)
+    parser.add_argument("-i", "--inventory", dest="inventory_flag", type=Path, action="append",
+                        metavar="INVENTORY", help="the inventory, as ansible-playbook takes it "
+                        "(instead of the INVENTORY word)")
+    parser.set_defaults(inventory_required=required)
+
+
+def add_connection_options(parser: argparse.ArgumentParser) -> None:
+    """ansible-playbook's connection, privilege and vault options, meaning what they mean there."""
+    g = parser.add_argument_group("connection, become and vault (as ansible-playbook)")
+    g.add_argument("-u", "--user", dest="remote_user", metavar="REMOTE_USER",
+                   help="connect as this user (an inventory's ansible_user wins, as in Ansible)")
+    g.add_argument("--private-key", "--key-file", dest="private_key", metavar="FILE", type=Path,
+                   help="SSH private key file")
+    g.add_argument("-k", "--ask-pass", action="store_true",
+                   help="ask for the SSH password (needs sshpass on this host)")
+    g.add_argument("--connection-password-file", metavar="FILE", type=Path,
+                   help="the SSH password, in a file")
+    g.add_argument("-K", "--ask-become-pass", action="store_true",
+                   help="ask for the privilege escalation (sudo) password")
+    g.add_argument("--become-password-file", metavar="FILE", type=Path,
+                   help="the privilege escalation (sudo) password, in a file "
+                        "(or ANSIBLE_BECOME_PASSWORD_FILE)")
+    g.add_argument("-J", "--ask-vault-pass", "--ask-vault-password", dest="ask_vault_pass",
+                   action="store_true", help="ask for the vault password")
+    g.add_argument("--vault-password-file", "--vault-pass-file", dest="vault_password_files",
+                   metavar="FILE", type=Path, action="append",
+                   help="the vault password file (or script), repeatable")
+
+
+def list_only(args: argparse.Namespace, inventory: Inventory, playbook: Path) -> int | None:
+    """--list-hosts / --list-tasks: what the run would touch or do, then stop (an exit code);
+    None when neither was asked. Neither contacts a host."""
+    from rdmaprov.textsafe import safe_line
+
+    if getattr(args, "list_hosts", False):
+        for host in inventory.selected:
+            print(safe_line(host))
+        return 0
+    if not getattr(args, "list_tasks", False):
+        return None
+    from rdmaprov.engine import RunnerSession
+
+    said: list[str] = []
+
+    def keep(event: Mapping[str, Any]) -> None:
+        if event.get("event") == "verbose" and event.get("stdout"):
+            said.extend(str(event["stdout"]).splitlines())
+
+    result = RunnerSession(run_spec(args, playbook, inventory), on_event=keep).run()
+    for line in said:
+        print(safe_line(line))
+    if result.error:
+        raise UserError(f"--list-tasks: {result.error}")
+    return 0
 
 
 def retry_file(inventory: Path) -> Path:
@@ -109,7 +179,48 @@ def of(args: argparse.Namespace) -> RunOptions:
         skip_tags=tuple(args.skip_tags or ()), extra_vars=tuple(args.extra_vars or ()),
         forks=args.forks, strategy=args.strategy, ansible_profile=args.ansible_profile,
         keep_artifacts=args.keep_artifacts, json=args.json, verbose=args.verbose,
-        retry_failed=getattr(args, "retry_failed", False))
+        retry_failed=getattr(args, "retry_failed", False),
+        list_tasks=getattr(args, "list_tasks", False),
+        connection=connection_of(args))
+
+
+def connection_of(args: argparse.Namespace) -> run_options.Connection:
+    """The connection options, each file checked now (one line, exit 1, no host contacted);
+    an asked password is asked once, here, and kept in a private file until rdmaprov exits."""
+    def readable(flag: str, path: Path | None) -> Path | None:
+        if path is None:
+            return None
+        if not path.is_file() or not os.access(path, os.R_OK):
+            raise UserError(f"{flag} {path}: no readable file there")
+        return path.resolve()
+
+    conn = run_options.Connection(
+        remote_user=getattr(args, "remote_user", None) or None,
+        private_key=readable("--private-key", getattr(args, "private_key", None)),
+        connection_password_file=readable("--connection-password-file",
+                                          getattr(args, "connection_password_file", None)),
+        become_password_file=readable("--become-password-file",
+                                      getattr(args, "become_password_file", None)),
+        vault_password_files=tuple(readable("--vault-password-file", f) or f
+                                   for f in getattr(args, "vault_password_files", None) or ()))
+    for flag, asked, field, prompt in (
+            ("-k/--ask-pass", "ask_pass", "connection_password_file", "SSH password: "),
+            ("-K/--ask-become-pass", "ask_become_pass", "become_password_file",
+             "BECOME password: "),
+            ("-J/--ask-vault-pass", "ask_vault_pass", None, "Vault password: ")):
+        if not getattr(args, asked, False):
+            continue
+        if field is not None and getattr(conn, field) is not None:
+            raise UserError(f"{flag} and --{field.replace('_', '-')}: give one")
+        path = run_options.asked_secret(flag, prompt)
+        if field is None:
+            conn = dataclasses.replace(
+                conn, vault_password_files=(*conn.vault_password_files, path))
+        elif field == "become_password_file":
+            conn = dataclasses.replace(conn, become_password_file=path)
+        else:
+            conn = dataclasses.replace(conn, connection_password_file=path)
+    return conn
 
 
 def forks(args: argparse.Namespace) -> int | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from rdmaprov import drift, progress
@@ -36,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "touches, in batches, stopping when too many hosts fail. --check --diff prints the "
         "drift (host x setting, current -> wanted) and changes nothing.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("inventory", type=Path, help="inventory file or directory (INI or YAML)")
+    options.add_inventory(p)
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="VAR=VALUE",
                    help="a role variable and its new value (YAML), repeatable; decides which "
                         "roles run (no --set: every role, or --tags)")
@@ -77,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
     size = drift.batch_size(args.batch, len(inv.selected))
     budget = drift.max_failures(args.max_fail, len(inv.selected))
     book = find_playbook("reconfigure.yml")
+    listed = options.list_only(args, inv, book)
+    if listed is not None:
+        return listed
     human = sys.stderr if args.json else sys.stdout
     plan = drift.batches(inv.selected, size)
     what = f"roles {', '.join(roles)}" if roles else "every role"

@@ -33,8 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Read every node's state over SSH (nothing is changed) and print one row "
         "per host.", epilog=options.EXIT_CODES_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("inventory", type=Path, help="inventory file or directory (INI or YAML)")
+    options.add_inventory(p)
     p.add_argument("-l", "--limit", metavar="PATTERN", help="only these hosts/groups")
+    options.add_connection_options(p)
     p.add_argument("-f", "--forks", metavar="N", default=os.environ.get("RDMAPROV_FORKS"),
                    help="parallel hosts (env RDMAPROV_FORKS)")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
