@@ -85,6 +85,20 @@ def port_holders(port, proc_net=None):
     return holders
 
 
+def nft_reference(ruleset, table, digest):
+    """The rendered ruleset as this host's nft prints it back: loaded into a network namespace of
+    its own (`unshare --net`, gone when nft exits; the host's tables are not touched), then
+    listed. {rc, stdout, stderr, sha1}: sha1 names the ruleset it was made from; rc other than 0
+    where it could not be made (no unshare, no privilege, a rule naming a device the empty
+    namespace lacks), and the plan then reads the rendered text itself."""
+    if not (shutil.which("unshare") and shutil.which("nft")):
+        return {"rc": None, "stdout": "", "stderr": "unshare or nft: not installed", "sha1": digest}
+    proc = subprocess.run(["unshare", "--net", "sh", "-c", 'nft -f - && nft list table inet "$1"',
+                           "rdmaprov-firewall", table], input=ruleset, capture_output=True,
+                          text=True, check=False, env={**os.environ, "LC_ALL": "C"})
+    return {"rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr, "sha1": digest}
+
+
 def probe(table, policy):
     control_ip, _server_ip = ssh_session.endpoints()
     port_range = (read("/proc/sys/net/ipv4/ip_local_port_range") or "32768 60999").strip()

@@ -185,6 +185,145 @@ def live_hash(nft_list_text):
     return match.group(1) if match else ""
 
 
+# --- The live table against the wanted one ------------------------------------------------------
+# What the host runs is read from `nft list table inet T` (the text form: nft 1.0.6's JSON leaves
+# out the table's comment, and every nft prints the text form of what it loaded the same way).
+# The wanted table is the rendered ruleset as the host's own nft prints it back after loading it
+# into a throwaway network namespace (firewall_probe.nft_reference: nft respells what it loads,
+# e.g. drops /32, merges overlapping anonymous-set intervals, names ports by number), or where
+# that could not be done, the rendered text itself. Both go through nft_listing; the sha1 comment
+# is compared like any other line, so it can only ever make the two differ.
+_COUNTER_RE = re.compile(r"\bcounter packets \d+ bytes \d+")
+_HOST_PREFIX_RE = re.compile(r"(?<![\w:.])(\d{1,3}(?:\.\d{1,3}){3})/32\b"
+                             r"|([0-9a-fA-F:]*:[0-9a-fA-F:.]*)/128\b")
+
+
+def _nft_words(line):
+    """One line of a listing as compared: whitespace collapsed, counters' values and host
+    prefixes (/32, /128, which nft prints without) dropped."""
+    line = _COUNTER_RE.sub("counter", " ".join(line.split()))
+    return _HOST_PREFIX_RE.sub(lambda m: m.group(1) or m.group(2), line)
+
+
+def _split_elements(text):
+    """'a, b, c' of an `elements = { ... }` (commas inside nothing else) → ['a', 'b', 'c']."""
+    return [e.strip() for e in text.split(",") if e.strip()]
+
+
+def nft_listing(text, table):
+    """`nft list table inet TABLE` (or a ruleset file holding it) → {comment, sets: {name: {spec,
+    elements}}, chains: {name: {spec, rules}}}, None where the text holds no such table. Comment
+    lines and blank lines are not part of it; where the text declares the table several times
+    (a ruleset's declare-delete-define), the last definition is the one loaded."""
+    lines = [ln.split("#", 1)[0].strip() if ln.lstrip().startswith("#") else ln.strip()
+             for ln in (text or "").splitlines()]
+    lines = [ln for ln in lines if ln]
+    head = f"table inet {table} {{"
+    starts = [i for i, ln in enumerate(lines) if " ".join(ln.split()) == head]
+    if not starts:
+        return None
+    out = {"comment": None, "sets": {}, "chains": {}}
+    block, name, i = None, None, starts[-1] + 1
+    while i < len(lines):
+        line = _nft_words(lines[i])
+        i += 1
+        if block is None:
+            if line == "}":
+                break
+            kind = line.split(" ", 1)[0]
+            if line.startswith("comment "):
+                out["comment"] = line[len("comment "):]
+            elif kind in ("set", "map", "chain", "flowtable") and line.endswith("{"):
+                name = line[len(kind):-1].strip()
+                block = "chains" if kind == "chain" else "sets"
+                out[block][f"{kind} {name}" if kind != "chain" else name] = (
+                    {"spec": [], "rules": []} if kind == "chain" else {"spec": [], "elements": []})
+                name = f"{kind} {name}" if kind != "chain" else name
+            else:
+                out.setdefault("other", []).append(line)
+            continue
+        if line == "}":
+            block = None
+            continue
+        entry = out[block][name]
+        if block == "sets" and line.startswith("elements = {"):
+            body = line[len("elements = {"):]
+            while not body.rstrip().endswith("}") and i < len(lines):
+                body += " " + _nft_words(lines[i])
+                i += 1
+            entry["elements"] += _split_elements(body.rstrip()[:-1])
+        elif block == "chains" and line.startswith(("type ", "policy ")):
+            entry["spec"].append(line)
+        else:
+            entry["rules" if block == "chains" else "spec"].append(line)
+    return out
+
+
+def _few(items, most=4):
+    items = list(items)
+    shown = "; ".join(items[:most])
+    return shown + (f" (+{len(items) - most} more)" if len(items) > most else "")
+
+
+def nft_differences(live_text, wanted_text, table):
+    """What the live table (live_text: `nft list table inet TABLE`, None where nft has no such
+    table) lacks or has beyond the wanted one (wanted_text: its listing, see above), one line
+    each; [] when the two are the same table."""
+    wanted = nft_listing(wanted_text, table)
+    if wanted is None:
+        raise ValueError(f"the wanted ruleset defines no table inet {table}")
+    live = nft_listing(live_text, table) if live_text is not None else None
+    where = f"live table inet {table}"
+    if live is None:
+        return [f"{where} is absent"]
+    out = []
+    if live["comment"] != wanted["comment"]:
+        out.append(f"{where} has comment {live['comment'] or '(none)'}, wanted "
+                   f"{wanted['comment'] or '(none)'}")
+    if live.get("other", []) != wanted.get("other", []):
+        out.append(f"{where}'s own settings are {_few(live.get('other', [])) or '(none)'}, "
+                   f"wanted {_few(wanted.get('other', [])) or '(none)'}")
+    for name, want in wanted["sets"].items():
+        have = live["sets"].get(name)
+        if have is None:
+            out.append(f"{where} lacks {name} ({_few(want['elements']) or 'empty'})")
+            continue
+        if have["spec"] != want["spec"]:
+            out.append(f"{where}: {name} is {', '.join(have['spec'])}, wanted "
+                       f"{', '.join(want['spec'])}")
+        lacks = [e for e in want["elements"] if e not in have["elements"]]
+        extra = [e for e in have["elements"] if e not in want["elements"]]
+        if lacks:
+            out.append(f"{where}: {name} lacks {len(lacks)} element"
+                       f"{'s' if len(lacks) > 1 else ''}: {_few(lacks)}")
+        if extra:
+            out.append(f"{where}: {name} has {len(extra)} element{'s' if len(extra) > 1 else ''}"
+                       f" it should not: {_few(extra)}")
+    out += [f"{where} has {name}, which the wanted ruleset does not" for name in live["sets"]
+            if name not in wanted["sets"]]
+    for name, want in wanted["chains"].items():
+        have = live["chains"].get(name)
+        if have is None:
+            out.append(f"{where} lacks chain {name} and its {len(want['rules'])} rules")
+            continue
+        if have["spec"] != want["spec"]:
+            out.append(f"{where}: chain {name} is '{' '.join(have['spec']) or '(no hook)'}', "
+                       f"wanted '{' '.join(want['spec'])}'")
+        lacks = [r for r in want["rules"] if r not in have["rules"]]
+        extra = [r for r in have["rules"] if r not in want["rules"]]
+        if lacks:
+            out.append(f"{where} lacks {len(lacks)} rule{'s' if len(lacks) > 1 else ''} "
+                       f"(chain {name}): {_few(lacks)}")
+        if extra:
+            out.append(f"{where} has {len(extra)} rule{'s' if len(extra) > 1 else ''} "
+                       f"(chain {name}) the wanted ruleset does not: {_few(extra)}")
+        if not lacks and not extra and have["rules"] != want["rules"]:
+            out.append(f"{where}: chain {name} holds the wanted rules in another order")
+    out += [f"{where} has chain {name}, which the wanted ruleset does not"
+            for name in live["chains"] if name not in wanted["chains"]]
+    return out
+
+
 # --- What the host runs: listening sockets ----------------------------------------------------
 POLICIES = ("scoped", "deny")
 _LISTEN_STATE = {"tcp": "0A", "udp": "07"}  # TCP_LISTEN; an unconnected, bound UDP socket
@@ -566,10 +705,11 @@ def drift(plan_, nft_differs):
 def nft_state(plan_, probe, settings):
     """The nftables ruleset and boot unit as they must be, the rollback ruleset (the live table,
     restored by declare-then-delete whether or not ours exists by then) and what differs: a new
-    ruleset (the live table's sha1 is another), the persisted and candidate rulesets, the unit
-    and its enablement (file_drift), and whether the role has anything to do at all (drift:
-    firewalld and ufw always go through their tasks). errors: the refusals, with the nftables
-    cut refusal where the ruleset is new."""
+    ruleset (the live table's rules, sets and comment are not the wanted ones: nft_differences,
+    one line each; a flushed chain, a deleted rule or set element is one), the persisted and
+    candidate rulesets, the unit and its enablement (file_drift), and whether the role has
+    anything to do at all (drift: firewalld and ufw always go through their tasks). errors: the
+    refusals, with the nftables cut refusal where the ruleset is new."""
     table = settings["nft_table"]
     where = paths(settings)
     managed = settings.get("managed") or state_drift.MANAGED
@@ -582,11 +722,19 @@ def nft_state(plan_, probe, settings):
     files = [{"path": where["nft_file"], "content": rules, "mode": "0600", **owned},
              {"path": where["nft_candidate"], "content": rules, "mode": "0600", **owned},
              {"path": where["unit_file"], "content": unit, "mode": "0644", **owned}]
-    new = plan_["live_hash"] != digest
+    # The live table against the wanted one as this host's nft prints it (the probe's
+    # nft_reference, made from this very text: its sha1 says so), else the rendered text.
+    ref = probe.get("nft_reference") or {}
+    by_nft = ref.get("rc") == 0 and ref.get("sha1") == digest
+    differences = nft_differences(live.get("stdout") or "" if live.get("rc") == 0 else None,
+                                  ref["stdout"] if by_nft else rules, table)
+    new = bool(differences)
     file_drift = state_drift.compare(probe.get("file_state") or {}, probe.get("unit_state") or {},
                                      files, [settings["nft_unit_name"]])
     return {**where, "nft_rules": rules, "nft_hash": digest, "nft_unit": unit,
             "nft_rollback_rules": rollback, "new_ruleset": new, "file_drift": file_drift,
+            "nft_differences": differences,
+            "nft_wanted_from": "nft" if by_nft else "the rendered text",
             "drift": drift(plan_, new or bool(file_drift)),
             "errors": plan_["refusals"] + (plan_["nft_cut_refusal"] if new else [])}
 
@@ -673,10 +821,10 @@ def verify(plan_, settings, live, check, pending):
     table, policy_name = settings["nft_table"], settings["firewalld_policy"]
     out = {"applies": False, "ok": True, "msg": "", "pending": ""}
     if backend == "nftables" and check and pending:
-        out["pending"] = out["msg"] = (
-            f"{host}: drift: table inet {table} is "
-            f"{'not the wanted ruleset' if plan_['nft_table_present'] else 'absent'};"
-            " a real run loads it")
+        why = "; ".join(plan_.get("nft_differences") or [
+            f"live table inet {table} is "
+            f"{'not the wanted ruleset' if plan_['nft_table_present'] else 'absent'}"])
+        out["pending"] = out["msg"] = f"{host}: drift: {why}; a real run loads it"
         return out
     if check and backend != "nftables":
         out["msg"] = f"{host}: the {backend} rules are read back by a real run"

@@ -74,6 +74,14 @@ nft_table:
   description: C(nft list table inet NAME) (rc, stdout, stderr).
   returned: always
   type: dict
+nft_reference:
+  description:
+    - The rendered ruleset as this host's nft prints it back after loading it into a network
+      namespace of its own (rc, stdout, stderr, and the C(sha1) of the ruleset it was made from);
+      the plan compares the live table (C(nft_table)) with it, rule by rule and set element by
+      set element.
+  returned: when O(settings) is given and the backend is nftables
+  type: dict
 control_ip:
   description: The control host's address as sshd saw it, or null.
   returned: always
@@ -189,6 +197,14 @@ def main() -> None:
             module.fail_json(msg="firewall plan: settings has no %s" % exc)
         except (ValueError, TypeError) as exc:
             module.fail_json(msg="firewall plan: %s" % exc)
+        if plan["backend"] == "nftables":
+            # The wanted table as this host's nft prints it, then the plan again against it.
+            result["nft_reference"] = probe.nft_reference(plan["nft_rules"], p["nft_table"],
+                                                          plan["nft_hash"])
+            try:
+                plan = netcfg_firewall.plan(result, settings, p["firewalld_policy"])
+            except (KeyError, ValueError, TypeError) as exc:
+                module.fail_json(msg="firewall plan: %s" % exc)
         result["plan"] = plan
         result["rdmaprov_report"] = ["firewall backend %s (%s)" % (plan["backend"] or "none", plan["backend_reason"])]
     module.exit_json(changed=False, **result)

@@ -374,7 +374,7 @@ def test_verify_nftables():
         "node1: nft -j list table inet rdmaprov failed (rc 1): Error: No such file")}
     # --check with the ruleset still to load: drift, not a verification; the role's assert
     # reports it as its message.
-    drift = "node1: drift: table inet rdmaprov is absent; a real run loads it"
+    drift = "node1: drift: live table inet rdmaprov is absent; a real run loads it"
     assert fw.verify(plan, NAMES, None, check=True, pending=True) == {
         "applies": False, "ok": True, "msg": drift, "pending": drift}
     assert fw.verify(plan, NAMES, _ok(json.dumps(LISTING)), check=True,
@@ -646,3 +646,128 @@ def test_command_changed_and_the_rollback_report():
         "previous table inet rdmaprov (restored) and nothing was persisted. Candidate kept in "
         "/etc/rdmaprov/firewall.nft.new for inspection.")
     assert "inet rdmaprov (absent, as before) and" in fw.rollback_report(plan, "n", "t", "m", 1)
+
+
+# --- the live table against the wanted one (issue 37: a verdict from the live ruleset) ---------
+# Listings captured on a lab node (Debian 12, nft 1.0.6) after `rdmaprov bootstrap`, then after
+# each drift another tool makes; the reference is the rendered ruleset loaded into a network
+# namespace of its own and listed (firewall_probe.nft_reference), the rendered file is the one
+# the role wrote there (the plan below renders it byte for byte).
+FIXTURES = ROOT / "tests/fixtures/firewall"
+LAB = {**SETTINGS, "cluster_subnets": ["10.198.249.0/24", "10.199.249.0/24"]}
+LAB_PROBE = {**PROBE, "control_ip": "10.199.249.1"}
+REJECT = "tcp dport { 29500, 32768-60999 } reject with tcp reset"
+
+
+def _listing(name):
+    return (FIXTURES / name).read_text()
+
+
+def _live(name):
+    return {"rc": 0, "stdout": _listing(name), "stderr": ""}
+
+
+def test_nft_listing_reads_the_lab_nodes_table():
+    got = fw.nft_listing(_listing("nft-bookworm-converged.txt"), "rdmaprov")
+    assert got["comment"] == '"rdmaprov sha1=3373fec33d0b51ebff4ec81e8d3212d9bf8fffc9"'
+    assert got["sets"]["set cluster_ipv4"] == {
+        "spec": ["type ipv4_addr", "flags interval"],
+        "elements": ["10.198.249.0/24", "10.199.249.0/24"]}
+    assert got["sets"]["set ssh_ipv4"]["elements"] == ["10.199.249.1"]
+    chain = got["chains"]["input"]
+    assert chain["spec"] == ["type filter hook input priority filter - 10; policy accept;"]
+    assert len(chain["rules"]) == 8 and chain["rules"][-2:] == [REJECT, "udp dport 4791 drop"]
+    # The rendered file: its comments, and the declare-delete before the definition, are not
+    # part of the table; its /32 is what nft prints without.
+    rendered = fw.nft_listing(_listing("nft-bookworm-rendered.nft"), "rdmaprov")
+    assert rendered == got
+    # nft wraps a long element list over lines.
+    many = fw.nft_listing(_listing("nft-bookworm-many-elements.txt"), "rdmaprov")
+    assert many["sets"]["set cluster_ipv4"]["elements"] == [
+        f"10.{i}.0.0/16" for i in range(1, 30, 2)]
+    assert fw.nft_listing("", "rdmaprov") is None
+    assert fw.nft_listing(_listing("nft-bookworm-converged.txt"), "other") is None
+
+
+def test_nft_differences_name_what_the_live_table_lacks():
+    ref = _listing("nft-bookworm-reference.txt")
+    assert fw.nft_differences(_listing("nft-bookworm-converged.txt"), ref, "rdmaprov") == []
+    where = "live table inet rdmaprov"
+    # `nft flush table`: the table and its sha1 comment stay, every rule is gone.
+    assert fw.nft_differences(_listing("nft-bookworm-flushed.txt"), ref, "rdmaprov") == [
+        f"{where}: set cluster_ipv4 lacks 1 element: 10.199.249.0/24",
+        f"{where} lacks 8 rules (chain input): ct state established,related accept; "
+        'iif "lo" accept; meta l4proto { icmp, ipv6-icmp } accept; '
+        "ip saddr @ssh_ipv4 tcp dport 22 accept (+4 more)"]
+    assert fw.nft_differences(_listing("nft-bookworm-deleted-rule.txt"), ref, "rdmaprov") == [
+        f"{where} lacks 1 rule (chain input): {REJECT}"]
+    assert fw.nft_differences(_listing("nft-bookworm-deleted-rule-and-element.txt"), ref,
+                              "rdmaprov") == [
+        f"{where}: set cluster_ipv4 lacks 1 element: 10.199.249.0/24",
+        f"{where} lacks 1 rule (chain input): {REJECT}"]
+    assert fw.nft_differences(None, ref, "rdmaprov") == [f"{where} is absent"]
+    converged = _listing("nft-bookworm-converged.txt")
+    # A rule someone added, the policy changed, the rules reordered, an element added, another
+    # comment (an older ruleset): each is named.
+    added = converged.replace("\t\tudp dport 4791 drop\n",
+                              "\t\tudp dport 4791 drop\n\t\ttcp dport 9100 accept\n")
+    assert fw.nft_differences(added, ref, "rdmaprov") == [
+        f"{where} has 1 rule (chain input) the wanted ruleset does not: tcp dport 9100 accept"]
+    dropped = converged.replace("policy accept;", "policy drop;")
+    assert fw.nft_differences(dropped, ref, "rdmaprov") == [
+        f"{where}: chain input is 'type filter hook input priority filter - 10; policy drop;', "
+        "wanted 'type filter hook input priority filter - 10; policy accept;'"]
+    swapped = converged.replace(f"\t\t{REJECT}\n\t\tudp dport 4791 drop\n",
+                                f"\t\tudp dport 4791 drop\n\t\t{REJECT}\n")
+    assert fw.nft_differences(swapped, ref, "rdmaprov") == [
+        f"{where}: chain input holds the wanted rules in another order"]
+    more = converged.replace("10.199.249.0/24 }", "10.199.249.0/24, 192.0.2.0/24 }")
+    assert fw.nft_differences(more, ref, "rdmaprov") == [
+        f"{where}: set cluster_ipv4 has 1 element it should not: 192.0.2.0/24"]
+    older = converged.replace("3373fec3", "00000000")
+    assert fw.nft_differences(older, ref, "rdmaprov")[0].startswith(
+        f'{where} has comment "rdmaprov sha1=00000000')
+    # Counters count: their values are not the table's.
+    rule = "udp dport 4791 drop"
+    counted = converged.replace(rule, "udp dport 4791 counter packets 7 bytes 9 drop")
+    ref_counted = ref.replace(rule, "udp dport 4791 counter packets 0 bytes 0 drop")
+    assert fw.nft_differences(counted, ref_counted, "rdmaprov") == []
+    with pytest.raises(ValueError, match="defines no table inet other"):
+        fw.nft_differences(converged, ref, "other")
+
+
+def test_plan_reads_the_live_table_not_its_sha1_comment():
+    """The bug of issue 37: a flushed table keeps the comment with the wanted sha1; the plan must
+    still see a new ruleset (so a real run reloads it and --check names what is missing)."""
+    wanted = fw.plan(LAB_PROBE, LAB)
+    assert wanted["nft_rules"] == _listing("nft-bookworm-rendered.nft")
+    ref = {"rc": 0, "stdout": _listing("nft-bookworm-reference.txt"), "stderr": "",
+           "sha1": wanted["nft_hash"]}
+    files = _fw_files(wanted)
+    for name, lacks in (("nft-bookworm-flushed.txt", "lacks 8 rules"),
+                        ("nft-bookworm-deleted-rule.txt", "lacks 1 rule"),
+                        ("nft-bookworm-deleted-rule-and-element.txt", "lacks 1 element")):
+        probe = {**LAB_PROBE, "nft_table": _live(name), "nft_reference": ref, **files}
+        got = fw.plan(probe, LAB)
+        assert got["live_hash"] == got["nft_hash"], "the fixture's comment is the wanted sha1"
+        assert got["new_ruleset"] is True and got["drift"] is True, name
+        assert got["nft_apply"] is True and got["nft_wanted_from"] == "nft"
+        assert any(lacks in line for line in got["nft_differences"]), got["nft_differences"]
+        said = fw.verify(got, {**NAMES, "nft_table": "rdmaprov"}, None, check=True,
+                         pending=got["new_ruleset"])["msg"]
+        assert said.startswith("node1: drift: live table inet rdmaprov") and lacks in said
+    same = fw.plan({**LAB_PROBE, "nft_table": _live("nft-bookworm-converged.txt"),
+                    "nft_reference": ref, **files}, LAB)
+    assert same["new_ruleset"] is False and same["drift"] is False
+    assert same["nft_differences"] == []
+    # Without the host's own print of the ruleset (no unshare, or one made from another ruleset:
+    # its sha1 says so), the rendered text is read; the lab's is in nft's own spelling.
+    for other in ({"rc": 1, "stdout": "", "stderr": "unshare: Operation not permitted",
+                   "sha1": wanted["nft_hash"]}, {**ref, "sha1": "0" * 40}):
+        fallback = fw.plan({**LAB_PROBE, "nft_table": _live("nft-bookworm-converged.txt"),
+                            "nft_reference": other, **files}, LAB)
+        assert fallback["nft_wanted_from"] == "the rendered text"
+        assert fallback["new_ruleset"] is False, fallback["nft_differences"]
+        flushed = fw.plan({**LAB_PROBE, "nft_table": _live("nft-bookworm-flushed.txt"),
+                           "nft_reference": other, **files}, LAB)
+        assert flushed["new_ruleset"] is True
