@@ -132,7 +132,9 @@ def list_only(args: argparse.Namespace, inventory: Inventory, playbook: Path) ->
             said.extend(str(event["stdout"]).splitlines())
 
     result = RunnerSession(run_spec(args, playbook, inventory), on_event=keep).run()
-    for line in said:
+    # ansible-playbook's listing starts at its "playbook:" line; before it, Python's warnings.
+    start = next((i for i, line in enumerate(said) if line.startswith("playbook: ")), 0)
+    for line in said[start:]:
         print(safe_line(line))
     if result.error:
         raise UserError(f"--list-tasks: {result.error}")

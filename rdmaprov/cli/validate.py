@@ -39,8 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("inventory", type=Path, nargs="?",
-                        help="inventory file or directory (INI or YAML); not with --judge")
+    options.add_inventory(parser, required=False,
+                          help="inventory file or directory (INI or YAML); not with --judge")
     parser.add_argument("--judge", type=Path, metavar="DIR",
                         help="judge a results directory that a run wrote (--results DIR, or "
                         "one copied from a cluster) with the verdict flags below; runs nothing")
@@ -140,6 +140,13 @@ def _run(args: argparse.Namespace) -> int:
     else:
         options.check_choices(args)
         options.forks(args)
+        if args.list_hosts or args.list_tasks:
+            from rdmaprov import inventory as inventory_mod
+            from rdmaprov.resources import playbook as find_playbook
+
+            inv = inventory_mod.load(args.inventory, limit=args.limit,
+                                     extra_vars=args.extra_vars)
+            return int(options.list_only(args, inv, find_playbook("validate.yml")) or 0)
         report = pipeline.execute(request.build(given, options.of(args)), human)
     if args.json:
         print(json.dumps(report.to_dict(), indent=1))

@@ -57,11 +57,17 @@ def test_every_mirrored_flag_is_ansible_playbooks_own() -> None:
 
 
 def test_inventory_by_dash_i_and_list_hosts_touch_no_host(inv: Path) -> None:
-    for cmd in ("bootstrap", "reconfigure"):
+    for cmd in ("bootstrap", "reconfigure", "validate"):
         res = rdmaprov(cmd, "-i", str(inv), "--list-hosts", "-l", "node2")
         assert (res.returncode, res.stdout, res.stderr) == (0, "node2\n", ""), cmd
     res = rdmaprov("bootstrap", str(inv), "--list-hosts")
     assert res.stdout.split() == ["node1", "node2"]
+
+
+def test_validate_lists_its_own_playbooks_tasks(inv: Path) -> None:
+    res = rdmaprov("validate", "-i", str(inv), "--list-tasks")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("playbook: ") and "validate.yml" in res.stdout.splitlines()[0]
 
 
 def test_inventory_twice_or_never_is_one_usage_line(inv: Path, tmp_path: Path) -> None:
