@@ -159,7 +159,7 @@ def memlock_line(engine: str, m: dict[str, Any]) -> str:
              + (" KiB)" if m["hard_kib"] != UNLIMITED else ")"))
     fix = ("" if m["unlimited"] else "; RDMA needs unlimited: run bootstrap with "
            "container_runtime_memlock: unlimited, or give the job --ulimit memlock=-1:-1")
-    return f"{engine}: {value}, from {m['source']}{fix}"
+    return f"{engine}: {value}: {m['source']}{fix}"
 
 
 def advice(sysfs_root: str = "/sys", spec_path: str = SPEC_PATH,

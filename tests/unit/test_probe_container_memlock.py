@@ -42,7 +42,7 @@ def test_podman_without_default_ulimits_passes_on_its_own_limit(tmp_path: Path) 
                              "a container gets the limit podman runs with, this shell's")
     line = container.memlock_line("podman", {**got, "soft_kib": 8192, "hard_kib": 8192,
                                              "unlimited": False})
-    assert line == ("podman: 8192 KiB (hard 8192 KiB), from " + got["source"] + "; RDMA needs "
+    assert line == ("podman: 8192 KiB (hard 8192 KiB): " + got["source"] + "; RDMA needs "
                     "unlimited: run bootstrap with container_runtime_memlock: unlimited, or give "
                     "the job --ulimit memlock=-1:-1")
 
