@@ -33,7 +33,16 @@ class Item:
         return asdict(self)
 
 
-def _ports(state: State, exp: Expectations) -> list[dict[str, Any]]:
+def excluded(port: Mapping[str, Any]) -> bool:
+    """Whether a port is out of the check, the one rule every item follows (through _ports):
+    down by an operator's choice (rdma_sysfs.admin_down: an IB PHY Disabled, a RoCE netdev
+    without IFF_UP), as docs/day2.md tells operators to set a spare, uncabled card. Such a
+    port is out of the rail count and of MTU, PFC, link history, PHY, LID and GIDs alike; its
+    card is out of the card-level items (PCIe, AER, firmware) when all its ports are."""
+    return bool(port.get("admin_down"))
+
+
+def _all_ports(state: State, exp: Expectations) -> list[dict[str, Any]]:
     out = []
     for dev in state["rdma"]["devices"]:
         if exp.hcas and dev["name"] not in exp.hcas:
@@ -46,6 +55,18 @@ def _ports(state: State, exp: Expectations) -> list[dict[str, Any]]:
     return out
 
 
+def _ports(state: State, exp: Expectations) -> list[dict[str, Any]]:
+    """The ports every item judges: those expected (--hca, link layer) and not excluded."""
+    return [p for p in _all_ports(state, exp) if not excluded(p)]
+
+
+def excluded_devices(state: State) -> set[str]:
+    """RDMA devices whose every port is excluded (a spare card set down): out of the card-level
+    items too."""
+    return {d["name"] for d in state["rdma"]["devices"]
+            if d["ports"] and all(excluded(p) for p in d["ports"])}
+
+
 # Rails are peers: the ports of cards of one model, at one port number and link layer, on one
 # node, are cabled and configured alike (8 compute rails of an HGX node; port 2 of dual-port
 # cards is its own group, often uncabled on every card). Without a hand-set expectation the
@@ -53,15 +74,14 @@ def _ports(state: State, exp: Expectations) -> list[dict[str, Any]]:
 # more than half of its peers are ACTIVE at full rate, is the bad rail of eight that hides in a
 # node's mean. Fewer than PEERS_MIN peers, or no strict majority, judges nothing (two cards
 # with one cabled is a site's choice as often as a fault). A port administratively disabled
-# (rdma_sysfs.admin_down: an IB PHY Disabled, a RoCE netdev without IFF_UP) is a choice; SR-IOV
-# VFs follow their PF and are not peers.
+# is a choice (excluded: not even handed to this); SR-IOV VFs follow their PF and are not peers.
 PEERS_MIN = 3
 
 
 def _peer_groups(ports: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for p in ports:
-        if p.get("vf") or p.get("admin_down"):
+        if p.get("vf"):
             continue
         groups.setdefault((p.get("model"), p.get("port"), p.get("link_layer")), []).append(p)
     return [g for g in groups.values() if len(g) >= PEERS_MIN]
@@ -134,6 +154,46 @@ def _unprobed(state: State) -> str:
     return f" (card on PCI without an RDMA device: {'; '.join(named)})"
 
 
+LID_UNICAST = range(0x0001, 0xC000)  # IBTA: 0 reserved, 0xC000-0xFFFE multicast, 0xFFFF permissive
+
+
+def _routable_v2(gids: list[Mapping[str, Any]]) -> bool:
+    """A RoCE v2 GID of an IPv4 (::ffff:a.b.c.d) or a global IPv6 address: what a connection
+    between hosts (NCCL's default GID: RoCE v2, IPv4 first) can route over."""
+    kind = collection.rdma_sysfs.gid_kind
+    return any(g.get("type") == "RoCE v2" and kind(str(g.get("gid"))) in ("ipv4-mapped", "ipv6")
+               for g in gids)
+
+
+def active_port_faults(active: list[dict[str, Any]]) -> Item | None:
+    """What an ACTIVE port can still lack, each named by device/port, or None:
+    - its PHY not LinkUp (drivers/infiniband/core/sysfs.c phys_state: LinkErrorRecovery,
+      Polling, PortConfigurationTraining ... while the logical state reads ACTIVE: the link is
+      retraining under the job; NHC's check_hw_ib and gcm require LinkUp) -> reset-link;
+    - InfiniBand with a LID outside the unicast range (0x0: no subnet manager assigned one;
+      RoCE ports have no LID and are never judged) -> investigate;
+    - RoCE with GIDs but none routable RoCE v2 (no IPv4 or global IPv6 address on its netdev
+      or its VLANs: only link-local GIDs, so no peer on another subnet can reach it) -> config.
+    Unread attributes (no phys_state, lid or GID table) are not judged."""
+    not_up = [f"{_label(p)} ACTIVE but its PHY is {p['phys_state']}" for p in active
+              if p.get("phys_state") and p["phys_state"] != "LinkUp"]
+    if not_up:
+        return Item("ports", "fail", "; ".join(not_up) + " (want LinkUp)", remedy=RESET_LINK)
+    no_lid = [f"{_label(p)} ACTIVE with LID {p['lid']:#x}" for p in active
+              if p.get("link_layer") == "InfiniBand" and p.get("lid") is not None
+              and p["lid"] not in LID_UNICAST]
+    if no_lid:
+        return Item("ports", "fail", "; ".join(no_lid) + ": no subnet manager assigned it a LID "
+                    "(is the SM running on this fabric?)", remedy=INVESTIGATE)
+    no_gid = [f"{_label(p)} ({p.get('netdev') or 'no netdev'}) has no routable RoCE v2 GID: "
+              f"no IPv4 or global IPv6 address on {p.get('netdev') or 'its netdev'}"
+              for p in active if p.get("link_layer") == "Ethernet" and p.get("gids")
+              and not _routable_v2(p["gids"])]
+    if no_gid:
+        return Item("ports", "fail", "; ".join(no_gid), remedy=CONFIG)
+    return None
+
+
 def check_ports(state: State, exp: Expectations) -> Item:
     if exp.ports == 0:
         return Item("ports", "n/a", "no RDMA port expected (--expect-ports 0)")
@@ -155,18 +215,24 @@ def check_ports(state: State, exp: Expectations) -> Item:
     if missing:
         return Item("ports", "fail", f"HCA {', '.join(missing)} not present "
                                      f"(found {', '.join(sorted(present))})", remedy=REPLACE)
-    ports = _ports(state, exp)
-    if not ports:
+    every = _all_ports(state, exp)
+    if not every:
         return Item("ports", "fail", f"no {exp.link_layer} port on {', '.join(sorted(present))}",
                     remedy=CONFIG)
+    ports = _ports(state, exp)
+    disabled = [f"{_label(p)} disabled" for p in every if excluded(p)]
     active = [p for p in ports if p.get("state") == "ACTIVE"]
     down = [f"{_label(p)} {p.get('state') or 'unknown'}" for p in ports
             if p.get("state") != "ACTIVE"]
     wanted = exp.ports if exp.ports is not None else 1
     if len(active) < wanted:
         detail = f"{len(active)} of {wanted} RDMA ports ACTIVE"
-        return Item("ports", "fail", detail + (f": {', '.join(down)}" if down else "")
+        shown = [*down, *disabled]
+        return Item("ports", "fail", detail + (f": {', '.join(shown)}" if shown else "")
                     + unprobed, remedy=REBOOT if unprobed and not down else RESET_LINK)
+    fault = active_port_faults(active)
+    if fault is not None:
+        return fault
     if exp.rate is not None:
         slow = [f"{_label(p)} at {p['rate_gbps']} Gb/s" if p.get("rate_gbps") is not None
                 else f"{_label(p)} rate not readable" for p in active
@@ -186,7 +252,8 @@ def check_ports(state: State, exp: Expectations) -> Item:
                     remedy=RESET_LINK)
     rates = sorted({p["rate_gbps"] for p in active if p.get("rate_gbps") is not None})
     unrated = [_label(p) for p in active if p.get("rate_gbps") is None]
-    notes = [*down, *([f"rate not readable: {', '.join(unrated)}"] if unrated else [])]
+    notes = [*down, *disabled,
+             *([f"rate not readable: {', '.join(unrated)}"] if unrated else [])]
     return Item("ports", "pass", f"{len(active)} ACTIVE"
                 + (f" at {'/'.join(f'{r:g}' for r in rates)} Gb/s" if rates else "")
                 + (f" ({', '.join(notes)})" if notes else ""))
@@ -418,7 +485,9 @@ def check_pcie(state: State, exp: Expectations) -> Item:
     if not topo:
         return Item("pcie", "n/a", "PCIe not read")
     sysfs = collection.rdma_sysfs
-    hcas = {n: h for n, h in topo["hcas"].items() if not exp.hcas or n in exp.hcas}
+    spare = excluded_devices(state)
+    hcas = {n: h for n, h in topo["hcas"].items()
+            if (not exp.hcas or n in exp.hcas) and n not in spare}
     gpus = topo["gpus"] if exp.gpus != 0 else {}
     down, unread = [], []
     for name, link in [*hcas.items(), *((None, g) for g in gpus.values())]:
@@ -490,8 +559,9 @@ def check_pcie(state: State, exp: Expectations) -> Item:
 def check_verbs(state: State, exp: Expectations) -> Item:
     """Each HCA's verbs device: /sys/class/infiniband_verbs/uverbsN names it, and
     /dev/infiniband/uverbsN exists (a job opens the HCA through it)."""
+    spare = excluded_devices(state)
     verbs = {n: v for n, v in (state.get("verbs") or {}).items()
-             if not exp.hcas or n in exp.hcas}
+             if (not exp.hcas or n in exp.hcas) and n not in spare}
     if exp.ports == 0 or not state["rdma"]["devices"]:
         return Item("verbs", "n/a", "no RDMA device")
     if not verbs:

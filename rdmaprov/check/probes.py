@@ -62,8 +62,11 @@ def rdma(root: str = "/") -> dict[str, Any]:
     devices: list[dict[str, Any]] = []
     full = [sysfs.read_device(sys_root, name) for name in sysfs.list_devices(sys_root)]
     for dev in full:
-        ports = [{key: p[key] for key in ("port", "state", "phys_state", "rate_gbps",
-                                          "link_layer", "netdev", "admin_down")}
+        # The LID (InfiniBand: the SM's) and a RoCE port's GIDs (its routable addresses)
+        # are read by read_port anyway; the judge needs them for an ACTIVE port's health.
+        ports = [{**{key: p[key] for key in ("port", "state", "phys_state", "rate_gbps",
+                                             "link_layer", "netdev", "admin_down", "lid")},
+                  **({"gids": p["gids"]} if p.get("link_layer") == "Ethernet" else {})}
                  for p in dev["ports"]]
         if ports:
             # The card's model and whether it is an SR-IOV VF: what makes ports peers (rails).

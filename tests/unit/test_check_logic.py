@@ -61,7 +61,8 @@ def test_probes_read_ports_in_the_contract_shape(tmp_path: Path) -> None:
     assert [d["name"] for d in s["rdma"]["devices"]] == ["mlx5_0", "mlx5_1"]
     port = s["rdma"]["devices"][0]["ports"][0]
     assert port == {"port": 1, "state": "ACTIVE", "phys_state": "LinkUp", "rate_gbps": 400,
-                    "link_layer": "InfiniBand", "netdev": "ib0", "admin_down": False}
+                    "link_layer": "InfiniBand", "netdev": "ib0", "admin_down": False,
+                    "lid": None}
     assert s["mtu"] == {"ib0": 4092, "ib1": 4092}
     assert s["gpus"]["count"] == 2 and s["gpus"]["models"] == ["NVIDIA H200"] * 2
     assert s["modules"]["nvidia_peermem"]["state"] == "loaded"

@@ -1,0 +1,174 @@
+"""Faults of real node roots, through `rdmaprov check --sysroot` (issue 38): an ACTIVE port
+whose PHY is not LinkUp, a spare port set down kept out of every item, LID 0 on an ACTIVE IB
+port, AER errors on an HCA or GPU, firmware differing between cards of one board, a RoCE rail
+without a routable RoCE v2 GID. Formats: tests/fixtures/sysfs/SOURCES.md ("Node faults")."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+_spec = importlib.util.spec_from_file_location(
+    "_check_fakes", Path(__file__).resolve().parents[1] / "unit" / "test_check_logic.py")
+assert _spec is not None and _spec.loader is not None
+_fakes = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_fakes)
+fake_node = _fakes.fake_node
+
+NDR = "400 Gb/sec (4X NDR)"
+ETH200 = "200 Gb/sec (4X HDR)"
+BOARD = "MT_0000000838"
+
+
+def check(root: Path, *args: str, link_state: str = "") -> tuple[int, dict]:
+    p = subprocess.run([sys.executable, "-m", "rdmaprov", "check", "--sysroot", str(root),
+                        "--expect-memlock", "1", "--link-state", link_state, "--json", *args],
+                       capture_output=True, text=True, timeout=60, check=False)
+    assert p.stderr == "", p.stderr
+    return p.returncode, json.loads(p.stdout)
+
+
+def item(doc: dict, name: str) -> dict:
+    return next(c for c in doc["checks"] if c["name"] == name)
+
+
+def write(root: Path, rel: str, text: str) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text + "\n")
+
+
+def ib_node(tmp_path: Path, n: int = 4) -> Path:
+    """n ConnectX-7 NDR rails, port 1 IB ACTIVE/LinkUp with an SM-assigned LID (`0x1a`...),
+    fw 28.39.1002, board MT_0000000838."""
+    ports = [(f"mlx5_{i}", 1, "4: ACTIVE", NDR, "InfiniBand", f"ibp{i}s0") for i in range(n)]
+    root = fake_node(tmp_path, ports=ports, mtus={f"ibp{i}s0": 4092 for i in range(n)})
+    for i in range(n):
+        dev = f"sys/class/infiniband/mlx5_{i}"
+        write(root, f"{dev}/board_id", BOARD)
+        write(root, f"{dev}/fw_ver", "28.39.1002")
+        write(root, f"{dev}/ports/1/lid", f"{0x1a + i:#x}")
+    return root
+
+
+def _v4_gid(ip: str) -> str:
+    a, b, c, d = (int(x) for x in ip.split("."))
+    return f"0000:0000:0000:0000:0000:ffff:{a:02x}{b:02x}:{c:02x}{d:02x}"
+
+
+def gids(root: Path, dev: str, port: int, table: list[tuple[str, str, str]]) -> None:
+    """A port's GID table as sysfs shows it: gids/N, gid_attrs/types/N, gid_attrs/ndevs/N."""
+    base = f"sys/class/infiniband/{dev}/ports/{port}"
+    for i, (gid, kind, ndev) in enumerate(table):
+        write(root, f"{base}/gids/{i}", gid)
+        write(root, f"{base}/gid_attrs/types/{i}", kind)
+        write(root, f"{base}/gid_attrs/ndevs/{i}", ndev)
+    for i in range(len(table), 8):  # empty slots: gids/N reads all zeroes, the attrs EINVAL
+        write(root, f"{base}/gids/{i}", "0000:0000:0000:0000:0000:0000:0000:0000")
+
+
+def roce_node(tmp_path: Path, n: int = 4, mtu: int = 9000) -> Path:
+    """n ConnectX-7 200GbE RoCE rails (ens{i}np0), each netdev up (flags 0x1003) at ``mtu``
+    with an IPv4 address: link-local v1/v2 and IPv4-mapped v1/v2 GIDs, as mlx5 fills them."""
+    ports = [(f"mlx5_{i}", 1, "4: ACTIVE", ETH200, "Ethernet", f"ens{i}np0") for i in range(n)]
+    root = fake_node(tmp_path, ports=ports, mtus={f"ens{i}np0": mtu for i in range(n)})
+    for i in range(n):
+        dev, nd = f"mlx5_{i}", f"ens{i}np0"
+        write(root, f"sys/class/infiniband/{dev}/board_id", BOARD)
+        write(root, f"sys/class/infiniband/{dev}/fw_ver", "28.39.1002")
+        write(root, f"sys/class/net/{nd}/flags", "0x1003")
+        ll = f"fe80:0000:0000:0000:0e42:a1ff:fe00:00{i:02x}"
+        v4 = _v4_gid(f"10.0.{i}.11")
+        gids(root, dev, 1, [(ll, "IB/RoCE v1", nd), (ll, "RoCE v2", nd),
+                            (v4, "IB/RoCE v1", nd), (v4, "RoCE v2", nd)])
+    return root
+
+
+# -- 1. an ACTIVE port whose PHY is not LinkUp ---------------------------------------------------
+
+
+def test_healthy_rails_pass(tmp_path: Path) -> None:
+    code, doc = check(ib_node(tmp_path / "ib"))
+    assert code == 0, doc
+    code, doc = check(roce_node(tmp_path / "roce"), "--expect-mtu", "9000")
+    assert code == 0, doc
+
+
+def test_an_active_port_retraining_is_named_with_its_phys_state(tmp_path: Path) -> None:
+    for phys, word in (("6: LinkErrorRecovery", "LinkErrorRecovery"), ("2: Polling", "Polling"),
+                       ("4: PortConfigurationTraining", "PortConfigurationTraining")):
+        root = ib_node(tmp_path / word)
+        write(root, "sys/class/infiniband/mlx5_2/ports/1/phys_state", phys)
+        code, doc = check(root)
+        assert code == 2, doc
+        assert item(doc, "ports")["remedy"] == "reset-link"
+        assert doc["reason"] == (f"[reset-link] mlx5_2/1 ACTIVE but its PHY is {word} "
+                                 "(want LinkUp)")
+
+
+def test_an_unreadable_phys_state_is_not_a_fault(tmp_path: Path) -> None:
+    root = ib_node(tmp_path)
+    (root / "sys/class/infiniband/mlx5_1/ports/1/phys_state").unlink()
+    code, doc = check(root)
+    assert code == 0, doc
+
+
+# -- 2. a port out of the rail count is out of every item ----------------------------------------
+
+
+def test_a_spare_roce_card_set_down_is_out_of_every_item(tmp_path: Path) -> None:
+    root = roce_node(tmp_path, n=4)
+    # The spare: same model, uncabled, its netdev set down as docs/day2.md says (no IFF_UP:
+    # flags 0x1002), left at the distribution's MTU 1500, no IPv4 (only link-local GIDs).
+    for rel, text in (("ports/1/state", "1: DOWN"), ("ports/1/phys_state", "3: Disabled"),
+                      ("ports/1/rate", "10 Gb/sec (1X SDR)"), ("ports/1/link_layer", "Ethernet"),
+                      ("board_id", BOARD), ("fw_ver", "28.36.1010")):
+        write(root, f"sys/class/infiniband/mlx5_4/{rel}", text)
+    (root / "sys/class/infiniband/mlx5_4/device/net/ens4np0").mkdir(parents=True)
+    write(root, "sys/class/net/ens4np0/mtu", "1500")
+    write(root, "sys/class/net/ens4np0/flags", "0x1002")
+    code, doc = check(root, "--expect-mtu", "9000")
+    assert code == 0, doc
+    assert item(doc, "mtu")["detail"] == "ens0np0, ens1np0, ens2np0, ens3np0 at 9000"
+    assert "mlx5_4/1 disabled" in item(doc, "ports")["detail"]
+    # The same card with its netdev up is a rail down (its cable was pulled), and its MTU counts.
+    write(root, "sys/class/net/ens4np0/flags", "0x1003")
+    code, doc = check(root, "--expect-mtu", "9000")
+    assert code == 2
+    assert doc["reason"].startswith("[reset-link] rail down: mlx5_4/1 DOWN (Disabled)")
+    assert item(doc, "mtu")["status"] == "fail"
+
+
+def test_a_disabled_ib_spare_is_out_of_the_mtu_item(tmp_path: Path) -> None:
+    root = ib_node(tmp_path, n=4)
+    for rel, text in (("ports/1/state", "1: DOWN"), ("ports/1/phys_state", "3: Disabled"),
+                      ("ports/1/rate", "10 Gb/sec (4X SDR)"),
+                      ("ports/1/link_layer", "InfiniBand"), ("board_id", BOARD)):
+        write(root, f"sys/class/infiniband/mlx5_4/{rel}", text)
+    (root / "sys/class/infiniband/mlx5_4/device/net/ibp4s0").mkdir(parents=True)
+    write(root, "sys/class/net/ibp4s0/mtu", "2044")
+    code, doc = check(root, "--expect-mtu", "4092")
+    assert code == 0, doc
+
+
+# -- 3. LID 0 on an ACTIVE InfiniBand port ------------------------------------------------------
+
+
+def test_lid_0_on_an_active_ib_port_is_named(tmp_path: Path) -> None:
+    root = ib_node(tmp_path)
+    write(root, "sys/class/infiniband/mlx5_1/ports/1/lid", "0x0")
+    code, doc = check(root)
+    assert code == 2, doc
+    assert doc["reason"] == ("[investigate] mlx5_1/1 ACTIVE with LID 0x0: no subnet manager "
+                             "assigned it a LID (is the SM running on this fabric?)")
+
+
+def test_roce_ports_have_no_lid_to_judge(tmp_path: Path) -> None:
+    root = roce_node(tmp_path)
+    for i in range(4):  # RoCE ports read lid 0x0 in sysfs: never a fault
+        write(root, f"sys/class/infiniband/mlx5_{i}/ports/1/lid", "0x0")
+    code, doc = check(root)
+    assert code == 0, doc
