@@ -94,9 +94,16 @@ def prometheus_text(doc: dict[str, Any]) -> str:
                       f'link_layer="{_esc(p.get("link_layer") or "")}"')
             lines.append(f"rdmaprov_rdma_port_active{{{labels}}} {int(p.get('state') == 'ACTIVE')}")
             if p.get("rate_gbps") is not None:
-                rates.append(f"rdmaprov_rdma_port_rate_gbps{{{labels}}} {p['rate_gbps']}")
-    lines += ["# HELP rdmaprov_rdma_port_rate_gbps Link rate of the RDMA port in Gb/s.",
-              "# TYPE rdmaprov_rdma_port_rate_gbps gauge", *rates,
+                rates.append((labels, p["rate_gbps"]))
+    # Base units, as Prometheus' naming guide asks; the Gb/s name stays one release, deprecated.
+    lines += ["# HELP rdmaprov_rdma_port_rate_bits_per_second Link rate of the RDMA port.",
+              "# TYPE rdmaprov_rdma_port_rate_bits_per_second gauge",
+              *(f"rdmaprov_rdma_port_rate_bits_per_second{{{labels}}} {round(gbps * 1e9)}"
+                for labels, gbps in rates),
+              "# HELP rdmaprov_rdma_port_rate_gbps Deprecated (removed in the next release): "
+              "rdmaprov_rdma_port_rate_bits_per_second / 1e9.",
+              "# TYPE rdmaprov_rdma_port_rate_gbps gauge",
+              *(f"rdmaprov_rdma_port_rate_gbps{{{labels}}} {gbps}" for labels, gbps in rates),
               "# HELP rdmaprov_gpus_visible NVIDIA GPUs the driver shows.",
               "# TYPE rdmaprov_gpus_visible gauge",
               f"rdmaprov_gpus_visible {int(doc['state'].get('gpus', {}).get('count') or 0)}",

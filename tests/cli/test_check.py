@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 import time
@@ -69,7 +70,21 @@ def test_prometheus_file(tmp_path: Path) -> None:
     p = check("--sysroot", str(fake_node(tmp_path / "n")), *BASE, "--nhc",
               "--prometheus", str(out))
     assert p.returncode == 0
-    assert "rdmaprov_check_healthy 1\n" in (out / "rdmaprov_check.prom").read_text()
+    text = (out / "rdmaprov_check.prom").read_text()
+    assert "rdmaprov_check_healthy 1\n" in text
+    # Base units (bits per second); the old Gb/s gauge stays one release, marked deprecated.
+    rates = re.findall(r'^rdmaprov_rdma_port_rate_bits_per_second\{device="(\w+)",port="1",'
+                       r'link_layer="InfiniBand"\} (\d+)$', text, re.M)
+    assert rates and all(int(bps) == 400_000_000_000 for _dev, bps in rates), text
+    assert "# HELP rdmaprov_rdma_port_rate_gbps Deprecated" in text
+    # The exposition format: every sample's metric has its HELP and TYPE lines before it.
+    declared: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            declared.add(line.split()[2])
+        elif not line.startswith("#"):
+            assert re.match(r"^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[^}]*\})? -?[0-9.e+]+$", line), line
+            assert re.match(r"^[a-zA-Z_:][a-zA-Z0-9_:]*", line)[0] in declared, line
 
 
 def test_bad_input_is_one_line_exit_1(tmp_path: Path) -> None:
