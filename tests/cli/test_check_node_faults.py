@@ -172,3 +172,50 @@ def test_roce_ports_have_no_lid_to_judge(tmp_path: Path) -> None:
         write(root, f"sys/class/infiniband/mlx5_{i}/ports/1/lid", "0x0")
     code, doc = check(root)
     assert code == 0, doc
+
+
+# -- 6. a RoCE rail without a routable RoCE v2 GID -----------------------------------------------
+
+
+def test_a_roce_rail_without_ipv4_is_named_with_its_netdev(tmp_path: Path) -> None:
+    root = roce_node(tmp_path)
+    # ens2np0 lost its address (DHCP lease gone, a netplan typo): only link-local GIDs remain.
+    ll = "fe80:0000:0000:0000:0e42:a1ff:fe00:0002"
+    base = root / "sys/class/infiniband/mlx5_2/ports/1"
+    for i in (2, 3):
+        (base / f"gid_attrs/types/{i}").unlink()
+        (base / f"gid_attrs/ndevs/{i}").unlink()
+        write(root, f"sys/class/infiniband/mlx5_2/ports/1/gids/{i}",
+              "0000:0000:0000:0000:0000:0000:0000:0000")
+    gids(root, "mlx5_2", 1, [(ll, "IB/RoCE v1", "ens2np0"), (ll, "RoCE v2", "ens2np0")])
+    code, doc = check(root)
+    assert code == 2, doc
+    assert doc["reason"] == ("[config] mlx5_2/1 (ens2np0) has no routable RoCE v2 GID: no IPv4 "
+                             "or global IPv6 address on ens2np0")
+
+
+def test_an_ipv6_only_or_vlan_addressed_rail_is_routable(tmp_path: Path) -> None:
+    root = roce_node(tmp_path)
+    ll = "fe80:0000:0000:0000:0e42:a1ff:fe00:0001"
+    v6 = "fd00:0000:0000:0001:0e42:a1ff:fe00:0001"  # a global (ULA) IPv6 address, no IPv4
+    for i in range(4):
+        write(root, f"sys/class/infiniband/mlx5_1/ports/1/gids/{i}",
+              "0000:0000:0000:0000:0000:0000:0000:0000")
+    gids(root, "mlx5_1", 1, [(ll, "IB/RoCE v1", "ens1np0"), (ll, "RoCE v2", "ens1np0"),
+                             (v6, "IB/RoCE v1", "ens1np0"), (v6, "RoCE v2", "ens1np0")])
+    # mlx5_3's IPv4 address is on a VLAN on top of its netdev (the GID's ndev is the VLAN).
+    v4 = _v4_gid("10.0.3.11")
+    ll3 = "fe80:0000:0000:0000:0e42:a1ff:fe00:0003"
+    gids(root, "mlx5_3", 1, [(ll3, "IB/RoCE v1", "ens3np0"), (ll3, "RoCE v2", "ens3np0"),
+                             (v4, "IB/RoCE v1", "ens3np0.100"), (v4, "RoCE v2", "ens3np0.100")])
+    write(root, "sys/class/net/ens3np0.100/mtu", "9000")
+    code, doc = check(root)
+    assert code == 0, doc
+
+
+def test_a_roce_port_without_a_readable_gid_table_is_not_judged(tmp_path: Path) -> None:
+    root = fake_node(tmp_path, ports=[
+        (f"mlx5_{i}", 1, "4: ACTIVE", ETH200, "Ethernet", f"ens{i}np0") for i in range(2)],
+        mtus={"ens0np0": 9000, "ens1np0": 9000})
+    code, doc = check(root)
+    assert code == 0, doc
