@@ -6,7 +6,7 @@ here: rdmaprov/validate/judge.py builds a :class:`Report`, and every output is a
 made safe: terminal escape sequences and control characters are removed, since they break a
 terminal, XML 1.0 and CI log viewers alike.
 
-JSON schema ``rdmaprov.validate.report/2`` (docs/validate.md lists every field).
+JSON schema ``rdmaprov.validate.report/3`` (``SCHEMA``) (docs/validate.md lists every field).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`rdmaprov validate --html FILE`: the report document as one self-contained HTML page.
 
 A pure function of the report's document (rdmaprov/validate/report.py, ``Report.to_dict()``,
-``rdmaprov.validate.report/2``): the verdict, the bar and where it came from, the fabric's
+``rdmaprov.validate.report.SCHEMA``): the verdict, the bar and where it came from, the fabric's
 checks, one row per host, the pairwise rounds when they ran, RDMA vs TCP when compared, and
 busbw against message size as an inline SVG drawn here (log2 x axis, the bar as a dashed line
 when one is known). No script, no external file, no dependency: it opens from a
