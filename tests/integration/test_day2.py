@@ -102,3 +102,47 @@ def test_status_reads_every_node(lab, converged) -> None:
         assert state["modules"]["can_load"] is False  # the lab kernel loads no modules
         assert "eth0" in state["mtu"]
     assert before == {n: lab.etc_digest(n) for n in lab.nodes}
+
+
+def test_firewall_drift_is_read_from_the_live_table(lab, converged) -> None:
+    """The user's path (issue 37): another tool flushes our table and deletes a set element. The
+    table and its `rdmaprov sha1=` comment stay, yet `--check --diff` names what the live table
+    lacks, a real bootstrap loads the table again, and a --check rerun is in line. One node
+    (--limit), one plant and one repair keep it short; a single deleted rule is the unit tests'
+    (tests/fixtures/firewall/, listings from a lab node)."""
+    node, inv = lab.nodes[0], str(lab.inventory)
+
+    def listing() -> str:
+        return lab.exec(node, ["nft", "list", "table", "inet", "rdmaprov"]).stdout
+
+    def firewall_lines(doc: dict) -> str:
+        return "\n".join(line for report in doc["reports"].get(node, [])
+                         if report["task"].startswith("firewall :") for line in report["lines"])
+
+    converged_table = listing()
+    assert "reject with tcp reset" in converged_table, converged_table
+    elems = json.loads(lab.exec(node, ["nft", "-j", "list", "set", "inet", "rdmaprov",
+                                       "cluster_ipv4"]).stdout)
+    elem = next(i["set"]["elem"][0] for i in elems["nftables"] if "set" in i)
+    subnet = f"{elem['prefix']['addr']}/{elem['prefix']['len']}" if isinstance(elem, dict) \
+        else str(elem)
+    lab.exec(node, ["nft", "flush", "table", "inet", "rdmaprov"])
+    lab.exec(node, ["nft", "delete", "element", "inet", "rdmaprov", "cluster_ipv4",
+                    f"{{ {subnet} }}"])
+    assert 'comment "rdmaprov sha1=' in listing() and "ct state" not in listing()
+    rc, doc, err = rdmaprov("bootstrap", inv, "--check", "--diff", "--limit", node)
+    assert rc == 0, err[-2000:]  # --check --diff reports drift and exits 0 (docs/own-cluster.md)
+    said = firewall_lines(doc)
+    assert f"{node}: drift: " in said, said
+    assert "live table inet rdmaprov lacks 8 rules (chain input): ct state established" in said
+    assert f"set cluster_ipv4 lacks 1 element: {subnet}" in said, said
+    assert doc["drift"] and {r["host"] for r in doc["drift"]} == {node}, doc["drift"]
+    assert "ct state" not in listing(), "--check changed the table"
+
+    rc, doc, err = rdmaprov("bootstrap", inv, "--limit", node, "--no-validate")
+    assert rc == 0, err[-2000:]
+    assert listing() == converged_table, "a real bootstrap did not load the table again"
+
+    rc, doc, err = rdmaprov("bootstrap", inv, "--check", "--diff", "--limit", node)
+    assert rc == 0 and doc["drift"] == [], doc.get("drift")
+    assert doc["hosts"][node]["changed"] == 0, doc["hosts"]
