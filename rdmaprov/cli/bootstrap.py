@@ -87,8 +87,9 @@ def _validate(args: argparse.Namespace, hosts: list[str]) -> dict:
     from rdmaprov.validate import pipeline, request  # torch-free verdict code only
 
     # The hosts site.yml ran on, by name: a --retry-failed limit file is gone once they succeed.
-    run = replace(options.of(args), check=False, tags=(), skip_tags=(), retry_failed=False,
-                  limit=",".join(hosts))
+    # --diff too: a validation changes no setting (validate refuses it, pipeline.unmeant).
+    run = replace(options.of(args), check=False, diff=False, tags=(), skip_tags=(),
+                  retry_failed=False, limit=",".join(hosts))
     req = request.build({"inventory": args.inventory,
                          "pairwise": os.environ.get("RDMAPROV_VALIDATE_PAIRWISE", "slow")}, run)
     human = sys.stderr if args.json else sys.stdout

@@ -24,6 +24,10 @@ exit codes:
   1  usage or input error: bad flag, inventory, variable; no host contacted
   2  the fabric failed: a host could not run (one line each), a check failed, or a host is
      slower than its peers (pairwise rounds name it)
+
+--check, --diff, --tags, --skip-tags and --retry-failed are refused (exit 1, before any host):
+a validation changes no host setting and its role is one proof. Only a run that launched the
+worker (or found hosts that could not run) is recorded for `rdmaprov status`.
 """
 
 
@@ -117,9 +121,42 @@ def run(args: argparse.Namespace) -> int:
             gc.enable()
 
 
+# What runs no playbook (its flag) -> the run options it would drop: ansible-playbook's, and
+# -e where nothing takes it (the Slurm launcher reads -e nccl_validate_*).
+RUNS_NO_PLAYBOOK = {"--plan": "plan", "--judge DIR": "judge", "--launcher slurm": "launcher"}
+PLAYBOOK_FLAGS = (
+    ("limit", "--limit"), ("list_hosts", "--list-hosts"), ("list_tasks", "--list-tasks"),
+    ("remote_user", "--user"), ("private_key", "--private-key"), ("ask_pass", "--ask-pass"),
+    ("connection_password_file", "--connection-password-file"),
+    ("ask_become_pass", "--ask-become-pass"), ("become_password_file", "--become-password-file"),
+    ("ask_vault_pass", "--ask-vault-pass"), ("vault_password_files", "--vault-password-file"))
+
+
+def refuse_dropped(args: argparse.Namespace) -> None:
+    """Every flag given that this validation would drop, one line each, before anything runs:
+    ansible-playbook's that a validation gives no meaning (pipeline.unmeant, on every path),
+    and the playbook's own where no playbook runs (--plan, --judge, --launcher slurm)."""
+    problems = pipeline.unmeant(args)
+    for word, dest in RUNS_NO_PLAYBOOK.items():
+        value = getattr(args, dest, None)
+        if value is None or (dest == "launcher" and value != "slurm"):
+            continue
+        flags: tuple[tuple[str, str], ...] = PLAYBOOK_FLAGS
+        if dest == "launcher":  # it reads -e nccl_validate_*; slurm.check_flags words --limit
+            flags = tuple(f for f in flags if f[0] != "limit")
+        else:
+            flags += (("extra_vars", "--extra-vars"),)
+        problems += [f"{flag}: {word} runs no playbook on the inventory's hosts; it would be "
+                     "dropped" for name, flag in flags if getattr(args, name, None)]
+        break
+    if problems:
+        raise UserError("\n".join(problems))
+
+
 def _run(args: argparse.Namespace) -> int:
     human = sys.stderr if args.json else sys.stdout
     given = vars(args)
+    refuse_dropped(args)
     if args.plan is not None:
         from rdmaprov.validate.rounds import plan
 

@@ -52,10 +52,38 @@ def judge_dir(req: Request) -> Report:
     return report
 
 
+# The shared run options that are ansible-playbook's and that a validation gives no meaning:
+# it changes no host setting (nothing for a dry run or a diff to show; under --check its role
+# launches nothing, so a verdict would be of a run that did not happen), its role is one proof
+# (the preflight and the run: a part of it proves nothing), and it keeps no failed-host list.
+UNMEANT = (
+    ("check", "--check: validate has no dry run: it changes no host setting, and under "
+              "--check its role launches nothing, so there would be no run to judge "
+              "(--plan N sizes the rounds without running anything)"),
+    ("diff", "--diff: validate changes no file or setting, so there is no change to show"),
+    ("tags", "--tags: validate runs its role whole (the preflight and the run are one proof; "
+             "a part of it proves nothing)"),
+    ("skip_tags", "--skip-tags: validate runs its role whole (the preflight and the run are "
+                  "one proof; a part of it proves nothing)"),
+    ("retry_failed", "--retry-failed: validate keeps no list of failed hosts (that list is "
+                     "bootstrap's and reconfigure's); --limit HOSTS validates some hosts"),
+)
+
+
+def unmeant(run: Any) -> list[str]:
+    """One line for each run option given (``run``: RunOptions, or the parsed command line)
+    that a validation would drop: the one rule, before anything runs."""
+    return [why for name, why in UNMEANT if getattr(run, name, None)]
+
+
 def execute(req: Request, human: TextIO) -> Report:
     """Run the validation on the inventory's hosts and return its report (also written as
-    JUnit / HTML when asked)."""
+    JUnit / HTML when asked). Only a run recorded here is a completed one: a refused option
+    (``unmeant``) stops it before any host, and an interrupted run raises."""
     assert req.inventory is not None
+    problems = unmeant(req.run)
+    if problems:
+        raise UserError("\n".join(problems))
     run_options.check(req.run)
     pol = req.policy()
     keep = req.results is not None
@@ -74,7 +102,9 @@ def execute(req: Request, human: TextIO) -> Report:
         inv = inventory_mod.load(req.inventory, limit=run.limit,
                                  extra_vars=list(run.extra_vars))
         report = _live(req, run, inv, pol, results, human)
-        if not run.check:
+        # The fleet record (what `status` shows) takes a completed validation only: a fabric
+        # run that the judge read, or hosts that failed before it with their own reason.
+        if (results / "fabric" / "run.json").is_file() or any(h.error for h in report.hosts):
             record.save(report, req.inventory)
     finally:
         if not keep:
@@ -127,8 +157,6 @@ def _live(req: Request, run: run_options.RunOptions, inv: Any, pol: V.Policy, re
         raise UserError(fabric.error)
     failures = _failed_before_run(fabric, [results / "fabric"])
     report = J.judge(results, pol, req.pair_fraction, hosts, failures)
-    if run.check:
-        return report
     ran = [h for h in hosts if h not in failures]
     if req.compare_socket and ran and report.error is None:
         _play(run, inv, {"nccl_validate_run_label": "socket",

@@ -184,4 +184,4 @@ def test_validation_phase_hands_the_run_a_typed_request(monkeypatch: pytest.Monk
     assert (req.inventory, req.pairwise, req.bw_fraction, req.min_busbw) == (
         tmp_path / "inv.ini", "slow", 0.6, None)
     assert (req.run.limit, req.run.diff, req.run.forks, req.run.json, req.run.extra_vars,
-            req.run.tags, req.run.check) == ("n1,n2", True, "4", True, ("a=1",), (), False)
+            req.run.tags, req.run.check) == ("n1,n2", False, "4", True, ("a=1",), (), False)
