@@ -746,3 +746,48 @@ def cards_without_rdma(root: str) -> list:
                     "driver": os.path.basename(os.path.realpath(driver))
                     if os.path.lexists(driver) else None})
     return out
+
+
+# -- PCIe AER: the kernel's per-device error counters --------------------------------------------
+# /sys/bus/pci/devices/<addr>/aer_dev_{correctable,nonfatal,fatal} (drivers/pci/pcie/aer.c,
+# Documentation/ABI/testing/sysfs-bus-pci-devices-aer_stats, kernel 4.19+): one "NAME COUNT"
+# line per error kind the AER capability defines ("RxErr 0", "BadTLP 3", "CmpltTO 1", ...),
+# then "TOTAL_ERR_COR N" / "TOTAL_ERR_NONFATAL N" / "TOTAL_ERR_FATAL N". The counts start when
+# the device is enumerated (boot or hot-plug) and only grow. A device without the AER
+# capability, an older kernel or a VM has no such files.
+AER_CLASSES = {"correctable": ("aer_dev_correctable", "TOTAL_ERR_COR"),
+               "nonfatal": ("aer_dev_nonfatal", "TOTAL_ERR_NONFATAL"),
+               "fatal": ("aer_dev_fatal", "TOTAL_ERR_FATAL")}
+
+
+def parse_aer(text: str | None) -> dict | None:
+    """One aer_dev_* file -> {"total": N, "kinds": {name: count > 0}}; None when unreadable.
+    The TOTAL_ERR_* line is the total; without it, the sum of the kinds."""
+    if text is None:
+        return None
+    total, kinds = None, {}
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) != 2 or not words[1].isdigit():
+            continue
+        if words[0].startswith("TOTAL_ERR_"):
+            total = int(words[1])
+        elif int(words[1]):
+            kinds[words[0]] = int(words[1])
+    if total is None and not kinds and not text.strip():
+        return None
+    return {"total": sum(kinds.values()) if total is None else total, "kinds": kinds}
+
+
+def aer_counts(sysfs_root: str, addresses: list) -> dict:
+    """{address: {"correctable"|"nonfatal"|"fatal": parse_aer(...)}} for the PCI functions
+    that have AER statistics; a function without them is left out."""
+    out = {}
+    for addr in addresses:
+        base = os.path.join(sysfs_root, "bus/pci/devices", addr)
+        counts = {cls: parse_aer(read(os.path.join(base, name)))
+                  for cls, (name, _total) in AER_CLASSES.items()}
+        if any(v is not None for v in counts.values()):
+            out[addr] = {cls: v for cls, v in counts.items() if v is not None}
+    return out
+

@@ -556,6 +556,69 @@ def check_pcie(state: State, exp: Expectations) -> Item:
     return Item("pcie", "pass", "; ".join(parts))
 
 
+def _aer_kinds(counts: Mapping[str, Any]) -> str:
+    kinds = counts.get("kinds") or {}
+    return f" ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))})" if kinds else ""
+
+
+def check_aer(state: State, exp: Expectations) -> Item:
+    """PCIe AER errors on each HCA's and GPU's own function (rdma_sysfs.aer_counts), named by
+    device and PCI address:
+    - a fatal uncorrectable error this boot fails (reboot): the counts start at enumeration, and
+      a fatal error makes the AER driver reset the link under the device (its DMA in flight
+      lost; mlx5 or the GPU may not have recovered); a reboot clears the count, one that comes
+      back is the card or its slot. On a first read too: a fatal error is never routine;
+    - non-fatal growth since the last check fails (investigate) until it stops for the link
+      history's stable time (history.aer_advance); a non-zero count at the first read is since
+      boot: reported, not failed (months of uptime carry old ones);
+    - correctable errors are retried by the link itself: growth is reported, never failed."""
+    topo = state.get("pcie") or {}
+    aer = state.get("aer") or {}
+    counts = aer.get("counts") or {}
+    spare = excluded_devices(state)
+    parts: dict[str, Mapping[str, Any]] = {}
+    for name, link in (topo.get("hcas") or {}).items():
+        if link and (not exp.hcas or name in exp.hcas) and name not in spare:
+            parts[link["address"]] = {"name": name, "link": link}
+    if exp.gpus != 0:
+        for addr, link in (topo.get("gpus") or {}).items():
+            parts.setdefault(addr, {"name": None, "link": link})
+    judged = {a: c for a, c in counts.items() if a in parts}
+    if not judged:
+        return Item("aer", "n/a", "no AER statistics on the HCAs' and GPUs' PCI functions "
+                                  "(no AER capability, a kernel before 4.19, or a VM)")
+    verdict = (aer.get("history") or {}).get("devices") or {}
+
+    def where(addr: str) -> str:
+        return _where(parts[addr]["name"], parts[addr]["link"])
+
+    fatal = [f"{where(a)} {c['fatal']['total']} fatal{_aer_kinds(c['fatal'])}"
+             for a, c in sorted(judged.items()) if int((c.get("fatal") or {}).get("total", 0))]
+    growing = [f"{where(a)} {verdict[a]['fail']}" for a in sorted(judged)
+               if (verdict.get(a) or {}).get("fail")]
+    notes = [f"warn: {where(a)} {verdict[a]['warn']}" for a in sorted(judged)
+             if (verdict.get(a) or {}).get("warn")]
+    old = [f"{where(a)} {c['nonfatal']['total']} non-fatal since boot"
+           f"{_aer_kinds(c['nonfatal'])}" for a, c in sorted(judged.items())
+           if int((c.get("nonfatal") or {}).get("total", 0))
+           and not (verdict.get(a) or {}).get("fail")]
+    problem = (aer.get("history") or {}).get("problem")
+    tail_parts = [*notes, *([f"reported, not judged: {'; '.join(old)}"] if old else []),
+                  *([problem] if problem else [])]
+    tail = f" ({'; '.join(tail_parts)})" if tail_parts else ""
+    if fatal:
+        return Item("aer", "fail", "PCIe AER fatal error this boot: " + "; ".join(fatal)
+                    + " (the link was reset under it: reboot; replace the card if it comes "
+                      "back)", remedy=REBOOT)
+    if growing:
+        return Item("aer", "fail", "PCIe AER errors growing: " + "; ".join(growing) + tail,
+                    remedy=INVESTIGATE)
+    first = (aer.get("history") or {}).get("first", True)
+    since = "no fatal error" + (", non-fatal growth judged from the next check on"
+                                if first else ", no non-fatal growth")
+    return Item("aer", "pass", f"{since} on {len(judged)} device(s){tail}")
+
+
 def check_verbs(state: State, exp: Expectations) -> Item:
     """Each HCA's verbs device: /sys/class/infiniband_verbs/uverbsN names it, and
     /dev/infiniband/uverbsN exists (a job opens the HCA through it)."""
@@ -581,7 +644,7 @@ def check_verbs(state: State, exp: Expectations) -> Item:
 
 CHECKS: tuple[Callable[[State, Expectations], Item], ...] = (
     check_ports, check_modules, check_mtu, check_qos, check_memlock, check_gpus, check_gpudirect,
-    check_links, check_pcie, check_verbs, check_kernel,
+    check_links, check_pcie, check_aer, check_verbs, check_kernel,
 )
 
 

@@ -84,7 +84,7 @@ def read_records(path: Path) -> tuple[list[tuple[int, str]], str | None]:
     return out, None
 
 
-def _boot_id(root: str) -> str | None:
+def boot_id(root: str) -> str | None:
     with contextlib.suppress(OSError):
         return (Path(root) / "proc/sys/kernel/random/boot_id").read_text().strip() or None
     return None
@@ -106,7 +106,7 @@ def step(root: str, state_file: Path | None) -> dict[str, Any]:
     records, problem = read_records(kmsg)
     if problem is not None and not records:
         return {"file": str(kmsg), "new": 0, "findings": [], "problem": problem}
-    boot = _boot_id(root)
+    boot = boot_id(root)
     last = None
     if state_file is not None:
         with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):

@@ -234,12 +234,17 @@ def gather(exp: Expectations, root: str = "/") -> dict[str, Any]:
     from rdmaprov.check.judge import _mtu_interfaces, qos_interfaces
 
     state: dict[str, Any] = {"rdma": rdma(root)}
+    sysfs = collection.rdma_sysfs
+    topo = sysfs.pcie_topology(root)
     state.update({
         "module_support": module_support(root),
         "modules": modules(list(dict.fromkeys([*exp.modules, *PEERMEM_MODULES])), root),
         "gpus": gpus(root),
         "gpudirect": collection.rdma_sysfs.gpudirect(root),
-        "pcie": collection.rdma_sysfs.pcie_topology(root),
+        "pcie": topo,
+        # The HCAs' and GPUs' own PCI functions (what the pcie item names), no others.
+        "aer": {"counts": sysfs.aer_counts(str(Path(root) / "sys"), [
+            *(h["address"] for h in topo["hcas"].values() if h), *topo["gpus"]])},
         "identity": collection.rdma_sysfs.hca_identity(root, exp.hca_pci),
         "verbs": collection.rdma_sysfs.verbs_devices(root),
         "unprobed": collection.rdma_sysfs.cards_without_rdma(root),

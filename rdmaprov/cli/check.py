@@ -258,6 +258,8 @@ def _run(args: argparse.Namespace, started: float) -> int:
     args.link_state_resolved = exp.link_state or None
     state = probes.gather(exp, args.sysroot)
     state["links"] = history.step(state["rdma"]["counters"], exp)
+    state["aer"]["history"] = history.aer_step(state["aer"]["counts"], exp,
+                                               kernel.boot_id(args.sysroot))
     if exp.kernel_log:
         state["kernel"] = kernel.step(args.sysroot, Path(exp.link_state).with_name(
             kernel.STATE_NAME) if exp.link_state else None)

@@ -17,6 +17,11 @@ assert _spec is not None and _spec.loader is not None
 _fakes = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_fakes)
 fake_node = _fakes.fake_node
+_spec = importlib.util.spec_from_file_location(
+    "_pcie_root", Path(__file__).resolve().parents[1] / "fixtures" / "sysfs" / "pcie_root.py")
+assert _spec is not None and _spec.loader is not None
+pcie_root = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(pcie_root)
 
 NDR = "400 Gb/sec (4X NDR)"
 ETH200 = "200 Gb/sec (4X HDR)"
@@ -219,3 +224,56 @@ def test_a_roce_port_without_a_readable_gid_table_is_not_judged(tmp_path: Path) 
         mtus={"ens0np0": 9000, "ens1np0": 9000})
     code, doc = check(root)
     assert code == 0, doc
+
+
+# -- 4. AER errors on an HCA or a GPU ------------------------------------------------------------
+PCIE_ARGS = ("--expect-gpus", "2", "--expect-ports", "2")
+
+
+def test_aer_counts_are_judged_over_time(tmp_path: Path) -> None:
+    root = pcie_root.build(tmp_path / "n", aer={
+        # old errors since boot: correctable retries, one non-fatal completion timeout
+        "0000:19:00.0": {"correctable": {"RxErr": 12, "BadDLLP": 3},
+                         "nonfatal": {"CmpltTO": 1}}})
+    state = str(tmp_path / "state/links.json")
+    code, doc = check(root, *PCIE_ARGS, link_state=state)
+    assert code == 0, doc
+    aer = item(doc, "aer")
+    assert aer["status"] == "pass"
+    assert aer["detail"] == ("no fatal error, non-fatal growth judged from the next check on "
+                             "on 4 device(s) (reported, not judged: mlx5_0 (0000:19:00.0, slot "
+                             "2) 1 non-fatal since boot (CmpltTO 1))")
+    code, doc = check(root, *PCIE_ARGS, link_state=state)  # nothing new: healthy
+    assert code == 0, doc
+    # Correctable growth is reported, never failed.
+    pcie_root.write_aer(root / "sys/bus/pci/devices/0000:19:00.0", {
+        "correctable": {"RxErr": 20, "BadDLLP": 3}, "nonfatal": {"CmpltTO": 1}})
+    code, doc = check(root, *PCIE_ARGS, link_state=state)
+    assert code == 0, doc
+    assert "warn: mlx5_0 (0000:19:00.0, slot 2) +8 correctable (RxErr +8)" in \
+        item(doc, "aer")["detail"]
+    # Non-fatal growth on a GPU fails, and keeps failing on the next check (sticky).
+    pcie_root.write_aer(root / "sys/bus/pci/devices/0000:3d:00.0", {
+        "nonfatal": {"CmpltTO": 2, "UnsupReq": 1}})
+    code, doc = check(root, *PCIE_ARGS, link_state=state)
+    assert code == 2, doc
+    assert doc["reason"].startswith(
+        "[investigate] PCIe AER errors growing: GPU 0000:3d:00.0 (slot 3) +3 non-fatal "
+        "(CmpltTO +2, UnsupReq +1) (unhealthy until no more for ")
+    code, doc = check(root, *PCIE_ARGS, link_state=state)
+    assert code == 2 and item(doc, "aer")["status"] == "fail", doc
+
+
+def test_a_fatal_aer_error_this_boot_fails_on_the_first_read(tmp_path: Path) -> None:
+    root = pcie_root.build(tmp_path / "n", aer={"0000:3e:00.0": {"fatal": {"DLP": 1}}})
+    code, doc = check(root, *PCIE_ARGS)
+    assert code == 2, doc
+    assert doc["reason"] == (
+        "[reboot] PCIe AER fatal error this boot: mlx5_1 (0000:3e:00.0, slot 4) 1 fatal (DLP 1) "
+        "(the link was reset under it: reboot; replace the card if it comes back)")
+
+
+def test_no_aer_files_is_not_judged(tmp_path: Path) -> None:
+    code, doc = check(ib_node(tmp_path))
+    assert code == 0, doc
+    assert item(doc, "aer")["status"] == "n/a"

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rdmaprov.check import expect, judge, output, probes
+from rdmaprov import collection
+from rdmaprov.check import expect, history, judge, output, probes
 from rdmaprov.check.expect import Expectations
 from rdmaprov.errors import UserError
 
@@ -302,3 +303,32 @@ def test_every_failing_item_names_a_remedy_class(tmp_path: Path) -> None:
                 assert i.remedy in ALL, i
                 seen.add(i.name)
     assert {"ports", "modules", "mtu", "gpus", "gpudirect"} <= seen, seen
+
+
+# -- AER --------------------------------------------------------------------------------------
+
+
+def test_parse_aer_reads_the_kernels_list_and_total() -> None:
+    parse = collection.rdma_sysfs.parse_aer
+    text = "RxErr 12\nBadTLP 0\nBadDLLP 3\nRollover 0\nTOTAL_ERR_COR 15\n"
+    assert parse(text) == {"total": 15, "kinds": {"RxErr": 12, "BadDLLP": 3}}
+    assert parse("DLP 2\nCmpltTO 1\n") == {"total": 3, "kinds": {"DLP": 2, "CmpltTO": 1}}
+    assert parse(None) is None and parse("") is None
+
+
+def test_aer_history_restarts_on_a_new_boot_or_a_count_that_went_back() -> None:
+    step = history.aer_advance
+    one = {"a": {"nonfatal": {"total": 1, "kinds": {"CmpltTO": 1}}}}
+    two = {"a": {"nonfatal": {"total": 2, "kinds": {"CmpltTO": 2}}}}
+    new, v = step(None, one, "boot1", 100.0, 60)
+    assert v == {"a": {"fail": None, "warn": None}}
+    _, v = step(new, two, "boot2", 110.0, 60)  # another boot: a new baseline, not growth
+    assert v["a"]["fail"] is None
+    grown, v = step(new, two, "boot1", 110.0, 60)
+    assert v["a"]["fail"].startswith("+1 non-fatal (CmpltTO +1)")
+    _, v = step(grown, two, "boot1", 150.0, 60)  # sticky within the stable time
+    assert v["a"]["fail"] is not None
+    _, v = step(grown, two, "boot1", 171.0, 60)  # and clears by itself after it
+    assert v["a"]["fail"] is None
+    _, v = step(new, {"a": {"nonfatal": {"total": 0, "kinds": {}}}}, "boot1", 110.0, 60)
+    assert v["a"]["fail"] is None  # went back: re-enumerated, a new zero
