@@ -166,14 +166,15 @@ def pci_function(dev_dir, link=None):
 
 
 def port_numbers(ib_dir, device):
-    return sorted((int(n) for n in listdir(os.path.join(ib_dir, device, "ports")) if n.isdigit()))
+    return sorted(int(n) for n in listdir(os.path.join(ib_dir, device, "ports")) if n.isdigit())
 
 
 def ports(ib_dir="/sys/" + IB_CLASS, with_counters=True):
     """Every port of every RDMA device under ``ib_dir`` (/sys/class/infiniband): device, port,
     state, link_layer, rate (the kernel's text), rate_gbps (its number, None when unknown),
     netdev, and with ``with_counters`` the run's counters (RUN_COUNTERS, one flat dict) and the
-    PCI function and SR-IOV parent (VFs of one PF share its wire; the judge counts it once)."""
+    PCI function, SR-IOV parent and the card's sys_image_guid (VFs of one PF, and the functions
+    of one port on a multi-host card, share one wire; the judge counts it once)."""
     out = []
     for device in sorted(listdir(ib_dir)):
         for port in port_numbers(ib_dir, device):
@@ -190,7 +191,8 @@ def ports(ib_dir="/sys/" + IB_CLASS, with_counters=True):
                     found.update(counters(os.path.join(port_dir, sub), names))
                 dev_dir = os.path.join(ib_dir, device)
                 entry.update(counters=found, pci=pci_function(dev_dir),
-                             physfn=pci_function(dev_dir, "physfn"))
+                             physfn=pci_function(dev_dir, "physfn"),
+                             sys_image_guid=read(os.path.join(dev_dir, "sys_image_guid")))
             out.append(entry)
     return out
 

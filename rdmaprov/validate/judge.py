@@ -34,7 +34,7 @@ from rdmaprov.parsers.nccl_log import parse_nccl_log
 from rdmaprov.validate import nccl_settings
 from rdmaprov.validate import rounds as R
 from rdmaprov.validate import verdict as V
-from rdmaprov.validate.nics import channel_devices
+from rdmaprov.validate.nics import read_log
 from rdmaprov.validate.report import CompareRow, HostResult, Pair, Pairwise, Report, Stability
 
 # rdmaprov validate's --pair-fraction (plugins/module_utils/ranges.py VALIDATE says why).
@@ -91,7 +91,8 @@ def port_facts(ports: list[dict[str, Any]]) -> dict[str, Any]:
         devices.setdefault(str(p["device"]), []).append({
             "port": p.get("port"), "state": str(p.get("state") or ""),
             "rate_gbps": _rate_gbps(p), "link_layer": p.get("link_layer"),
-            "netdev": p.get("netdev"), "pci": p.get("pci"), "physfn": p.get("physfn")})
+            "netdev": p.get("netdev"), "pci": p.get("pci"), "physfn": p.get("physfn"),
+            "sys_image_guid": p.get("sys_image_guid"), "phys_port_id": p.get("phys_port_id")})
     return {"rdma": {"devices": [{"name": n, "ports": ps} for n, ps in sorted(devices.items())]}}
 
 
@@ -148,6 +149,7 @@ class HostFiles:
     ports_after: list[dict[str, Any]] | None = None  # counters_after.json's ports
     intended: dict[str, Any] | None = None  # nccl_intended.json: the host's nccl.conf settings
     used: set[str] | None = None  # the NICs its NCCL channels ran on (nics.channel_devices)
+    channel_nics: int = 0  # how many NET/IB indices its channels ran on (nics.read_log)
     # What its worker gave NCCL (worker_preflight.nccl_seen): the run's own record, else the
     # image preflight's in the same container and environment.
     nccl_seen: dict[str, Any] | None = None
@@ -194,10 +196,13 @@ def _host_files(run_dir: Path, host: str) -> HostFiles:
     steps = _read_text(d / "steps.log")
     report = parsed = None
     used = None
+    channel_nics = 0
     if log is not None:
         lines = log.splitlines(keepends=True)
         parsed = parse_nccl_log(lines)
-        used = channel_devices(lines) if log else None  # the same lines, read once
+        nics = read_log(lines) if log else None  # the same lines, read once
+        used = nics.channels if nics else None
+        channel_nics = len(nics.indices) if nics else 0
         # NCCL's own text can reach a log without an INFO/WARN line (torch's "Last error:"):
         # its errors still name the failure; its network needs NCCL's lines.
         report = parsed if parsed.nccl_lines else None
@@ -232,7 +237,7 @@ def _host_files(run_dir: Path, host: str) -> HostFiles:
                      ports_before=ports["counters_before.json"],
                      ports_after=ports["counters_after.json"],
                      intended={str(k): str(v) for k, v in intended.items()}
-                     if intended is not None else None, used=used,
+                     if intended is not None else None, used=used, channel_nics=channel_nics,
                      nccl_seen=seen if isinstance(seen, dict) else None, launch_env=launch_env)
 
 
@@ -724,6 +729,7 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
         if hf is not None:
             facts[h] = hf
     used = {h: fabric.files[h].used for h in fabric.hosts}  # from the log _host_files read
+    nics = {h: fabric.files[h].channel_nics for h in fabric.hosts}
     backend = str((doc or {}).get("backend") or fabric.meta.get("backend") or "nccl")
     if doc is None:
         master = str(fabric.meta.get("master") or fabric.hosts[0])
@@ -736,7 +742,7 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
         preflight = {h: pre_doc.get(fabric.worker_name(h)) for h in fabric.hosts
                      if fabric.worker_name(h) not in fabric.shared}
         fv = V.fabric_verdict(doc, reports, facts, policy, hosts=list(fabric.hosts),
-                              preflight=preflight, used=used)
+                              preflight=preflight, used=used, channel_nics=nics)
         checks, bar, busbw = fv.checks, fv.bar, fv.busbw_GBps
         if not doc.get("ok"):
             error = f"worker failed: {doc.get('error') or 'unknown'}"
@@ -782,8 +788,8 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
             for line in nccl_settings.mismatches(settings):
                 if f"NCCL setting {line}" not in rows[h].warnings:
                     rows[h].warnings.append(f"NCCL setting {line}")
-        rows[h].line_rate_GBps = V.line_rate_GBps(f.facts, f.report, used[h])
-        rows[h].ports = V.ports_text(f.facts, f.report, used[h])
+        rows[h].line_rate_GBps = V.line_rate_GBps(f.facts, f.report, used[h], nics[h])
+        rows[h].ports = V.ports_text(f.facts, f.report, used[h], nics[h])
 
     job_path = judge_job_path(fabric, rows)
     if job_path is not None:

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rdmaprov import collection
-from rdmaprov.validate.nics import physical_port
+from rdmaprov.validate.nics import port_keys, typical_rate
 from rdmaprov.validate.rounds import DEFAULT_MAX_JITTER, line_rate_bar
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
@@ -160,8 +160,8 @@ def _hca_names(report: Any) -> set[str]:
     return {n.split(":")[0] for n in names}
 
 
-def _ports(facts: Mapping[str, Any] | None,
-           only_devices: Iterable[str] = ()) -> list[dict[str, Any]]:
+def _ports(facts: Mapping[str, Any] | None, only_devices: Iterable[str] = (),
+           any_state: bool = False) -> list[dict[str, Any]]:
     if not facts:
         return []
     rdma = facts.get("rdma", facts)
@@ -171,7 +171,7 @@ def _ports(facts: Mapping[str, Any] | None,
         if wanted and dev.get("name") not in wanted:
             continue
         for port in dev.get("ports") or ():
-            if str(port.get("state", "")).upper().endswith("ACTIVE"):
+            if any_state or str(port.get("state", "")).upper().endswith("ACTIVE"):
                 out.append({**port, "name": dev.get("name")})
     return out
 
@@ -185,32 +185,50 @@ def active_ports(facts: Mapping[str, Any] | None,
 
 
 def counted_ports(facts: Mapping[str, Any] | None, report: Any = None,
-                  used: Iterable[str] | None = None) -> list[tuple[str, Any, float]]:
-    """The ACTIVE ports a host's line rate counts: those of the devices its channels ran on
-    (``used``, rdmaprov/validate/nics.py), else those of NCCL's ``Using`` list, else all; SR-IOV
-    functions on one physical port once."""
+                  used: Iterable[str] | None = None,
+                  channel_nics: int = 0) -> list[tuple[str, Any, float]]:
+    """The ACTIVE ports a host's line rate counts: only NICs its own NCCL log shows. Those of the
+    devices its channels ran on (``used``, rdmaprov/validate/nics.py), else those of NCCL's
+    ``Using`` list; when the log names none that the facts know, but its channels ran on
+    ``channel_nics`` distinct NET/IB indices (the ``Using`` line folded into another host's
+    output), that many ports at the rate most of its ports have. No evidence: no port (the line
+    rate is unknown; never every ACTIVE port, a front-end Ethernet port included). One entry per
+    physical port (nics.port_keys: SR-IOV and multi-host functions of one wire once)."""
+    everything = _ports(facts)
+    layout = _ports(facts, any_state=True)  # a card's functions, cabled or not
+    keys = dict(zip(((str(p["name"]), p.get("port")) for p in layout), port_keys(layout),
+                    strict=True))
     ports: list[dict[str, Any]] = []
+    named: list[str] = []
     for names in (set(used or ()), _hca_names(report)):
         if names:
             ports = _ports(facts, names)
+            named = named or sorted(names)
             if ports:
                 break
-    ports = ports or _ports(facts)
-    seen: set[tuple[str, Any]] = set()
-    out = []
+    out: list[tuple[str, Any, float]] = []
+    seen: set[tuple[Any, ...]] = set()
     for p in ports:
-        key = physical_port(p)
+        key = keys.get((str(p["name"]), p.get("port")), (p["name"], p.get("port")))
         if key in seen:
             continue
         seen.add(key)
         out.append((str(p["name"]), p.get("port"), float(p.get("rate_gbps") or 0)))
-    return out
+    if out:
+        return out
+    labels = [f"{n} (not in the port list)" for n in named] or [
+        f"NET/IB/{i} of the channels" for i in range(channel_nics)]
+    rate = typical_rate(float(p.get("rate_gbps") or 0) for p in everything)
+    if not labels or rate is None:
+        return []
+    wires = len({keys[(str(p["name"]), p.get("port"))] for p in everything})
+    return [(label, None, rate) for label in labels[:wires]]
 
 
 def line_rate_GBps(facts: Mapping[str, Any] | None, report: Any = None,
-                   used: Iterable[str] | None = None) -> float | None:
+                   used: Iterable[str] | None = None, channel_nics: int = 0) -> float | None:
     """Sum of the counted ports' rates in GB/s (counted_ports). None when nothing is known."""
-    total = sum(rate for _, _, rate in counted_ports(facts, report, used))
+    total = sum(rate for _, _, rate in counted_ports(facts, report, used, channel_nics))
     return total / 8 if total > 0 else None
 
 
@@ -400,16 +418,18 @@ def host_verdict(host: str, backend: str, report: Any, facts: Mapping[str, Any] 
 
 
 def ports_text(facts: Mapping[str, Any] | None, report: Any = None,
-               used: Iterable[str] | None = None) -> str:
+               used: Iterable[str] | None = None, channel_nics: int = 0) -> str:
     """'mlx5_0:1 200 Gb/s IB' for the ports a host's line rate counts."""
-    return ", ".join(f"{d}:{p} {r:g} Gb/s" for d, p, r in counted_ports(facts, report, used))
+    return ", ".join(f"{d}:{p} {r:g} Gb/s" if p is not None else f"{d} {r:g} Gb/s"
+                     for d, p, r in counted_ports(facts, report, used, channel_nics))
 
 
 def fabric_verdict(doc: Mapping[str, Any], reports: Mapping[str, Any],
                    facts: Mapping[str, Mapping[str, Any]] | None = None,
                    policy: Policy | None = None, hosts: list[str] | None = None,
                    preflight: Mapping[str, Any] | None = None,
-                   used: Mapping[str, Iterable[str] | None] | None = None) -> FabricVerdict:
+                   used: Mapping[str, Iterable[str] | None] | None = None,
+                   channel_nics: Mapping[str, int] | None = None) -> FabricVerdict:
     """Verdict of one worker run over every host in it.
 
     ``hosts``: the hosts of the run, one per node (the judge gives inventory names, mapped from
@@ -438,8 +458,11 @@ def fabric_verdict(doc: Mapping[str, Any], reports: Mapping[str, Any],
     pre = preflight if preflight is not None else (doc.get("preflight") or {})
     verdicts = [host_verdict(h, backend, reports.get(h), facts.get(h), policy,
                              preflight=pre.get(h)) for h in hosts]
-    rates = {h: line_rate_GBps(facts.get(h), reports.get(h), used.get(h)) for h in hosts}
-    ports = {h: ports_text(facts.get(h), reports.get(h), used.get(h)) for h in hosts}
+    nics = channel_nics or {}
+    rates = {h: line_rate_GBps(facts.get(h), reports.get(h), used.get(h), nics.get(h, 0))
+             for h in hosts}
+    ports = {h: ports_text(facts.get(h), reports.get(h), used.get(h), nics.get(h, 0))
+             for h in hosts}
     # RDMA port rates say nothing about a run that went over TCP.
     on_tcp = backend != "nccl" or any(_on_socket(reports.get(h)) for h in hosts)
     if not on_tcp and policy.requires_ib(backend):

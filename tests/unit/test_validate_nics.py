@@ -68,7 +68,7 @@ def test_vfs_of_one_port_count_once() -> None:
         {"device": "mlx5_1", "port": 1, "rate_gbps": 200, "pci": "0000:86:00.0"},
     ])
     assert V.line_rate_GBps(f, used={"mlx5_0", "mlx5_2", "mlx5_3"}) == 25.0
-    assert V.line_rate_GBps(f) == 50.0
+    assert V.line_rate_GBps(f, used={"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"}) == 50.0
 
 
 def test_vf_netdevs_without_pci_facts_count_once() -> None:
@@ -78,4 +78,4 @@ def test_vf_netdevs_without_pci_facts_count_once() -> None:
                 {"device": "mlx5_12", "port": 1, "rate_gbps": 400, "netdev": "ibp75s0v0"},
                 {"device": "mlx5_13", "port": 1, "rate_gbps": 400, "netdev": "ibp75s0v1"},
                 {"device": "mlx5_3", "port": 1, "rate_gbps": 400, "netdev": "ibp84s0"}])
-    assert V.line_rate_GBps(f) == 100.0
+    assert V.line_rate_GBps(f, used={"mlx5_2", "mlx5_12", "mlx5_13", "mlx5_3"}) == 100.0

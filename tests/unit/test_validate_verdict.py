@@ -177,16 +177,18 @@ def test_ports_active_listed():
 
 # --- thresholds ----------------------------------------------------------------------------
 
-def test_line_rate_sums_active_ports_in_GBps():
+def test_line_rate_sums_the_active_ports_nccl_named_in_GBps():
     f = facts(("mlx5_0", 400, "ACTIVE"), ("mlx5_1", 400, "ACTIVE"), ("mlx5_2", 400, "DOWN"))
-    assert v.line_rate_GBps(f) == 100.0
+    assert v.line_rate_GBps(f, ib_report("mlx5_0", "mlx5_1", "mlx5_2")) == 100.0
+    # No NIC in the host's own log: unknown, never the sum of every ACTIVE port.
+    assert v.line_rate_GBps(f) is None
 
 
 def test_line_rate_narrowed_to_hcas_nccl_used():
     f = facts(("mlx5_0", 400, "ACTIVE"), ("mlx5_1", 400, "ACTIVE"))
     assert v.line_rate_GBps(f, ib_report("mlx5_1")) == 50.0
-    # NCCL names an HCA the facts do not know: fall back to every active port.
-    assert v.line_rate_GBps(f, ib_report("mlx5_9")) == 100.0
+    # NCCL names an HCA the facts do not know: that one NIC, at the host's port rate.
+    assert v.line_rate_GBps(f, ib_report("mlx5_9")) == 50.0
 
 
 @pytest.mark.parametrize(("rate_gbps", "busbw", "status"), [
