@@ -36,6 +36,7 @@ class Expectations:
     hcas: list[str] = field(default_factory=list)  # only these devices; []: all
     hca_pci: list[str] = field(default_factory=list)  # PCI addresses of HCAs that must be there
     gpu_nic: dict[str, str] = field(default_factory=dict)  # GPU PCI address -> nearest NIC
+    firmware: dict[str, str] = field(default_factory=dict)  # board_id (PSID) -> fw_ver wanted
     mtu: int | None = None  # wanted MTU of the RDMA netdevs and `interfaces`
     interfaces: list[str] = field(default_factory=list)  # netdevs checked besides the ports'
     modules: list[str] = field(default_factory=lambda: list(DEFAULT_MODULES))
@@ -68,6 +69,7 @@ SPEC: dict[str, dict[str, Any]] = {
     "hcas": {"type": "list", "elements": "str"},
     "hca_pci": {"type": "list", "elements": "str"},
     "gpu_nic": {"type": "raw"},  # {GPU PCI address: RDMA device name or PCI address}
+    "firmware": {"type": "raw"},  # {board_id: fw_ver}, e.g. {MT_0000000838: 28.39.1002}
     "mtu": {"type": "int"},
     "interfaces": {"type": "list", "elements": "str"},
     "modules": {"type": "list", "elements": "str"},
@@ -108,6 +110,13 @@ def _convert(name: str, value: Any, label: str) -> Any:
             raise UserError(f"{label}: must map GPU PCI addresses to their nearest NIC, e.g. "
                             "{'0000:18:00.0': mlx5_0}")
         return {k.lower(): v for k, v in value.items()}
+    if name == "firmware":
+        if not isinstance(value, dict) or not all(
+                isinstance(k, str) and k and isinstance(v, (str, int, float))
+                and not isinstance(v, bool) and str(v) for k, v in value.items()):
+            raise UserError(f"{label}: must map a card's board_id to its firmware version, "
+                            "e.g. {MT_0000000838: '28.39.1002'}")
+        return {k: str(v) for k, v in value.items()}
     if name == "link_thresholds":
         if not isinstance(value, dict):
             raise UserError(f"{label}: must be a mapping of counter class to a number, e.g. "

@@ -17,6 +17,7 @@ from rdmaprov.remediation import Remedy
 
 CONFIG, REPLACE, RESET_LINK = Remedy.CONFIG.value, Remedy.REPLACE.value, Remedy.RESET_LINK.value
 REBOOT, INVESTIGATE = Remedy.REBOOT.value, Remedy.INVESTIGATE.value
+FIRMWARE = Remedy.FIRMWARE.value
 
 State = Mapping[str, Any]
 REASON_MAX = 200  # slurm keeps the whole reason, but `sinfo -R` columns should stay readable
@@ -154,9 +155,6 @@ def _unprobed(state: State) -> str:
     return f" (card on PCI without an RDMA device: {'; '.join(named)})"
 
 
-LID_UNICAST = range(0x0001, 0xC000)  # IBTA: 0 reserved, 0xC000-0xFFFE multicast, 0xFFFF permissive
-
-
 def _routable_v2(gids: list[Mapping[str, Any]]) -> bool:
     """A RoCE v2 GID of an IPv4 (::ffff:a.b.c.d) or a global IPv6 address: what a connection
     between hosts (NCCL's default GID: RoCE v2, IPv4 first) can route over."""
@@ -170,8 +168,8 @@ def active_port_faults(active: list[dict[str, Any]]) -> Item | None:
     - its PHY not LinkUp (drivers/infiniband/core/sysfs.c phys_state: LinkErrorRecovery,
       Polling, PortConfigurationTraining ... while the logical state reads ACTIVE: the link is
       retraining under the job; NHC's check_hw_ib and gcm require LinkUp) -> reset-link;
-    - InfiniBand with a LID outside the unicast range (0x0: no subnet manager assigned one;
-      RoCE ports have no LID and are never judged) -> investigate;
+    - InfiniBand with LID 0x0 (no subnet manager assigned one; RoCE ports have no LID and are
+      never judged) -> investigate;
     - RoCE with GIDs but none routable RoCE v2 (no IPv4 or global IPv6 address on its netdev
       or its VLANs: only link-local GIDs, so no peer on another subnet can reach it) -> config.
     Unread attributes (no phys_state, lid or GID table) are not judged."""
@@ -181,7 +179,7 @@ def active_port_faults(active: list[dict[str, Any]]) -> Item | None:
         return Item("ports", "fail", "; ".join(not_up) + " (want LinkUp)", remedy=RESET_LINK)
     no_lid = [f"{_label(p)} ACTIVE with LID {p['lid']:#x}" for p in active
               if p.get("link_layer") == "InfiniBand" and p.get("lid") is not None
-              and p["lid"] not in LID_UNICAST]
+              and p["lid"] == 0]
     if no_lid:
         return Item("ports", "fail", "; ".join(no_lid) + ": no subnet manager assigned it a LID "
                     "(is the SM running on this fabric?)", remedy=INVESTIGATE)
@@ -619,6 +617,50 @@ def check_aer(state: State, exp: Expectations) -> Item:
     return Item("aer", "pass", f"{since} on {len(judged)} device(s){tail}")
 
 
+def check_firmware(state: State, exp: Expectations) -> Item:
+    """Each card's running firmware (fw_ver) against the node's other cards of the same board
+    (board_id, the PSID: one product, one firmware image) and against check.yml's ``firmware:
+    {board_id: version}`` when set. Cards of one board on different firmware fail (firmware):
+    a mixed node is a known cause of hangs and of one rail behaving unlike the rest, and NHC
+    sites fail on it. VFs (their PF's firmware) and excluded cards are left out."""
+    spare = excluded_devices(state)
+    cards = [d for d in state["rdma"]["devices"]
+             if (not exp.hcas or d["name"] in exp.hcas) and d["name"] not in spare
+             and not d.get("vf") and d.get("fw_ver")]
+    if not cards:
+        return Item("firmware", "n/a", "no card's fw_ver readable")
+    boards: dict[str, list[Mapping[str, Any]]] = {}
+    for d in cards:
+        boards.setdefault(str(d.get("board_id") or "unknown board"), []).append(d)
+    wrong, mixed, fine = [], [], []
+    for board, group in sorted(boards.items()):
+        want = exp.firmware.get(board)
+        if want is not None:
+            off = [f"{d['name']} fw {d['fw_ver']}" for d in group if d["fw_ver"] != want]
+            if off:
+                wrong.append(f"{', '.join(off)}, want {want} (board {board})")
+                continue
+        versions = [d["fw_ver"] for d in group]
+        if len(set(versions)) > 1 and board != "unknown board":
+            norm = _majority(versions)
+            if norm is not None:
+                odd = [f"{d['name']} fw {d['fw_ver']}" for d in group if d["fw_ver"] != norm]
+                mixed.append(f"{', '.join(odd)}, its {versions.count(norm)} peers of board "
+                             f"{board} at {norm}")
+            else:
+                by_ver: dict[str, list[str]] = {}
+                for d in group:
+                    by_ver.setdefault(d["fw_ver"], []).append(d["name"])
+                mixed.append(f"board {board} mixed: " + "; ".join(
+                    f"{', '.join(n)} at {v}" for v, n in sorted(by_ver.items())))
+            continue
+        fine.append(f"{len(group)} of board {board} at {'/'.join(sorted(set(versions)))}")
+    if wrong or mixed:
+        return Item("firmware", "fail", "firmware differs: " + "; ".join([*wrong, *mixed]),
+                    remedy=FIRMWARE)
+    return Item("firmware", "pass", "; ".join(fine))
+
+
 def check_verbs(state: State, exp: Expectations) -> Item:
     """Each HCA's verbs device: /sys/class/infiniband_verbs/uverbsN names it, and
     /dev/infiniband/uverbsN exists (a job opens the HCA through it)."""
@@ -644,7 +686,7 @@ def check_verbs(state: State, exp: Expectations) -> Item:
 
 CHECKS: tuple[Callable[[State, Expectations], Item], ...] = (
     check_ports, check_modules, check_mtu, check_qos, check_memlock, check_gpus, check_gpudirect,
-    check_links, check_pcie, check_aer, check_verbs, check_kernel,
+    check_links, check_pcie, check_aer, check_firmware, check_verbs, check_kernel,
 )
 
 

@@ -73,6 +73,7 @@ def rdma(root: str = "/") -> dict[str, Any]:
             vf = os.path.lexists(os.path.join(sys_root, "class/infiniband", dev["name"],
                                               "device/physfn"))
             devices.append({"name": dev["name"], "board_id": dev.get("board_id"),
+                            "fw_ver": dev.get("fw_ver"),
                             "hca_type": dev.get("hca_type"), "vf": vf, "ports": ports})
     # Error counters per port ({"dev/port": {state, counters}}), for the judgement over time.
     counters = collection.link_counters.snapshot(full)

@@ -9,7 +9,8 @@ greater value, as fabric.py breaks ties) and every host whose own value differs 
 folded in. Only what the probe saw is written, each value read the way check reads it:
 - ports: ACTIVE ports of the class's link layer; rate: the slowest ACTIVE port; link_layer;
 - mtu: the one MTU of every netdev check compares (rdma_sysfs.mtu_netdevs: each port's netdev,
-  DOWN ports too, the VLANs on top of a RoCE port and a bond's members: the facts' path_mtu).
+  DOWN ports too but not one set down (judge.excluded), the VLANs on top of a RoCE port and a
+  bond's members: the facts' path_mtu).
   A host whose netdevs differ (a VLAN at 9000 on a port at 9216, an unused port left at 1500)
   has no single MTU that check could pass; when that is the class's majority no mtu is
   written, and the header says why;
@@ -71,10 +72,14 @@ def host_values(rdma: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
                   .lower()).strip("-")
     active = [p for _, p in ports if p.get("state") == "ACTIVE"]
     rates = [p.get("rate_gbps") for p in active]
-    # Every port's netdevs, whatever its state: check compares them all with one MTU.
+    # Every port's netdevs, whatever its state, but a port set down (a spare: the check's one
+    # exclusion rule, judge.excluded): check compares the rest with one MTU.
+    from rdmaprov.check.judge import excluded
+
     netdevs: dict[str, Any] = {}
     for _, p in ports:
-        netdevs.update(path_mtus(p))
+        if not excluded(p):
+            netdevs.update(path_mtus(p))
     mtus = set(netdevs.values())
     firmware = sorted({str(d.get("fw_ver")) for d, _ in ports if d.get("fw_ver")})
     values = {

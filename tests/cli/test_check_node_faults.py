@@ -277,3 +277,45 @@ def test_no_aer_files_is_not_judged(tmp_path: Path) -> None:
     code, doc = check(ib_node(tmp_path))
     assert code == 0, doc
     assert item(doc, "aer")["status"] == "n/a"
+
+
+# -- 5. firmware differing between cards of one board --------------------------------------------
+
+
+def test_a_card_on_other_firmware_than_its_peers_is_named(tmp_path: Path) -> None:
+    root = ib_node(tmp_path / "one", n=4)
+    code, doc = check(root)
+    assert item(doc, "firmware") == {"name": "firmware", "status": "pass", "remedy": None,
+                                     "detail": f"4 of board {BOARD} at 28.39.1002"}
+    write(root, "sys/class/infiniband/mlx5_3/fw_ver", "28.37.1014")
+    code, doc = check(root)
+    assert code == 2, doc
+    assert doc["reason"] == (f"[firmware] firmware differs: mlx5_3 fw 28.37.1014, its 3 peers "
+                             f"of board {BOARD} at 28.39.1002")
+    half = ib_node(tmp_path / "half", n=2)
+    write(half, "sys/class/infiniband/mlx5_1/fw_ver", "28.37.1014")
+    code, doc = check(half)
+    assert code == 2
+    assert item(doc, "firmware")["detail"] == (
+        f"firmware differs: board {BOARD} mixed: mlx5_1 at 28.37.1014; mlx5_0 at 28.39.1002")
+
+
+def test_cards_of_other_boards_may_differ_and_check_yml_names_the_version(tmp_path: Path) -> None:
+    root = ib_node(tmp_path, n=4)
+    # A front-end ConnectX-6 Dx (another board, another firmware family) is not a peer.
+    write(root, "sys/class/infiniband/mlx5_3/board_id", "MT_0000000359")
+    write(root, "sys/class/infiniband/mlx5_3/fw_ver", "22.41.1000")
+    code, doc = check(root)
+    assert code == 0, doc
+    cfg = tmp_path / "check.yml"
+    cfg.write_text(f"firmware:\n  {BOARD}: '28.40.1000'\n")
+    code, doc = check(root, "--config", str(cfg))
+    assert code == 2
+    assert doc["reason"] == ("[firmware] firmware differs: mlx5_0 fw 28.39.1002, mlx5_1 fw "
+                             f"28.39.1002, mlx5_2 fw 28.39.1002, want 28.40.1000 (board {BOARD})")
+    cfg.write_text("firmware: [28.40.1000]\n")
+    p = subprocess.run([sys.executable, "-m", "rdmaprov", "check", "--sysroot", str(root),
+                        "--config", str(cfg)], capture_output=True, text=True, timeout=60,
+                       check=False)
+    assert p.returncode == 1 and p.stderr.count("\n") == 1, p.stderr
+    assert "firmware: must map a card's board_id to its firmware version" in p.stderr
