@@ -51,10 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="inventory file or directory; omit to probe this host")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p.add_argument("--use-pyverbs", choices=("auto", "yes", "no"),
-                   default=os.environ.get("RDMAPROV_USE_PYVERBS", "auto"),
                    help="pyverbs first (auto), only (yes) or never (no) "
                         "(env RDMAPROV_USE_PYVERBS; default auto)")
-    p.add_argument("--nccl-ib-tc", metavar="TC", default=os.environ.get("RDMAPROV_NCCL_IB_TC"),
+    p.add_argument("--nccl-ib-tc", metavar="TC",
                    help="RoCE traffic class for NCCL_IB_TC, 0-255 (env RDMAPROV_NCCL_IB_TC; "
                         "with an inventory, roce_qos_nccl_ib_tc from it is used)")
     p.add_argument("--env-file", metavar="FILE", type=Path, action="append", default=[],
@@ -62,26 +61,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "shell's NCCL_* variables and /etc/nccl.conf are linted")
     local = p.add_argument_group("this host only")
     local.add_argument("--sysfs-root", metavar="DIR",
-                       default=os.environ.get("RDMAPROV_SYSFS_ROOT", "/sys"),
                        help="read sysfs from DIR, e.g. a fixture tree, for tests and diagnosis; "
                             "a DIR named sys is read with its siblings proc/, dev/ and "
                             "lib/modules/ (env RDMAPROV_SYSFS_ROOT; default /sys; pyverbs is "
                             "not used with another root)")
-    local.add_argument("--container", action="store_true",
-                       default=os.environ.get("RDMAPROV_PROBE_CONTAINER") == "1",
+    local.add_argument("--container", action="store_true", default=None,
                        help="print the docker/podman run flags and the environment a training "
                             "container needs on this host (the RDMA CDI device, GPUs, host "
                             "network and IPC) (env RDMAPROV_PROBE_CONTAINER=1)")
     local.add_argument("--socket-ifname", metavar="IF",
-                       default=os.environ.get("RDMAPROV_SOCKET_IFNAME"),
                        help="interface for NCCL_SOCKET_IFNAME (env RDMAPROV_SOCKET_IFNAME; "
                             "default: the default route's interface, if any)")
     fleet = p.add_argument_group("with an inventory")
     fleet.add_argument("-l", "--limit", metavar="PATTERN", help="only these hosts/groups")
-    fleet.add_argument("-f", "--forks", metavar="N", default=os.environ.get("RDMAPROV_FORKS"),
+    fleet.add_argument("-f", "--forks", metavar="N",
                        help="parallel hosts (env RDMAPROV_FORKS)")
     fleet.add_argument("--keep-artifacts", metavar="DIR", type=Path,
-                       default=os.environ.get("RDMAPROV_KEEP_ARTIFACTS") or None,
                        help="keep ansible-runner's private data dir (env "
                             "RDMAPROV_KEEP_ARTIFACTS)")
     fleet.add_argument("--write-expectations", metavar="DIR", type=Path,
@@ -248,7 +243,58 @@ def _lint_errors(docs: Mapping[str, Mapping[str, Any]]) -> bool:
                for fs in (d.get("lint") or {}).values() for f in fs)
 
 
+# Where each flag means something: "fleet" (an INVENTORY, through Ansible), "host" (this host
+# probed directly), "container" (this host's container flags). A flag given on the command line
+# where it means nothing is refused (one line each), never dropped; an environment variable is
+# a default only where its flag means something. dest -> (flag, modes, environment, default).
+FLAGS: dict[str, tuple[str, frozenset[str], str | None, Any]] = {
+    "use_pyverbs": ("--use-pyverbs", frozenset({"fleet", "host"}), "RDMAPROV_USE_PYVERBS",
+                    "auto"),
+    "nccl_ib_tc": ("--nccl-ib-tc", frozenset({"fleet", "host"}), "RDMAPROV_NCCL_IB_TC", None),
+    "env_file": ("--env-file", frozenset({"fleet", "host"}), None, []),
+    "sysfs_root": ("--sysfs-root", frozenset({"host", "container"}), "RDMAPROV_SYSFS_ROOT",
+                   "/sys"),
+    "container": ("--container", frozenset({"container"}), "RDMAPROV_PROBE_CONTAINER", False),
+    "socket_ifname": ("--socket-ifname", frozenset({"host"}), "RDMAPROV_SOCKET_IFNAME", None),
+    "limit": ("--limit", frozenset({"fleet"}), None, None),
+    "forks": ("--forks", frozenset({"fleet"}), "RDMAPROV_FORKS", None),
+    "keep_artifacts": ("--keep-artifacts", frozenset({"fleet"}), "RDMAPROV_KEEP_ARTIFACTS",
+                       None),
+}
+WHY_NOT = {
+    "fleet": "not with an INVENTORY: it is for the host rdmaprov runs on, and an INVENTORY's "
+             "hosts are probed through Ansible (run `rdmaprov probe` on the host itself)",
+    "host": "needs an INVENTORY: it is for a probe of an inventory's hosts through Ansible",
+    "container": "not with --container, which prints this host's container flags and "
+                 "environment (the NCCL settings and lint are `rdmaprov probe` without it)",
+}
+
+
+def settle_flags(args: argparse.Namespace, environ: Mapping[str, str]) -> str:
+    """The mode, after refusing every flag given where it means nothing; then each flag not
+    given takes its environment variable (where its flag means something) or its default."""
+    container = args.container or (args.inventory is None
+                                   and environ.get("RDMAPROV_PROBE_CONTAINER") == "1")
+    mode = "fleet" if args.inventory is not None else "container" if container else "host"
+    problems = [f"{flag}: {WHY_NOT[mode]}" for dest, (flag, modes, _e, _d)
+                in FLAGS.items() if getattr(args, dest) and mode not in modes]
+    if problems:
+        raise UserError("\n".join(problems))
+    for dest, (_flag, modes, env, default) in FLAGS.items():
+        if getattr(args, dest) in (None, []):
+            value = environ.get(env) if env and mode in modes else None
+            setattr(args, dest, default if value in (None, "") else value)
+    args.container = mode == "container"
+    if args.use_pyverbs not in ("auto", "yes", "no"):
+        raise UserError(f"--use-pyverbs/RDMAPROV_USE_PYVERBS: {args.use_pyverbs!r} is not one "
+                        "of auto, yes, no")
+    if isinstance(args.keep_artifacts, str):
+        args.keep_artifacts = Path(args.keep_artifacts)
+    return mode
+
+
 def run(args: argparse.Namespace) -> int:
+    settle_flags(args, os.environ)
     ib_tc = _ib_tc(args.nccl_ib_tc)
     if args.write_expectations is not None:
         if args.inventory is None:
