@@ -237,6 +237,33 @@ def test_the_worker_applied_what_a_jobs_container_gets(podman_nodes, podman_run)
     assert doc["env"]["GLOO_SOCKET_IFNAME"] == "eth1"
 
 
+def test_a_nccl_conf_that_is_not_validates_env_is_refused_on_its_host(podman_nodes,
+                                                                       tmp_path: Path) -> None:
+    """The inventory declares the value nccl_env writes (no refusal before contact), but one
+    node's /etc/nccl.conf says otherwise (edited by hand): that node is refused before the
+    launch in one line naming both values, from the file a job's container reads there."""
+    node = podman_nodes.nodes[-1]
+    podman_nodes.exec(node, ["cp", "/etc/nccl.conf", "/etc/nccl.conf.keep"])
+    podman_nodes.exec(node, ["sed", "-i", "s/^NCCL_SOCKET_IFNAME=.*/NCCL_SOCKET_IFNAME==eth0/",
+                             "/etc/nccl.conf"])
+    try:
+        code, report = _validate(podman_nodes, tmp_path, {
+            **HOST_RUNTIME, "nccl_env_socket_ifname": "eth1",
+            "nccl_validate_env": {"NCCL_SOCKET_IFNAME": "=eth1", "GLOO_SOCKET_IFNAME": "eth1"}})
+    finally:
+        podman_nodes.exec(node, ["mv", "/etc/nccl.conf.keep", "/etc/nccl.conf"])
+    assert code == 2, report
+    reasons = {h["host"]: h["reasons"] for h in report["hosts"]}
+    assert reasons[node] == [
+        "not the job's path: nccl_validate_env sets NCCL_SOCKET_IFNAME==eth1, a job's container "
+        "gets NCCL_SOCKET_IFNAME==eth0 from /etc/nccl.conf: declare the setting for nccl_env "
+        "(nccl_env_socket_ifname, nccl_env_extra) and leave it out of nccl_validate_env, or set "
+        "nccl_validate_job_path: false to run off the job's path (never a PASS)"], reasons
+    for peer in podman_nodes.nodes[:-1]:
+        assert reasons[peer] == [f"not launched: {node} failed the preflight"], reasons
+    assert not list((tmp_path / "results").glob("fabric/*/rc")), "launched anyway"
+
+
 def test_missing_cdi_spec_fails_in_one_line_before_launch(podman_nodes, tmp_path: Path) -> None:
     node = podman_nodes.nodes[-1]
     podman_nodes.exec(node, ["mv", CDI_SPEC, CDI_SPEC + ".away"])
