@@ -88,6 +88,11 @@ OTHER = re.compile(r"Got completion|Watchdog|watchdog|ncclSocketInit|nccl\w*Erro
                    r"^\s*(?:Errors|Warnings)\s*$|^\s*#\d+-\d+ \(")
 # NCCL RAS (2.24+, the ncclras client): "#0-0 (fa93daea854b060b) MISMATCH" under an "Errors" or
 # "Warnings" heading, then indented lines saying what and which ranks.
+# What NCCL's plugin loader says when there is simply no external net plugin (ENOENT), in every
+# version's words (src/net.cc 2.12-2.22, src/plugin/plugin_open.cc 2.26+).
+_PLUGIN_ABSENT = re.compile(r"No plugin found|Could not find:|Using internal (?:net(?:work)? "
+                            r"plugin|implementation)|returned \d+ :.*No such file or directory|"
+                            r"dlerror=.*No such file or directory", re.I)
 _RAS_ITEM = re.compile(r"^\s*#(\d+)-(\d+) \(([0-9a-fA-F]+)\) ([A-Z][A-Z_ ]*?)\s*$")
 # Interfaces that only reach this host: bridges, veths and overlay tunnels.
 _LOCAL_IF = re.compile(r"^(?:virbr|docker|br-|veth|cni|flannel|cali|tunl|kube-ipvs|lxcbr|podman)")
@@ -131,6 +136,9 @@ class NcclLogReport:
     lines: int = 0
     nccl_lines: int = 0
     net_plugin: dict[str, Any] | None = None
+    # loaded (an external net plugin carried the traffic) | internal (none found: NCCL's own
+    # IB/Socket, as it says) | failed (one was there and did not load) | None (not logged)
+    net_plugin_state: str | None = None
     socket_interfaces: list[str] = field(default_factory=list)
     env_pasted: dict[str, str] = field(default_factory=dict)
     watchdog: dict[str, Any] | None = None
@@ -157,6 +165,7 @@ class NcclLogReport:
             "lines": self.lines,
             "nccl_lines": self.nccl_lines,
             "net_plugin": self.net_plugin,
+            "net_plugin_state": self.net_plugin_state,
             "socket_interfaces": self.socket_interfaces,
             "env_pasted": self.env_pasted,
             "watchdog": self.watchdog,
@@ -190,6 +199,8 @@ class NcclLogParser:
         self.ib_no_device = 0
         self.no_libibverbs = 0
         self.plugin_failures: list[str] = []
+        self.plugin_internal = 0  # lines saying no external net plugin is there (informational)
+        self.plugin_versions_missed = 0
         self.gdr_off: Counter[str] = Counter()  # reason -> count
         self.gdr_on_lines = 0
         self.env: dict[str, str] = {}
@@ -352,6 +363,31 @@ class NcclLogParser:
                     self.nranks = n
         elif "Got completion" in msg:
             self._warn(msg, msg)
+        elif w == "Failed" and msg.startswith("Failed to open libibverbs"):
+            # NCCL's ibvsymbols.cc logs it at INFO: a cause whatever its level.
+            self._warn(msg, msg)
+        elif w in ("Successfully", "Initialized", "Assigned", "External") and \
+                "plugin" in msg:
+            self._plugin_state(msg)
+
+    def _plugin_state(self, msg: str) -> None:
+        """NCCL 2.26+'s plugin lines: "Successfully loaded external network plugin PATH",
+        "Initialized NET plugin NAME", "Assigned NET plugin NAME to comm", "External network
+        plugin PATH is unsupported" (src/plugin/net.cc)."""
+        if msg.startswith("Successfully loaded external network plugin "):
+            self.plugin.setdefault("path", msg[44:].strip())
+        elif msg.startswith(("Initialized NET plugin ", "Assigned NET plugin ")):
+            name = msg.split("NET plugin ", 1)[1].removesuffix(" to comm").strip()
+            if name in ("IB", "Socket"):
+                self.plugin_internal += 1
+            elif name:
+                self.plugin.setdefault("name", name)
+        elif msg.startswith("External network plugin ") and "unsupported" in msg:
+            self._plugin_failure(msg)
+
+    def _plugin_failure(self, msg: str) -> None:
+        if len(self.plugin_failures) < 8 and msg not in self.plugin_failures:
+            self.plugin_failures.append(msg)
 
     def _channel(self, rest: str) -> None:
         self.net_channels += 1
@@ -403,9 +439,19 @@ class NcclLogParser:
                 self.plugin.setdefault("name", msg.split("Loaded net plugin", 1)[1].strip())
                 return
             low = msg.lower()
-            if (("returned" in low or "failed" in low) and len(self.plugin_failures) < 8
-                    and "collnet" not in low and msg not in self.plugin_failures):
-                self.plugin_failures.append(msg)
+            if "collnet" in low or "plugin name set by env" in low or "closing" in low:
+                return
+            if _PLUGIN_ABSENT.search(msg):
+                # No libnccl-net.so on the path: NCCL uses its internal IB and Socket, as it
+                # says (2.18 "No plugin found, using internal implementation", 2.19 "No plugin
+                # found (libnccl-net.so)", 2.23+ "Could not find: libnccl-net.so"): not a failure.
+                self.plugin_internal += 1
+            elif "failed to find ncclnetplugin_v" in low:
+                self.plugin_versions_missed += 1  # an older symbol may load next ("Loaded ...")
+            elif ("returned" in low or "failed" in low or "unsupported" in low
+                  or "undefined symbol" in low or "cannot open shared object" in low
+                  or "wrong elf class" in low):
+                self._plugin_failure(msg)
 
     def _ifaces(self, msg: str) -> None:
         for m in re.finditer(r"(?:\[\d+\])?([A-Za-z][\w.@-]*?):([\d.]+|[0-9a-fA-F:]+(?:%\S+)?)<",
@@ -674,6 +720,14 @@ class NcclLogParser:
                          and not self.net_channels and r.hosts <= 1)
         if self.plugin:
             r.net_plugin = dict(self.plugin)
+        requested = self.env.get("NCCL_NET_PLUGIN", "").strip()
+        if self.plugin:
+            r.net_plugin_state = "loaded"
+        elif self.plugin_failures or (requested and requested.lower() != "none"
+                                      and self.plugin_internal):
+            r.net_plugin_state = "failed"
+        elif self.plugin_internal:
+            r.net_plugin_state = "internal"
         r.socket_interfaces = [f"{k}:{v}" for k, v in self.socket_all.items()]
         r.env_pasted = dict(self.env_pasted)
         if self.wd or self.wd_stuck:

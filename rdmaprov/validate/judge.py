@@ -106,7 +106,7 @@ _WEAK = frozenset({"socket", "peer_lost"})  # a lost peer: a cause only when not
 def _nccl_text(line: str) -> str:
     """An NCCL error as its own words: the text after ``NCCL WARN`` (or 2.2's ``WARN``), else
     the line without torch's ``[rank N]:`` tag."""
-    for marker in ("NCCL WARN ", " WARN "):
+    for marker in ("NCCL WARN ", " WARN ", "NCCL INFO "):
         i = line.find(marker)
         if i >= 0:
             return line[i + len(marker):].strip()
@@ -117,11 +117,19 @@ def first_nccl_error(report: Any) -> str | None:
     """A host's own first NCCL error from the parser's list (in order of appearance): the first
     cause, else the first lost peer; never a consequence of an earlier failure."""
     errors = list(getattr(report, "errors", None) or [])
+    first = None
     for kinds in (lambda k: k not in _CONSEQUENCES and k not in _WEAK, lambda k: k in _WEAK):
-        e = next((e for e in errors if kinds(e.kind)), None)
-        if e is not None:
-            return _nccl_text(e.line)[:300]
-    return None
+        first = next((e for e in errors if kinds(e.kind)), None)
+        if first is not None:
+            break
+    verbs = next((e for e in errors if e.kind == "no_libibverbs"), None)
+    if verbs is not None and not getattr(report, "fallback_to_socket", False) and (
+            first is None or re.search(r"NET plugin|ncclIbInit", first.line, re.I)):
+        # libibverbs missing is a consequence where NCCL went on over Socket; where it could
+        # not (a plugin or NCCL_NET forcing IB: "Failed to initialize any NET plugin" after
+        # it) it is the cause, at whatever level NCCL logged it (INFO in ibvsymbols.cc).
+        first = verbs
+    return _nccl_text(first.line)[:300] if first is not None else None
 
 
 def worker_outcome(rc: str | None, log: str | None, report: Any = None,
@@ -771,6 +779,13 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
                 listed = rows[h].reasons
                 if first_nccl_error(rep) is None and listed[-1] == c.reason:
                     listed.insert(0, listed.pop())  # no NCCL error of its own: the cause
+    for h, (line, odd) in V.net_plugin_differences(reports).items():
+        if (doc is None or not doc.get("ok")) and odd and line not in rows[h].reasons:
+            rows[h].fail(line)
+            if first_nccl_error(reports[h]) is None:  # no error of its own: the likely cause
+                rows[h].reasons.insert(0, rows[h].reasons.pop())
+        elif line not in rows[h].reasons + rows[h].warnings:
+            rows[h].warnings.append(line)
     for h in fabric.hosts:
         f = fabric.files[h]
         for found in counters_during_run(f.ports_before, f.ports_after):

@@ -393,6 +393,46 @@ def check_line_rates(rates: Mapping[str, float | None],
     return out
 
 
+def _plugin_said(report: Any) -> str | None:
+    """What a host's NCCL log says of its net plugin, as one comparable phrase; None when the
+    log does not say (NCCL_DEBUG_SUBSYS without INIT/NET, or a log cut early)."""
+    state = _get(report, "net_plugin_state")
+    if state == "loaded":
+        plugin = _get(report, "net_plugin") or {}
+        what = " ".join(str(x) for x in (plugin.get("name"), plugin.get("path")) if x)
+        return f"the external net plugin {what}".rstrip()
+    if state == "internal":
+        return "no external net plugin (NCCL's internal IB/Socket)"
+    if state == "failed":
+        return "a net plugin that failed to load"
+    return None
+
+
+def net_plugin_differences(reports: Mapping[str, Any]) -> dict[str, tuple[str, bool]]:
+    """Hosts whose net plugin differs from the others' (a plugin on some hosts and not on
+    others hangs the run: their transports do not talk to each other, NVIDIA/nccl#1634): per
+    host (the line naming it, whether it is in a minority: the likelier odd one out; every host
+    when the groups are the same size). Empty when every host that says agrees."""
+    said = {h: t for h, t in ((h, _plugin_said(r)) for h, r in reports.items()) if t}
+    groups: dict[str, list[str]] = {}
+    for h, t in said.items():
+        groups.setdefault(t, []).append(h)
+    if len(groups) < 2:
+        return {}
+    most = max(len(hs) for hs in groups.values())
+    out = {}
+    for h, mine in said.items():
+        others = "; ".join(f"{t} on {', '.join(sorted(hs))}" for t, hs in sorted(groups.items())
+                           if t != mine)
+        net = _get(reports[h], "network")
+        out[h] = (f"net plugin differs across hosts: {mine} here"
+                  + (f" (network {net})" if net else "") + f", {others}: every host must "
+                  "load the same net plugin (install it on all, or set NCCL_NET_PLUGIN=none "
+                  "everywhere)", len(groups[mine]) < most or all(
+                      len(hs) == most for hs in groups.values()))
+    return out
+
+
 def peak_busbw(doc: Mapping[str, Any]) -> float | None:
     """The sweep's best busbw: large sizes approach link speed, small ones measure latency."""
     rows = doc.get("results") or []

@@ -175,3 +175,109 @@ def test_gb200_rails_in_four_pci_domains_are_four_nics(tmp_path: Path, capsys) -
     doc = J.json_report(tmp_path, capsys=capsys)
     assert [h["line_rate_GBps"] for h in doc["hosts"]] == [200.0, 200.0]
     assert doc["bar"]["GBps"] == pytest.approx(160.0)
+
+
+# ----- causes NCCL logs at INFO, and the net plugin ---------------------------------------------
+# NCCL's own words: src/misc/ibvsymbols.cc logs `Failed to open libibverbs.so[.1]` with INFO
+# (2.12 to 2.29); src/net.cc (2.18: "Plugin load (%s) returned %d : %s", "No plugin found, using
+# internal implementation"; 2.19-2.22: "No plugin found (%s)", "Plugin load returned %d : %s
+# when loading %s", "Using internal network plugin.") and src/plugin/plugin_open.cc (2.23+:
+# "Could not find:%s. Using internal network plugin.") say there is no external plugin; the
+# HPC-X plugin prints "Plugin Path : ..." and "P2P plugin IBext". The plugin case is
+# NVIDIA/nccl#1634 (https://github.com/NVIDIA/nccl/issues/1634): HGX-H100-04 loaded
+# /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so, HGX-H100-11 "Could not find:
+# libnccl-net.so. Using internal network plugin.", and the 16-rank run hung; the maintainer's
+# answer was that libnccl-net.so is on part of the hosts only.
+
+def nccl_lines(host: str, *msgs: str) -> str:
+    return "".join(f"{host}:18226:18274 [0] NCCL INFO {m}\n" for m in msgs)
+
+
+def socket_tail(addr: str) -> tuple[str, ...]:
+    return (f"NET/Socket : Using [0]ens49f1np1:{addr}<0>", "Using network Socket")
+
+
+def test_libibverbs_missing_at_info_is_named_as_the_socket_fallbacks_cause(tmp_path: Path,
+                                                                           capsys) -> None:
+    good = nccl_lines("n1", "NCCL version 2.25.1+cuda12.4",
+                      "NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.",
+                      "NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB ib0:10.0.0.1<0>",
+                      "Using network IB")
+    bad = nccl_lines("n2", "NCCL version 2.25.1+cuda12.4",
+                     "NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.",
+                     "Failed to open libibverbs.so[.1]", *socket_tail("192.168.30.122"))
+    hosts = {"n1": (J.HDR, None), "n2": (J.HDR, None)}
+    J.make_run(tmp_path, "fabric", hosts, None, rcs={"n1": "124", "n2": "124"},
+               logs={"n1": good, "n2": bad})
+    by = by_host(J.json_report(tmp_path, capsys=capsys))
+    assert by["n2"]["reasons"][0] == "NCCL fell back to Socket (libibverbs could not be loaded)"
+    assert not any("Socket" in r for r in by["n1"]["reasons"])
+
+
+def test_libibverbs_missing_where_nccl_could_not_go_on_leads(tmp_path: Path, capsys) -> None:
+    """A plugin forcing IB (NCCL_NET=gIB): the plugin loads, libibverbs does not (INFO), then
+    NCCL's WARN 'Failed to initialize any NET plugin': the INFO line is the cause."""
+    log = nccl_lines("n1", "NCCL version 2.27.7+cuda12.9",
+                     "NET/Plugin: Loaded net plugin gIB (v11)",
+                     "Successfully loaded external network plugin /usr/local/gib/lib64/"
+                     "libnccl-net.so", "Failed to open libibverbs.so[.1]")
+    log += "n1:18226:18274 [0] plugin/net.cc:379 NCCL WARN Failed to initialize any NET plugin\n"
+    err = {"ok": False, "error": "DistBackendError: NCCL error: invalid usage", "rank": 0}
+    hosts = {"n1": (J.HDR, None), "n2": (J.HDR, J.IB_LOG)}
+    J.make_run(tmp_path, "fabric", hosts, err, rcs={"n1": "1", "n2": "1"},
+               logs={"n1": log + json.dumps(err) + "\n"})
+    by = by_host(J.json_report(tmp_path, capsys=capsys))
+    assert by["n1"]["reasons"][0].startswith("Failed to open libibverbs.so[.1]"), by["n1"]
+
+
+@pytest.mark.parametrize("plugin_lines", [
+    ("NET/Plugin : Plugin load (libnccl-net.so) returned 2 : libnccl-net.so: cannot open shared "
+     "object file: No such file or directory",
+     "NET/Plugin : No plugin found, using internal implementation"),  # 2.18
+    ("NET/Plugin: No plugin found (libnccl-net.so)",
+     "NET/Plugin: Plugin load returned 2 : libnccl-net.so: cannot open shared object file: No "
+     "such file or directory : when loading libnccl-net.so",
+     "NET/Plugin: Using internal network plugin."),  # 2.19-2.22
+], ids=["2.18", "2.21"])
+def test_no_plugin_found_is_information_never_a_failed_plugin(tmp_path: Path, capsys,
+                                                              plugin_lines: tuple) -> None:
+    log = nccl_lines("n2", "NCCL version 2.21.5+cuda12.4", *plugin_lines,
+                     "NCCL_NET set by environment to Socket", *socket_tail("10.0.0.2"))
+    hosts = {"n1": (J.HDR, J.IB_LOG), "n2": (J.HDR, None)}
+    J.make_run(tmp_path, "fabric", hosts, J.worker_doc(list(hosts), 1.0), logs={"n2": log})
+    by = by_host(J.json_report(tmp_path, capsys=capsys))
+    text = " ".join(by["n2"]["reasons"] + by["n2"]["warnings"])
+    assert "NCCL fell back to Socket" in text
+    assert "plugin failed" not in text and "network plugin" not in text, text
+
+
+def test_a_net_plugin_on_some_hosts_only_is_named(tmp_path: Path, capsys) -> None:
+    hpcx = nccl_lines("HGX-H100-04", "NCCL version 2.21.5+cuda12.4",
+                      "NET/Plugin: Loaded net plugin NCCL RDMA Plugin v6 (v6)",
+                      "Plugin Path : /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so",
+                      "P2P plugin IBext",
+                      "NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB bond0:10.0.0.4<0>",
+                      "Using network IBext")
+    internal = nccl_lines("HGX-H100-11", "NCCL version 2.21.5+cuda12.4",
+                          "NET/Plugin: Could not find: libnccl-net.so. Using internal network "
+                          "plugin.", "NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB bond0:10.0.0.11<0>",
+                          "Using network IB")
+    hosts = {"n04": (J.HDR, None), "n05": (J.HDR, None), "n11": (J.HDR, None)}
+    J.make_run(tmp_path, "fabric", hosts, None, rcs={h: "124" for h in hosts},
+               logs={"n04": hpcx, "n05": hpcx.replace("HGX-H100-04", "HGX-H100-05"),
+                     "n11": internal})
+    by = by_host(J.json_report(tmp_path, capsys=capsys))
+    lead = by["n11"]["reasons"][0]
+    assert lead.startswith("net plugin differs across hosts: no external net plugin"), lead
+    assert "NCCL RDMA Plugin v6 (v6) /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so on " \
+           "n04, n05" in lead
+    for h in ("n04", "n05"):
+        assert by[h]["reasons"][0].startswith("worker hung"), by[h]
+        assert any("on n11" in w for w in by[h]["warnings"]), by[h]
+    # Every host alike: nothing said.
+    same = tmp_path / "same"
+    J.make_run(same, "fabric", {"a": (J.HDR, None), "b": (J.HDR, None)}, None,
+               rcs={"a": "124", "b": "124"}, logs={"a": internal, "b": internal})
+    doc = J.json_report(same, capsys=capsys)
+    assert not any("net plugin" in t for h in doc["hosts"]
+                   for t in h["reasons"] + h["warnings"])
