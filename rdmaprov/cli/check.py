@@ -105,7 +105,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--nccl", action="store_const", const=True,
                    help="also run a single-node NCCL all_reduce loopback (needs torch; slower)")
     e.add_argument("--nccl-python", metavar="PYTHON",
-                   default=env("RDMAPROV_CHECK_NCCL_PYTHON") or None,
                    help="the Python with torch the loopback runs in (env "
                         "RDMAPROV_CHECK_NCCL_PYTHON; default: rdmaprov's own). No torch there "
                         "is a configuration error (exit 1), not an unhealthy node")
@@ -132,7 +131,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="drain this node when unhealthy, resume it when healthy if rdmaprov "
                         "drained it (NHC's rules, see below; needs sinfo and scontrol)")
     s.add_argument("--node-name", metavar="NAME",
-                   default=env("SLURMD_NODENAME") or None,
                    help="this node's Slurm name (env SLURMD_NODENAME, which slurmd sets for a "
                         "prolog or health check; default: the short host name)")
     p.add_argument("--link-state", metavar="FILE", default=env("RDMAPROV_CHECK_LINK_STATE"),
@@ -183,7 +181,8 @@ def _config_error(target: Path | None, message: str, elapsed: float) -> None:
 
 
 def _node_name(args: argparse.Namespace) -> str:
-    return args.node_name or socket.gethostname().split(".")[0]
+    return (args.node_name or os.environ.get("SLURMD_NODENAME")
+            or socket.gethostname().split(".")[0])
 
 
 MARKER = "drained-by-rdmaprov"
@@ -237,8 +236,20 @@ def _run(args: argparse.Namespace, started: float) -> int:
         "pfc_priority": args.expect_pfc, "gpus": args.expect_gpus, "peermem": args.peermem,
         "memlock": args.expect_memlock, "nccl": args.nccl,
         "nccl_min_busbw": args.nccl_min_busbw, "link_state": args.link_state,
-        "nccl_python": args.nccl_python, "kernel_log": args.kernel_log,
+        "nccl_python": args.nccl_python or os.environ.get("RDMAPROV_CHECK_NCCL_PYTHON") or None,
+        "kernel_log": args.kernel_log,
     }, root=args.sysroot)
+    # A flag given for a part that does not run would be dropped: refused (one line each).
+    unused = [f"{flag}: {why}" for flag, given, why in (
+        ("--nccl-python", args.nccl_python, "for the NCCL loopback, which is off (--nccl, or "
+                                             "nccl: true in the config)"),
+        ("--nccl-min-busbw", args.nccl_min_busbw, "for the NCCL loopback, which is off "
+                                                  "(--nccl, or nccl: true in the config)"),
+        ("--node-name", args.node_name, "names this node to Slurm for --drain, which is not "
+                                        "given")) if given and (
+        not exp.nccl if flag != "--node-name" else not args.drain)]
+    if unused:
+        raise UserError("\n".join(unused))
     if not Path(args.sysroot).is_dir():
         raise NotARoot(f"--sysroot {args.sysroot}: no such directory")
     problem = probes.root_problem(args.sysroot)

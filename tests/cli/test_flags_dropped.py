@@ -63,3 +63,40 @@ def test_an_environment_default_applies_only_where_its_flag_means_something() ->
     assert (plain.sysfs_root, plain.use_pyverbs, plain.container) == ("/x", "auto", False)
     with pytest.raises(UserError, match="--use-pyverbs/RDMAPROV_USE_PYVERBS: 'maybe'"):
         probe.settle_flags(parsed(), {"RDMAPROV_USE_PYVERBS": "maybe"})
+
+
+@pytest.mark.parametrize(("flags", "line"), [
+    (["--nccl-python", "/usr/bin/python3"],
+     "--nccl-python: for the NCCL loopback, which is off (--nccl, or nccl: true in the config)"),
+    (["--nccl-min-busbw", "10"],
+     "--nccl-min-busbw: for the NCCL loopback, which is off (--nccl, or nccl: true in the "
+     "config)"),
+    (["--node-name", "gpu17"],
+     "--node-name: names this node to Slurm for --drain, which is not given"),
+])
+def test_check_refuses_a_flag_for_a_part_that_does_not_run(
+        tmp_path: Path, flags: list[str], line: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from rdmaprov.cli import main
+
+    monkeypatch.delenv("RDMAPROV_CHECK_CONFIG", raising=False)
+    assert main(["check", "--sysroot", str(tmp_path), *flags]) == 1
+    out = capsys.readouterr()
+    assert out.err.splitlines() == [f"rdmaprov: error: {line}"] and out.out == ""
+
+
+def test_check_takes_the_loopbacks_flags_when_the_config_turns_it_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from rdmaprov.cli import main
+
+    (tmp_path / "check.yml").write_text("nccl: true\n")
+    (tmp_path / "sys/class/net").mkdir(parents=True)
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/modules").write_text("")
+    monkeypatch.setenv("SLURMD_NODENAME", "gpu17")  # slurmd's: a default, not a flag given
+    main(["check", "--sysroot", str(tmp_path), "--config", str(tmp_path / "check.yml"),
+          "--nccl-python", str(tmp_path / "no-python")])
+    err = capsys.readouterr().err
+    assert "which is off" not in err and "--node-name" not in err
+    assert "no-python" in err  # judged as the loopback's Python
