@@ -32,12 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--line-rate", metavar="RATE", default=os.environ.get("RDMAPROV_LINE_RATE"),
                    help="nccl-tests verdict from a NIC rate such as 400G: pass when peak busbw "
                    ">= fraction x NICs x rate/8 (env RDMAPROV_LINE_RATE)")
-    # String defaults from the environment go through `type` like a flag's value: a bad one is
-    # argparse's one line (exit 1), never a traceback.
-    p.add_argument("--nics", type=int, default=os.environ.get("RDMAPROV_NICS") or "1",
+    # Their environment defaults are read in run(), through the same `type`: a bad one is one
+    # line (exit 1), never a traceback; a flag given without --line-rate is refused.
+    p.add_argument("--nics", type=int,
                    help="NICs per host for --line-rate (env RDMAPROV_NICS; default 1)")
     p.add_argument("--min-fraction", type=float,
-                   default=os.environ.get("RDMAPROV_MIN_FRACTION") or str(DEFAULT_BW_FRACTION),
                    help="fraction of line rate to expect (env RDMAPROV_MIN_FRACTION; default "
                    f"{DEFAULT_BW_FRACTION:g}, validate's --bw-fraction; published NCCL health "
                    "checks use 0.72-0.8)")
@@ -71,7 +70,28 @@ def _lines(path: str) -> Iterator[str]:
         raise UserError(f"{path}: permission denied") from None
 
 
+def _line_rate_flags(args: argparse.Namespace) -> None:
+    """--nics and --min-fraction scale --line-rate: given without it they would be dropped, so
+    they are refused; not given, they take RDMAPROV_NICS / RDMAPROV_MIN_FRACTION or the
+    default."""
+    unused = [f"{flag}: it scales --line-rate, which is not given" for flag, value in
+              (("--nics", args.nics), ("--min-fraction", args.min_fraction))
+              if value is not None and not args.line_rate]
+    if unused:
+        raise UserError("\n".join(unused))
+    for dest, env, kind, default in (("nics", "RDMAPROV_NICS", int, 1),
+                                     ("min_fraction", "RDMAPROV_MIN_FRACTION", float,
+                                      DEFAULT_BW_FRACTION)):
+        if getattr(args, dest) is None:
+            raw = os.environ.get(env)
+            try:
+                setattr(args, dest, kind(raw) if raw else default)
+            except ValueError:
+                raise UserError(f"{env}: {raw!r} is not a number") from None
+
+
 def run(args: argparse.Namespace) -> int:
+    _line_rate_flags(args)
     rate = None
     if args.line_rate:
         try:

@@ -100,3 +100,15 @@ def test_check_takes_the_loopbacks_flags_when_the_config_turns_it_on(
     err = capsys.readouterr().err
     assert "which is off" not in err and "--node-name" not in err
     assert "no-python" in err  # judged as the loopback's Python
+
+
+@pytest.mark.parametrize("flags", [["--nics", "8"], ["--min-fraction", "0.5"]])
+def test_explain_refuses_what_scales_a_line_rate_that_is_not_given(
+        tmp_path: Path, flags: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    from rdmaprov.cli import main
+
+    log = Path(__file__).resolve().parents[1] / "fixtures/explain/nccl_tests_252_ring_new.txt"
+    assert main(["explain", *flags, str(log)]) == 1
+    out = capsys.readouterr()
+    assert out.err.splitlines() == [f"rdmaprov: error: {flags[0]}: it scales --line-rate, "
+                                    "which is not given"] and out.out == ""
