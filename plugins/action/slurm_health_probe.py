@@ -21,6 +21,7 @@ import os
 
 import yaml
 from ansible.errors import AnsibleActionFail, AnsibleError
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.filter.core import to_nice_yaml
 
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import slurm_health
@@ -28,6 +29,10 @@ from ansible_collections.rdmaprov.cluster.plugins.plugin_utils import role_setti
 from ansible_collections.rdmaprov.cluster.plugins.plugin_utils.role_settings import (
     RoleSettingsAction,
 )
+
+
+# What the role's verify task registers on each host, which arm reads back.
+VERDICT = "_slurm_health_verdict"
 
 
 class ActionModule(RoleSettingsAction):
@@ -80,7 +85,31 @@ class ActionModule(RoleSettingsAction):
                 args["python_apt"] = role_settings.fact(task_vars, "python_apt")
         return args
 
+    def arm(self, task_vars: dict) -> dict:
+        """Once for the play (run_once): slurm_health.arm over every current host's registered
+        verdict (hostvars: what each host's verify task returned), with slurm_health_force."""
+        hostvars = task_vars.get("hostvars") or {}
+        hosts = task_vars.get("ansible_play_batch") or [task_vars.get("inventory_hostname")]
+        verdicts = {}
+        for host in hosts:
+            got = hostvars[host].get(VERDICT) if host in hostvars else None
+            verdicts[host] = dict(got) if isinstance(got, dict) else None
+        force = self._templar.template(task_vars.get("slurm_health_force", False))
+        try:
+            force = boolean(force, strict=True)
+        except TypeError as exc:
+            raise AnsibleActionFail(f"slurm_health_force: true or false, not {force!r}") from exc
+        got = slurm_health.arm(verdicts, force)
+        result = {"changed": False, "refuse": got["refuse"], "msg": got["msg"] or got["refuse"]}
+        if got["warning"]:
+            result["warnings"] = [got["warning"]]
+        if got["refuse"]:
+            result["failed"] = True
+        return result
+
     def run(self, tmp=None, task_vars=None):
+        if self._task.args.get("arm"):
+            return self.arm(task_vars or {})
         result = super().run(tmp, task_vars)
         plan = result.get("plan")
         if isinstance(plan, dict) and "expect" in plan:

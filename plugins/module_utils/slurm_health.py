@@ -21,8 +21,8 @@ import subprocess
 # whether the play runs in check mode and the managed-file header (the play's ansible_managed).
 SETTINGS = ("install", "wheelhouse", "venv", "budget", "healthcheck_interval", "expect",
             "expect_dir", "hooks", "script_dir", "nhc_dir", "edit_slurm_conf", "slurm_conf",
-            "rdmaprov", "config_dir", "nccl_python", "textfile_dir", "prolog_drain", "host",
-            "check_mode", "managed")
+            "rdmaprov", "config_dir", "nccl_python", "textfile_dir", "prolog_drain", "force",
+            "host", "check_mode", "managed")
 
 INDEX = "hosts.yml"
 INSTALLED = ".rdmaprov-wheel.sha256"
@@ -30,6 +30,21 @@ INSTALLED = ".rdmaprov-wheel.sha256"
 BLOCK = re.compile(r"(?s)# BEGIN rdmaprov slurm_health.*# END rdmaprov slurm_health\n?")
 KEY = re.compile(r"(?m)^[ \t]*([A-Za-z]+)[ \t]*=")
 WHEEL = re.compile(r"^rdmaprov-[^/]*\.whl$")
+
+# The environment slurmd gives its hooks, read in the lab (Slurm 22.05, a script that dumped
+# `env`): no PATH at all (the scripts' /bin/sh searches its own default and exports none), the
+# node's Slurm name, and for the prolog the job's SLURM_* values with SLURM_SCRIPT_CONTEXT; run
+# as root from slurmd's directory. verify() runs the installed hooks so (env -i), never with
+# Ansible's environment.
+HOOK_ENV = {"prolog": {"SLURM_SCRIPT_CONTEXT": "prolog_slurmd"}, "healthcheck": {}}
+# The hook scripts' argument for the proof: the same command without --drain, its exit code and
+# reason passed on (files/rdmaprov-*.sh); Slurm runs them without arguments.
+VERIFY_FLAG = "--verify"
+# The NHC plug-in's command as NHC runs it (files/rdmaprov.nhc): slurm.env, then check --nhc.
+NHC_SH = ('[ -r "$1" ] && { set -a; . "$1"; set +a; }; exec "${RDMAPROV:-rdmaprov}" check '
+          '--nhc')
+# The check's exit codes (rdmaprov/cli/check.py).
+HEALTHY, CONFIG_ERROR, UNHEALTHY = 0, 1, 2
 
 
 def _read(path: str) -> str | None:
@@ -61,6 +76,24 @@ def probe(settings: dict) -> dict:
         out["nhc_dir"] = os.path.isdir(settings["nhc_dir"])
     if settings["edit_slurm_conf"]:
         out["slurm_conf"] = _read(settings["slurm_conf"])
+    out["dirs"] = {path: _kind(path) for path in dirs(settings)}
+    return out
+
+
+def _kind(path: str) -> str:
+    """"dir", "missing" or "other" (a file, a dangling link: what a directory cannot be made at)."""
+    if os.path.isdir(path):
+        return "dir"
+    return "other" if os.path.lexists(path) else "missing"
+
+
+def dirs(settings: dict) -> dict[str, str]:
+    """{directory the role's files or the check's output go to: the setting that names it}."""
+    out = {settings["config_dir"]: "slurm_health_config_dir"}
+    if [h for h in settings["hooks"] if h in HOOK_ENV]:
+        out.setdefault(settings["script_dir"], "slurm_health_script_dir")
+    if settings.get("textfile_dir"):
+        out.setdefault(settings["textfile_dir"], "slurm_health_textfile_dir")
     return out
 
 
@@ -133,24 +166,99 @@ def check_yml(expect: dict, source: str, dump) -> str:
             f"expectations.\n{body}")
 
 
-def verify(settings: dict, run) -> dict:
-    """The role's proof: the installed check run once, as the hooks run it but without
-    draining, through ``run(argv) -> (rc, stdout, stderr)``. {failure: why the role fails ("" for
-    none: in check mode a node without the command is not refused), verdict: the line to print
-    ("" where nothing ran), argv, exit_code, stdout, stderr (of the run, where it ran)}. Exit 2
-    (unhealthy) is a verdict about the node, which the hooks act on; any other non-zero exit is
-    a broken configuration, which would drain every node it reaches: the module fails on it."""
+def hook_argv(settings: dict, hook: str, node: str) -> list[str]:
+    """The installed ``hook`` as slurmd runs it (HOOK_ENV: env -i, no PATH), with VERIFY_FLAG:
+    the same check, without --drain. The NHC plug-in, which has no script of its own, is its
+    command as the plug-in runs it (slurm.env sourced, then check --nhc)."""
+    head = ["env", "-i", f"SLURMD_NODENAME={node}"]
+    if hook in HOOK_ENV:
+        return [*head, *(f"{k}={v}" for k, v in HOOK_ENV[hook].items()),
+                f"{settings['script_dir']}/rdmaprov-{hook}.sh", VERIFY_FLAG]
+    return [*head, "/bin/sh", "-c", NHC_SH, "sh", f"{settings['config_dir']}/slurm.env"]
+
+
+def _line(text: str, last: bool = False) -> str:
+    """One line of a command's output (the first, or the last that has text), printable."""
+    lines = [ln for ln in str(text).splitlines() if ln.strip()] or [""]
+    return "".join(c if c.isprintable() else "?" for c in lines[-1 if last else 0]).strip()
+
+
+def verify(settings: dict, run, node: str = "", pending: bool = False) -> dict:
+    """The role's proof: each installed hook run once as slurmd runs it (hook_argv), through
+    ``run(argv) -> (rc, stdout, stderr)``. {failure: why this host fails ("" for none), verdict:
+    the line to print ("" where nothing ran), state: healthy, unhealthy (exit 2: a finding about
+    the node, which the hooks drain it for; arm() counts them over the play), config_error (any
+    other exit: the hook cannot judge, and drains every node it runs on "rdmaprov: config error")
+    or not_run, reason, runs: [{hook, argv, exit_code, stdout, stderr}]}. In check mode nothing
+    is refused where the hooks are not installed yet or their files would change (``pending``):
+    the check would read files this run does not write."""
     cmd = settings["rdmaprov"]
+    hooks = [h for h in settings["hooks"] if h in HOOK_ENV] or ["nhc"]
+    scripts = [f"{settings['script_dir']}/rdmaprov-{h}.sh" for h in hooks if h in HOOK_ENV]
+    not_run = {"failure": "", "verdict": "", "state": "not_run", "reason": "", "runs": []}
+    if settings["check_mode"] and (pending or not all(os.path.lexists(p) for p in scripts)):
+        return {**not_run, "verdict": "not run: --check, and the files the hooks read would "
+                                      "change (run without --check to prove them)"}
     if not os.path.lexists(cmd):
         failure = "" if settings["check_mode"] else (
             f"{cmd} does not exist on this node: set slurm_health_install=wheelhouse or point "
             "slurm_health_rdmaprov at an installed rdmaprov")
-        return {"failure": failure, "verdict": ""}
-    argv = [cmd, "check", "--nhc", "--config", f"{settings['config_dir']}/check.yml"]
-    rc, out, err = run(argv)
-    out, err = out.rstrip("\r\n"), err.rstrip("\r\n")  # as the command module returns them
-    return {"failure": "", "verdict": "healthy" if rc == 0 else f"unhealthy: {out}",
-            "argv": argv, "exit_code": rc, "stdout": out, "stderr": err, "broken": rc not in (0, 2)}
+        return {**not_run, "failure": failure}
+    node = node or "localhost"
+    runs = []
+    for hook in hooks:
+        argv = hook_argv(settings, hook, node)
+        rc, out, err = run(argv)
+        out, err = out.rstrip("\r\n"), err.rstrip("\r\n")  # as the command module returns them
+        runs.append({"hook": hook, "argv": argv, "exit_code": rc, "stdout": out, "stderr": err})
+        if rc not in (HEALTHY, UNHEALTHY):
+            why = _line(err, last=True) or _line(out) or "no output"
+            return {"failure": f"slurm_health: the {hook} hook as slurmd runs it "
+                               f"({shlex.join(argv)}) exits {rc}, a configuration error that "
+                               f"would drain every node it runs on: {why}",
+                    "verdict": f"config error: {why}", "state": "config_error", "reason": why,
+                    "runs": runs}
+    sick = [r for r in runs if r["exit_code"] == UNHEALTHY]
+    if not sick:
+        return {"failure": "", "verdict": "healthy", "state": "healthy", "reason": "",
+                "runs": runs}
+    reason = _line(sick[0]["stdout"]) or "unhealthy"
+    return {"failure": "", "verdict": f"unhealthy: {reason}", "state": "unhealthy",
+            "reason": reason, "runs": runs}
+
+
+def arm(verdicts: dict, force: bool = False) -> dict:
+    """Whether to arm the hooks (slurm.conf's lines), from every host's verify() result
+    (``verdicts``: {host: result}, None where none ran). A check that would drain more than half
+    the nodes it was proven on is the set-up's fault far more often than the fleet's: refused
+    ("would drain 3 of 3 nodes: <reason> (<hosts>)"), unless ``force``, which arms and says so.
+    A few unhealthy nodes are findings: armed, named in a warning. {refuse, warning, msg}."""
+    judged = {h: v for h, v in sorted(verdicts.items())
+              if isinstance(v, dict) and v.get("state") in ("healthy", "unhealthy")}
+    sick: dict[str, list[str]] = {}
+    for host, got in judged.items():
+        if got["state"] == "unhealthy":
+            sick.setdefault(str(got.get("reason") or "unhealthy"), []).append(host)
+    count = sum(len(h) for h in sick.values())
+    what = "; ".join(f"{reason} ({', '.join(hosts)})" for reason, hosts in sick.items())
+    line = f"would drain {count} of {len(judged)} nodes: {what}"
+    if not judged:
+        return {"refuse": "", "warning": "", "msg": "not proven here (--check, or "
+                                                     "slurm_health_verify off): arming as planned"}
+    if count * 2 > len(judged):
+        if force:
+            return {"refuse": "", "warning": f"slurm_health_force: arming although it {line}",
+                    "msg": f"slurm_health_force: arming although it {line}"}
+        return {"refuse": f"slurm_health: the check, as slurmd runs it, {line}; the hooks are not "
+                          "armed: fix what a healthy node is (slurm_health_expect, "
+                          "slurm_health_expect_dir) or set slurm_health_force: true to arm them "
+                          "anyway", "warning": "", "msg": ""}
+    if count:
+        return {"refuse": "", "warning": f"arming: the hooks drain {count} of {len(judged)} "
+                                         f"nodes when they run: {what}",
+                "msg": f"armed; {line}"}
+    return {"refuse": "", "warning": "", "msg": f"armed: {len(judged)} of {len(judged)} nodes "
+                                                f"healthy"}
 
 
 def slurm_env(settings: dict) -> str:
@@ -203,16 +311,21 @@ def install_steps(settings: dict, install: dict) -> list[dict]:
     return steps
 
 
-def configure_steps(settings: dict, scripts: list[str], nhc: bool) -> list[dict]:
-    """The files the role writes, in order: the configuration directory, check.yml (its text
-    comes from the probe's action: with_check_yml), slurm.env, the hook scripts and the NHC
-    plug-in (from the role's files/)."""
+def configure_steps(settings: dict, scripts: list[str], nhc: bool,
+                    missing: list[str] = ()) -> list[dict]:
+    """The files the role writes, in order: the configuration directory, the other directories
+    it names that are ``missing`` on the node (the scripts', the textfile collector's: made
+    root's, 0755; one that is there keeps its owner and mode), check.yml (its text comes from
+    the probe's action: with_check_yml), slurm.env, the hook scripts and the NHC plug-in (from
+    the role's files/)."""
     conf, bin_dir = settings["config_dir"], settings["script_dir"]
     check = _step("copy", f"{conf}/check.yml", content="", dest=f"{conf}/check.yml", mode="0644")
     check["check_yml"] = True
-    steps = [_step("file", conf, path=conf, state="directory", mode="0755"), check,
-             _step("copy", f"{conf}/slurm.env", content=slurm_env(settings),
-                   dest=f"{conf}/slurm.env", mode="0644")]
+    steps = [_step("file", conf, path=conf, state="directory", mode="0755")]
+    steps += [_step("file", path, path=path, state="directory", owner="root", group="root",
+                    mode="0755") for path in missing if path != conf]
+    steps += [check, _step("copy", f"{conf}/slurm.env", content=slurm_env(settings),
+                           dest=f"{conf}/slurm.env", mode="0644")]
     steps += [_step("copy", f"{bin_dir}/rdmaprov-{h}.sh", src=f"rdmaprov-{h}.sh",
                     dest=f"{bin_dir}/rdmaprov-{h}.sh", mode="0755") for h in scripts]
     if nhc:
@@ -299,6 +412,14 @@ def plan(probe_result: dict, settings: dict, controller: dict | None = None,
                 errors.append(f"{s['slurm_conf']} already sets {', '.join(taken)}: merge "
                               "rdmaprov's hook into it by hand (e.g. Prolog=/etc/slurm/prolog.d/*)"
                               " and leave slurm_health_edit_slurm_conf off")
+    found = p.get("dirs") or {}
+    for path, name in dirs(s).items():
+        if not posixpath.isabs(path):
+            errors.append(f"{name} {path}: not an absolute path (the hooks run from slurmd's "
+                          "directory)")
+        elif found.get(path) == "other":
+            errors.append(f"{name} {path}: there, but not a directory")
+    missing = [path for path in dirs(s) if found.get(path) == "missing"]
     checksum = c.get("wheel_sha256") or ""
     house = f"{s['venv']}-wheelhouse"
     wheel = f"{house}/{wheels[0] if wheels else ''}"
@@ -329,6 +450,6 @@ def plan(probe_result: dict, settings: dict, controller: dict | None = None,
         "report": report(s, lines),
         "install": install,
         "install_steps": install_steps(s, install),
-        "configure_steps": configure_steps(s, scripts, nhc),
+        "configure_steps": configure_steps(s, scripts, nhc, missing),
         "slurm_conf_steps": slurm_conf_steps(s, lines),
     }

@@ -49,6 +49,7 @@ options:
       nccl_python: {description: slurm_health_nccl_python., type: str, default: ""}
       textfile_dir: {description: slurm_health_textfile_dir., type: str, default: ""}
       prolog_drain: {description: slurm_health_prolog_drain., type: bool, default: true}
+      force: {description: slurm_health_force., type: bool, default: false}
       host: {description: The host's inventory name., type: str, default: ""}
       check_mode: {description: Whether the play runs in check mode., type: bool, default: false}
       managed:
@@ -72,10 +73,26 @@ options:
   verify:
     description:
       - Instead of the probe and plan, the role's proof (C(verify) in module_utils/slurm_health.py)
-        - run the installed check once (C(rdmaprov check --nhc --config CONFIG_DIR/check.yml)),
-        as the hooks do but without draining. Exit 0 or 2 (healthy, unhealthy) is a verdict; any
-        other exit fails the module (a broken configuration), and so does a node without the
-        rdmaprov command (not in check mode), with RV(failure) as its message.
+        - each installed hook run once as slurmd runs it (C(env -i), no PATH, the node's
+        SLURMD_NODENAME; the prolog and health-check scripts with C(--verify), the same check
+        without C(--drain)). Exit 0 or 2 (healthy, unhealthy) is a verdict, which C(arm) counts;
+        any other exit fails the module (a configuration error, which would drain every node),
+        and so does a node without the rdmaprov command (not in check mode), with RV(failure)
+        as its message.
+    type: bool
+    default: false
+  pending:
+    description:
+      - With O(verify) in check mode, that the role's files would change, so the installed
+        hooks are not what a real run would prove; nothing is run or refused then.
+    type: bool
+    default: false
+  arm:
+    description:
+      - Instead of the probe, once for the play - whether to arm the hooks (C(arm) in
+        module_utils/slurm_health.py), from every host's registered C(_slurm_health_verdict)
+        among the play's current hosts (read by the action plugin on the control host). Fails
+        when the check would drain more than half of them, unless slurm_health_force.
     type: bool
     default: false
 extends_documentation_fragment:
@@ -97,8 +114,25 @@ failure:
   returned: when O(verify) is true
   type: str
 verdict:
-  description: "With O(verify), C(healthy) or C(unhealthy: <the check's line>); empty where nothing ran."
+  description: "With O(verify), C(healthy), C(unhealthy: <the check's line>), C(config error: <its line>) or why it did not run; empty where nothing ran."
   returned: when O(verify) is true
+  type: str
+state:
+  description: With O(verify), C(healthy), C(unhealthy), C(config_error) or C(not_run).
+  returned: when O(verify) is true
+  type: str
+reason:
+  description: With O(verify), the check's reason line (empty when healthy or not run).
+  returned: when O(verify) is true
+  type: str
+runs:
+  description: With O(verify), each hook's run - C(hook), C(argv), C(exit_code), C(stdout), C(stderr).
+  returned: when O(verify) is true
+  type: list
+  elements: dict
+refuse:
+  description: With O(arm), why the hooks are not armed (the module fails with it), or empty.
+  returned: when O(arm) is true
   type: str
 probe:
   description: What the node told (venv_ok, installed, nhc_dir, slurm_conf; each only where the settings need it).
@@ -134,6 +168,8 @@ plan:
     slurm_conf_steps: []
 """
 
+import socket
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import slurm_health
 
@@ -155,6 +191,7 @@ SETTINGS_SPEC = {
     "nccl_python": {"type": "str", "default": ""},
     "textfile_dir": {"type": "str", "default": ""},
     "prolog_drain": {"type": "bool", "default": True},
+    "force": {"type": "bool", "default": False},
     "host": {"type": "str", "default": ""},
     "check_mode": {"type": "bool", "default": False},
     "managed": {"type": "str", "default": "Ansible managed"},
@@ -166,15 +203,18 @@ def main() -> None:
         argument_spec={"settings": {"type": "dict", "required": True, "options": SETTINGS_SPEC},
                        "controller": {"type": "dict", "default": {}},
                        "python_apt": {"type": "bool", "default": True},
-                       "verify": {"type": "bool", "default": False}},
+                       "verify": {"type": "bool", "default": False},
+                       "pending": {"type": "bool", "default": False},
+                       "arm": {"type": "bool", "default": False}},
         supports_check_mode=True,
     )
     p = module.params
+    if p["arm"]:
+        module.fail_json(msg="slurm_health_probe: arm is decided on the control host (its "
+                             "action plugin)")
     if p["verify"]:
-        got = slurm_health.verify(p["settings"], module.run_command)
-        if got.pop("broken", False):
-            module.fail_json(msg="non-zero return code", cmd=got["argv"], rc=got["exit_code"],
-                             stdout=got["stdout"], stderr=got["stderr"])
+        got = slurm_health.verify(p["settings"], module.run_command,
+                                  socket.gethostname().split(".")[0], p["pending"])
         if got["failure"]:
             module.fail_json(msg=got["failure"], **got)
         module.exit_json(changed=False, **got)

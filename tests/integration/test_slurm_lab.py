@@ -263,3 +263,76 @@ def test_slurmd_runs_the_health_check_itself(cluster: dict[str, Any]) -> None:
     finally:
         set_mtu(cluster, "node3", 1500)
     assert wait_for(("idle", "none")) == ("idle", "none")
+
+
+# Issue 37: a hook never drains for its own set-up. The textfile directory a user names
+# (node_exporter's, not there on a fresh node) and the check with no expectations, which on a
+# node without RDMA says "[config] no RDMA devices" on every node.
+TEXTFILE = "/var/lib/node_exporter/textfile"
+BLOCK = "/^# BEGIN rdmaprov slurm_health$/,/^# END rdmaprov slurm_health$/d"
+
+
+def states(env: dict[str, Any]) -> dict[str, str]:
+    return {n: s for n, (s, _r) in node(env).items()}
+
+
+def slurmd_config(env: dict[str, Any], key: str) -> str:
+    """``key``'s value as slurmctld runs it (`scontrol show config`), not the file's."""
+    for line in ctl(env, "scontrol", "show", "config").splitlines():
+        name, _, value = line.partition("=")
+        if name.strip() == key:
+            return value.strip()
+    raise AssertionError(f"scontrol show config has no {key}")
+
+
+def test_the_textfile_dir_is_made_and_the_first_job_drains_nothing(
+        cluster: dict[str, Any]) -> None:
+    lab = cluster["lab"]
+    names = sorted(lab.addresses)
+    for name in names:
+        lab.exec(name, ["rm", "-rf", "/var/lib/node_exporter"])
+    out = play(cluster, "-e", f"slurm_health_textfile_dir={TEXTFILE}")
+    assert out.returncode == 0, out.stdout[-3000:]
+    for name in names:
+        made = lab.exec(name, ["stat", "-c", "%F %a %U:%G", TEXTFILE], check=False)
+        assert made.stdout.strip() == "directory 755 root:root", (name, made)
+    job = lab.exec(lab_slurm.CONTROLLER, ["timeout", "60", "srun", "-N1", "hostname"],
+                   check=False)
+    assert job.returncode == 0 and job.stdout.strip() in names, job
+    assert states(cluster) == dict.fromkeys(names, "idle")
+    prom = lab.exec(job.stdout.strip(), ["cat", f"{TEXTFILE}/rdmaprov_check.prom"]).stdout
+    assert "rdmaprov_check_healthy 1\n" in prom, prom
+
+
+def test_a_check_that_would_drain_every_node_is_not_armed(cluster: dict[str, Any]) -> None:
+    lab = cluster["lab"]
+    names = sorted(lab.addresses)
+    for name in names:  # slurm.conf as the site had it before the role armed anything
+        lab.exec(name, ["sed", "-i", BLOCK, lab_slurm.SLURM_CONF])
+    ctl(cluster, "scontrol", "reconfigure")
+    assert slurmd_config(cluster, "Prolog") == "(null)"
+    bare = '{"slurm_health_expect": {}}'  # no expectations: the check's defaults
+    try:
+        refused = play(cluster, "-e", bare)
+        assert refused.returncode != 0, refused.stdout[-3000:]
+        fatal = [ln for ln in refused.stdout.splitlines() if ln.startswith("fatal: ")]
+        want = f"would drain {len(names)} of {len(names)} nodes: [config] no RDMA devices"
+        assert len(fatal) == 1 and want in fatal[0], refused.stdout[-3000:]
+        assert "slurm_health_force" in fatal[0]
+        for name in names:
+            conf = lab.exec(name, ["cat", lab_slurm.SLURM_CONF]).stdout
+            assert "rdmaprov slurm_health" not in conf and "Prolog=" not in conf, (name, conf)
+        assert slurmd_config(cluster, "Prolog") == "(null)"
+        assert slurmd_config(cluster, "HealthCheckProgram") == "(null)"
+        assert states(cluster) == dict.fromkeys(names, "idle")
+        forced = play(cluster, "-e", '{"slurm_health_expect": {}, "slurm_health_force": true}')
+        assert forced.returncode == 0, forced.stdout[-3000:]
+        assert "slurm_health_force: arming although it " + want in forced.stdout, \
+            forced.stdout[-3000:]
+        assert slurmd_config(cluster, "Prolog") == "/etc/slurm/rdmaprov-prolog.sh"
+    finally:
+        restored = play(cluster)  # the site's expectations again
+        for name in names:
+            healthcheck(cluster, name)  # healthy: resumes what rdmaprov drained, if any
+    assert restored.returncode == 0, restored.stdout[-3000:]
+    assert states(cluster) == dict.fromkeys(names, "idle")

@@ -8,6 +8,7 @@ import ast
 import hashlib
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -205,11 +206,16 @@ def test_probe_reads_only_what_the_settings_need(tmp_path: Path):
     (venv / sh.INSTALLED).write_text(SHA + "\n")
     conf = tmp_path / "slurm.conf"
     conf.write_text("Prolog=/p\n")
-    assert sh.probe(settings()) == {}
+    (tmp_path / "file").write_text("")
+    # the directories the settings name, each as the node has it
+    assert sh.probe(settings(config_dir=str(tmp_path), script_dir=str(tmp_path / "no"),
+                             textfile_dir=str(tmp_path / "file"))) == {"dirs": {
+        str(tmp_path): "dir", str(tmp_path / "no"): "missing", str(tmp_path / "file"): "other"}}
     got = sh.probe(settings(install="wheelhouse", venv=str(venv), hooks=["nhc"],
                             nhc_dir=str(tmp_path / "none"), edit_slurm_conf=True,
                             slurm_conf=str(conf)))
     assert got["installed"] == SHA and got["nhc_dir"] is False
+    assert got["dirs"] == {"/etc/rdmaprov": "missing"}  # no script hook: no script directory
     assert got["slurm_conf"] == "Prolog=/p\n" and isinstance(got["venv_ok"], bool)
     assert sh.probe(settings(install="wheelhouse", venv=str(tmp_path / "no")))["installed"] == ""
 
@@ -268,44 +274,162 @@ def test_module_reads_the_controllers_files_through_its_action_plugin(tmp_path: 
     assert rc != 0 and res["msg"].startswith(f"{exp / 'ndr.yml'}: not YAML ("), res
 
 
-def test_verify_runs_the_installed_check_and_gives_the_verdict(tmp_path: Path):
+def test_verify_runs_each_installed_hook_as_slurmd_runs_it(tmp_path: Path):
     cmd = tmp_path / "rdmaprov"
     calls = []
 
-    def run(rc, out):
-        return lambda argv: calls.append(argv) or (rc, out, "warn\n")
+    def run(rc, out, err="warn\n"):
+        return lambda argv: calls.append(argv) or (rc, out, err)
 
-    s = settings(rdmaprov=str(cmd), config_dir="/etc/rdmaprov")
+    scripts = tmp_path / "slurm"
+    s = settings(rdmaprov=str(cmd), config_dir="/etc/rdmaprov", script_dir=str(scripts),
+                 hooks=["prolog", "healthcheck", "nhc"])
     missing = ("does not exist on this node: set slurm_health_install=wheelhouse or point "
                "slurm_health_rdmaprov at an installed rdmaprov")
-    assert sh.verify(s, run(0, "")) == {"failure": f"{cmd} {missing}", "verdict": ""}
-    # --check does not refuse a node without it (the install did not run), and runs nothing
-    assert sh.verify({**s, "check_mode": True}, run(0, "")) == {"failure": "", "verdict": ""}
-    assert calls == []
+    got = sh.verify(s, run(0, ""), "n1")
+    assert (got["failure"], got["state"]) == (f"{cmd} {missing}", "not_run") and calls == []
+    # --check: not refused, nothing run, where the hooks are not there or would change
+    assert sh.verify({**s, "check_mode": True}, run(0, ""), "n1")["failure"] == ""
     cmd.write_text("")
-    got = sh.verify(s, run(0, "ok\n"))
-    assert calls == [[str(cmd), "check", "--nhc", "--config", "/etc/rdmaprov/check.yml"]]
-    assert got["failure"] == "" and got["verdict"] == "healthy" and got["broken"] is False
-    got = sh.verify(s, run(2, "[config] eth1 MTU 9000, want 1500\n"))
+    scripts.mkdir()
+    for h in ("prolog", "healthcheck"):
+        (scripts / f"rdmaprov-{h}.sh").write_text("")
+    got = sh.verify({**s, "check_mode": True}, run(0, ""), "n1", pending=True)
+    assert got["state"] == "not_run" and got["verdict"].startswith("not run: --check") and \
+        calls == []
+    got = sh.verify(s, run(0, ""), "n1")
+    # env -i: no PATH, as slurmd runs its Prolog and HealthCheckProgram; the script itself
+    assert calls == [
+        ["env", "-i", "SLURMD_NODENAME=n1", "SLURM_SCRIPT_CONTEXT=prolog_slurmd",
+         f"{scripts}/rdmaprov-prolog.sh", "--verify"],
+        ["env", "-i", "SLURMD_NODENAME=n1", f"{scripts}/rdmaprov-healthcheck.sh", "--verify"]]
+    assert (got["failure"], got["verdict"], got["state"]) == ("", "healthy", "healthy")
+    assert [r["hook"] for r in got["runs"]] == ["prolog", "healthcheck"]
+    got = sh.verify(s, run(2, "[config] eth1 MTU 9000, want 1500\n"), "n1")
     assert got["verdict"] == "unhealthy: [config] eth1 MTU 9000, want 1500"
-    assert got["broken"] is False and got["stderr"] == "warn"
-    assert sh.verify(s, run(1, "bad config\n"))["broken"] is True
+    assert (got["failure"], got["state"]) == ("", "unhealthy")
+    assert got["reason"] == "[config] eth1 MTU 9000, want 1500"
+    assert got["runs"][0]["stderr"] == "warn"
+    # a configuration error: the host fails, naming the hook, how it ran and the check's line
+    calls.clear()
+    err = "rdmaprov: error: --prometheus /t: its directory does not exist\n"
+    got = sh.verify(s, run(1, "", err), "n1")
+    assert got["state"] == "config_error" and len(calls) == 1
+    assert got["failure"] == (
+        f"slurm_health: the prolog hook as slurmd runs it (env -i SLURMD_NODENAME=n1 "
+        f"SLURM_SCRIPT_CONTEXT=prolog_slurmd {scripts}/rdmaprov-prolog.sh --verify) exits 1, "
+        "a configuration error that would drain every node it runs on: rdmaprov: error: "
+        "--prometheus /t: its directory does not exist")
+    assert "\n" not in sh.verify(s, run(127, "", "a\x1b[2Jb\nsh: 1: x: not found\n"),
+                                  "n1")["failure"]
+    # NHC alone: the plug-in's command (slurm.env, then check --nhc), as NHC runs it
+    calls.clear()
+    sh.verify({**s, "hooks": ["nhc"]}, run(0, ""), "n1")
+    assert calls == [["env", "-i", "SLURMD_NODENAME=n1", "/bin/sh", "-c", sh.NHC_SH, "sh",
+                      "/etc/rdmaprov/slurm.env"]]
 
 
-def test_module_verify_fails_on_a_broken_configuration(tmp_path: Path):
-    cmd = tmp_path / "rdmaprov"
-    cmd.write_text("#!/bin/sh\necho \"[config] $4\"\nexit ${RC:-2}\n")
-    cmd.chmod(0o755)
-    args = {"verify": True, "settings": {"rdmaprov": str(cmd), "config_dir": "/c"}}
+def test_the_hook_scripts_take_verify_and_drain_without_it(tmp_path: Path):
+    """The installed scripts (files/), run with a stand-in rdmaprov: --verify is the same check
+    without --drain, its line and exit code passed on; without it, as before."""
+    fake = tmp_path / "rdmaprov"
+    fake.write_text("#!/bin/sh\necho \"$*\" >> \"$LOG\"\necho '[config] no RDMA devices'\n"
+                    "exit 2\n")
+    fake.chmod(0o755)
+    log = tmp_path / "log"
+    for hook, want_rc in (("prolog", 1), ("healthcheck", 0)):
+        script = str(ROOT / f"roles/slurm_health/files/rdmaprov-{hook}.sh")
+        env = {"RDMAPROV": str(fake), "LOG": str(log)}
+        dry = subprocess.run(["/bin/sh", script, "--verify"], env=env, capture_output=True,
+                             text=True, check=False)
+        assert (dry.returncode, dry.stdout) == (2, "[config] no RDMA devices\n"), dry
+        real = subprocess.run(["/bin/sh", script], env=env, capture_output=True, text=True,
+                              check=False)
+        assert real.returncode == want_rc, real
+        assert log.read_text().splitlines()[-2:] == ["check --nhc", "check --nhc --drain"]
+
+
+def test_directories_the_settings_name_are_made_or_refused():
+    conf = "/etc/rdmaprov"
+    dirs = {conf: "dir", "/etc/slurm": "dir", "/var/lib/ne/textfile": "missing"}
+    got = plan({"dirs": dirs}, textfile_dir="/var/lib/ne/textfile")
+    steps = [st for st in got["configure_steps"] if st["module"] == "file"]
+    assert [st["args"] for st in steps] == [
+        {"path": conf, "state": "directory", "mode": "0755"},
+        {"path": "/var/lib/ne/textfile", "state": "directory", "owner": "root",
+         "group": "root", "mode": "0755"}]
+    # before slurm.env, which names it
+    labels = [st["label"] for st in got["configure_steps"]]
+    assert labels.index("/var/lib/ne/textfile") < labels.index(f"{conf}/slurm.env")
+    # one that is there keeps its owner and mode: no step
+    there = plan({"dirs": {**dirs, "/var/lib/ne/textfile": "dir"}},
+                 textfile_dir="/var/lib/ne/textfile")
+    assert [st["label"] for st in there["configure_steps"] if st["module"] == "file"] == [conf]
+    assert plan({"dirs": {**dirs, "/etc/slurm": "missing"}})["configure_steps"][1]["label"] \
+        == "/etc/slurm"
+    assert plan({"dirs": {**dirs, "/t": "other"}}, textfile_dir="/t")["errors"] == [
+        "slurm_health_textfile_dir /t: there, but not a directory"]
+    assert plan({"dirs": dirs}, textfile_dir="t/x")["errors"] == [
+        "slurm_health_textfile_dir t/x: not an absolute path (the hooks run from slurmd's "
+        "directory)"]
+
+
+def _v(state, reason=""):
+    return {"state": state, "reason": reason}
+
+
+def test_arm_refuses_a_check_that_would_drain_most_nodes():
+    rdma = "[config] no RDMA devices"
+    every = {f"node{i}": _v("unhealthy", rdma) for i in (3, 1, 2)}
+    got = sh.arm(every)
+    line = f"would drain 3 of 3 nodes: {rdma} (node1, node2, node3)"
+    assert got["refuse"] == (
+        f"slurm_health: the check, as slurmd runs it, {line}; the hooks are not armed: fix what "
+        "a healthy node is (slurm_health_expect, slurm_health_expect_dir) or set "
+        "slurm_health_force: true to arm them anyway")
+    assert sh.arm(every, force=True) == {"refuse": "", "warning": f"slurm_health_force: arming "
+                                         f"although it {line}", "msg": f"slurm_health_force: "
+                                         f"arming although it {line}"}
+    # more than half, reasons grouped
+    two = {"a": _v("unhealthy", "x"), "b": _v("unhealthy", "y"), "c": _v("healthy")}
+    assert "would drain 2 of 3 nodes: x (a); y (b);" in sh.arm(two)["refuse"]
+    # a few sick nodes are findings: armed, named
+    one = {"a": _v("unhealthy", "x"), "b": _v("healthy"), "c": _v("healthy")}
+    got = sh.arm(one)
+    assert got["refuse"] == "" and got["warning"] == (
+        "arming: the hooks drain 1 of 3 nodes when they run: x (a)")
+    assert sh.arm({"a": _v("unhealthy", "x"), "b": _v("healthy")})["refuse"] == ""  # half
+    assert sh.arm({"a": _v("unhealthy", "x")})["refuse"].startswith(
+        "slurm_health: the check, as slurmd runs it, would drain 1 of 1 nodes: x (a);")
+    # hosts that did not run (--check, a failed host, verify off) do not count
+    assert sh.arm({"a": None, "b": _v("not_run"), "c": _v("healthy")}) == {
+        "refuse": "", "warning": "", "msg": "armed: 1 of 1 nodes healthy"}
+    assert sh.arm({"a": None})["refuse"] == "" and sh.arm({})["refuse"] == ""
+
+
+def test_module_verify_fails_on_a_configuration_error(tmp_path: Path):
+    scripts = tmp_path / "s"
+    scripts.mkdir()
+    hook = scripts / "rdmaprov-prolog.sh"
+    # what the prolog sees: its arguments and its environment (sh searches its own default
+    # path, and exports none: a child sees no PATH), as the check's line
+    hook.write_text("#!/bin/sh\necho \"[config] $* PATH=$(env | grep -c ^PATH=) "
+                    "$SLURMD_NODENAME\"\nexit ${RC:-2}\n")
+    hook.chmod(0o755)
+    args = {"verify": True, "settings": {"rdmaprov": str(hook), "config_dir": "/c",
+                                         "script_dir": str(scripts)}}
     rc, res = _module(tmp_path / "a", args)
-    assert rc == 0 and res["verdict"] == "unhealthy: [config] /c/check.yml", res
-    assert "plan" not in res
-    cmd.write_text("#!/bin/sh\necho broken\nexit 1\n")
+    node = socket.gethostname().split(".")[0]
+    assert rc == 0 and res["verdict"] == f"unhealthy: [config] --verify PATH=0 {node}", res
+    assert res["state"] == "unhealthy" and "plan" not in res
+    hook.write_text("#!/bin/sh\necho broken >&2\nexit 1\n")
     rc, res = _module(tmp_path / "b", args)
-    assert rc != 0 and res["msg"] == "non-zero return code" and res["rc"] == 1, res
-    assert res["stdout"] == "broken"
+    assert rc != 0 and res["msg"].startswith("slurm_health: the prolog hook as slurmd runs it ")
+    assert res["msg"].endswith("exits 1, a configuration error that would drain every node it "
+                               "runs on: broken"), res
     # A node without the command fails the module with the line (no assert of its own).
-    rc, res = _module(tmp_path / "c", {**args, "settings": {"rdmaprov": str(tmp_path / "no")}})
+    rc, res = _module(tmp_path / "c", {**args, "settings": {**args["settings"],
+                                                            "rdmaprov": str(tmp_path / "no")}})
     assert rc != 0 and res["msg"] == res["failure"], res
     assert res["msg"].endswith("does not exist on this node: set slurm_health_install=wheelhouse "
                                "or point slurm_health_rdmaprov at an installed rdmaprov")

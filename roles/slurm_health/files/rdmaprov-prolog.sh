@@ -13,14 +13,21 @@
 #   anything else    (rdmaprov missing, killed at PrologEpilogTimeout) exit 1: Slurm drains the
 #                    node "Prolog error" and requeues the job.
 # RDMAPROV_PROLOG_DRAIN=0 leaves draining to Slurm ("Prolog error") and only logs the reason.
+# --verify (the role's proof; Slurm passes no argument): the same check without --drain, its
+# reason on stdout and its exit code.
 
 [ -r /etc/rdmaprov/slurm.env ] && { set -a; . /etc/rdmaprov/slurm.env; set +a; }
 drain=--drain
 [ "${RDMAPROV_PROLOG_DRAIN:-1}" = 1 ] || drain=
+[ "${1:-}" = --verify ] && drain=
 
 # --nhc: nothing on stdout when healthy, else the one reason line.
 reason=$("${RDMAPROV:-rdmaprov}" check --nhc $drain)
 rc=$?
+if [ "${1:-}" = --verify ]; then
+    [ -n "$reason" ] && printf '%s\n' "$reason"
+    exit "$rc"
+fi
 [ "$rc" -eq 0 ] && exit 0
 logger -t rdmaprov-prolog "job ${SLURM_JOB_ID:-?} on ${SLURMD_NODENAME:-$(hostname -s)}:" \
     "check exit $rc: ${reason:-see stderr}" 2>/dev/null
