@@ -9,7 +9,6 @@ tests/unit/test_firewall_logic.py."""
 from __future__ import annotations
 
 import ipaddress
-import json
 import re
 
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import ranges, state_drift
@@ -77,24 +76,6 @@ def control_host_allowed(control_ip, subnets):
         return False
     addr = ipaddress.ip_address(control_ip)
     return any(addr in ipaddress.ip_network(s, strict=False) for s in subnets or [])
-
-
-def nft_table_summary(text):
-    """`nft -j list table inet NAME` → {'chains': [...], 'rules': N, 'sets': [...]}, None if
-    absent."""
-    if not (text or "").strip():
-        return None
-    data = json.loads(text)
-    chains, sets, rules = [], [], 0
-    for item in data.get("nftables", []):
-        if "chain" in item:
-            c = item["chain"]
-            chains.append({"name": c.get("name"), "hook": c.get("hook"), "policy": c.get("policy")})
-        elif "set" in item:
-            sets.append(item["set"].get("name"))
-        elif "rule" in item:
-            rules += 1
-    return {"chains": chains, "rules": rules, "sets": sets}
 
 
 def grants(plan_):
@@ -726,14 +707,15 @@ def nft_state(plan_, probe, settings):
     # nft_reference, made from this very text: its sha1 says so), else the rendered text.
     ref = probe.get("nft_reference") or {}
     by_nft = ref.get("rc") == 0 and ref.get("sha1") == digest
+    wanted_listing = ref["stdout"] if by_nft else rules
     differences = nft_differences(live.get("stdout") or "" if live.get("rc") == 0 else None,
-                                  ref["stdout"] if by_nft else rules, table)
+                                  wanted_listing, table)
     new = bool(differences)
     file_drift = state_drift.compare(probe.get("file_state") or {}, probe.get("unit_state") or {},
                                      files, [settings["nft_unit_name"]])
     return {**where, "nft_rules": rules, "nft_hash": digest, "nft_unit": unit,
             "nft_rollback_rules": rollback, "new_ruleset": new, "file_drift": file_drift,
-            "nft_differences": differences,
+            "nft_differences": differences, "nft_wanted_listing": wanted_listing,
             "nft_wanted_from": "nft" if by_nft else "the rendered text",
             "drift": drift(plan_, new or bool(file_drift)),
             "errors": plan_["refusals"] + (plan_["nft_cut_refusal"] if new else [])}
@@ -813,7 +795,7 @@ def verify(plan_, settings, live, check, pending):
     """The rules read back after applying, held to the plan → {applies, ok, msg, pending}; msg
     is what the role's assert reports either way (under --check, the pending change).
 
-    live: the backend's answer ({rc, stdout, stderr}) of `nft -j list table inet T`,
+    live: the backend's answer ({rc, stdout, stderr}) of `nft list table inet T`,
     `firewall-cmd --policy=P --list-rich-rules` or `ufw show added`; None where it was not read.
     check: --check, under which only nftables is read back, and only when its ruleset is not
     pending (pending: the live table is not the rendered one), which is reported instead."""
@@ -833,19 +815,22 @@ def verify(plan_, settings, live, check, pending):
         return out
     out["applies"] = True
     if live["rc"] != 0:
-        what = {"nftables": f"nft -j list table inet {table}",
+        what = {"nftables": f"nft list table inet {table}",
                 "firewalld": f"firewall-cmd --policy={policy_name} --list-rich-rules",
                 "ufw": "ufw show added"}[backend]
         out.update(ok=False, msg=f"{host}: {what} failed (rc {live['rc']}): "
                                  f"{live['stderr'].strip()}")
         return out
     if backend == "nftables":
-        summary = nft_table_summary(live["stdout"])
-        inputs = [c for c in (summary or {}).get("chains", []) if c["hook"] == "input"]
-        ok = len(inputs) == 1 and summary["rules"] > 0
-        msg = (f"{host}: table inet {table} is incomplete: {summary}" if not ok else
-               f"{host}: table inet {table}: {summary['rules']} rules, "
-               f"firewall_policy={plan_['policy']} (input policy {inputs[0]['policy']}); "
+        # The table read back against the wanted one, as the probe compared them.
+        differences = nft_differences(live["stdout"], plan_["nft_wanted_listing"], table)
+        rules = sum(len(c["rules"]) for c in
+                    (nft_listing(live["stdout"], table) or {"chains": {}})["chains"].values())
+        ok = not differences
+        msg = (f"{host}: table inet {table} is not the wanted one: {'; '.join(differences)}"
+               if not ok else
+               f"{host}: table inet {table}: {rules} rules, as wanted, "
+               f"firewall_policy={plan_['policy']}; "
                f"TCP {','.join(plan_['cluster_tcp'])} and UDP {plan_['udp_port']} open to "
                f"{_join(plan_['subnets']['ipv4'] + plan_['subnets']['ipv6'], ', ', 'nobody')}; "
                "SSH also from "

@@ -50,7 +50,7 @@ options:
     type: dict
   verify:
     description:
-      - Read the backend's rules back (C(nft -j list table), C(firewall-cmd --list-rich-rules)
+      - Read the backend's rules back (C(nft list table), C(firewall-cmd --list-rich-rules)
         or C(ufw show added)) and hold them to O(plan); nothing else is probed. Under check
         mode only an nftables table that is not pending is read.
     type: bool
@@ -152,7 +152,7 @@ def _verify(module: AnsibleModule) -> None:
     settings = {**p["settings"], "nft_table": p["nft_table"],
                 "firewalld_policy": p["firewalld_policy"]}
     pending = plan["new_ruleset"]
-    argv = {"nftables": ["nft", "-j", "list", "table", "inet", p["nft_table"]],
+    argv = {"nftables": ["nft", "list", "table", "inet", p["nft_table"]],
             "firewalld": ["firewall-cmd", "--policy=%s" % p["firewalld_policy"],
                           "--list-rich-rules"],
             "ufw": ["ufw", "show", "added"]}.get(plan["backend"] or "")

@@ -241,7 +241,7 @@ def test_check_on_a_deleted_table_reports_drift_and_later_roles_still_run(env):
     lab.exec("node1", ["sh", "-c", "echo '# edited' >> /usr/local/sbin/rdmaprov-roce-qos"])
     res = play(env, "node1", qos, "--check", "--tags", "roce_qos")
     assert res.returncode == 0, res.stdout[-4000:]
-    assert "node1: drift: table inet rdmaprov is absent; a real run loads it" in res.stdout
+    assert "node1: drift: live table inet rdmaprov is absent; a real run loads it" in res.stdout
     # The next role ran under --check and reported its own drift.
     # (the script and the unit are one looped task: the edited script is its changed item)
     assert re.search(r"TASK \[rdmaprov\.cluster\.roce_qos : Install the QoS script and unit\] "

@@ -197,18 +197,10 @@ def test_ufw_rules_as_ufw_prints_them():
                                 "port", "22", "comment", "rdmaprov"]
 
 
-def test_live_hash_and_summary():
+def test_live_hash():
     text = 'table inet rdmaprov {\n\tcomment "rdmaprov sha1=' + "a" * 40 + '"\n}'
     assert fw.live_hash(text) == "a" * 40
     assert fw.live_hash("") == ""
-    listing = {"nftables": [{"metainfo": {"version": "1.0.6"}},
-                            {"table": {"family": "inet", "name": "rdmaprov", "handle": 6}},
-                            {"set": {"name": "cluster_ipv4"}},
-                            {"chain": {"name": "input", "hook": "input", "policy": "drop"}},
-                            {"rule": {"chain": "input"}}, {"rule": {"chain": "input"}}]}
-    summary = fw.nft_table_summary(json.dumps(listing))
-    assert summary["rules"] == 2 and summary["chains"][0]["policy"] == "drop"
-    assert fw.nft_table_summary("") is None
 
 
 @pytest.mark.parametrize(("value", "problem"), [
@@ -347,10 +339,22 @@ def test_plan_carries_each_backends_changes():
 
 # --- verify (the rules read back after applying) ---------------------------------------------
 NAMES = {**SETTINGS, "nft_table": "rdmaprov", "firewalld_policy": "rdmaprov"}
-LISTING = {"nftables": [{"metainfo": {"version": "1.0.6"}},
-                        {"table": {"family": "inet", "name": "rdmaprov", "handle": 6}},
-                        {"chain": {"name": "input", "hook": "input", "policy": "accept"}},
-                        {"rule": {"chain": "input"}}, {"rule": {"chain": "input"}}]}
+# Listings captured on a lab node (Debian 12, nft 1.0.6) after `rdmaprov bootstrap`, then after
+# each drift another tool makes; the reference is the rendered ruleset loaded into a network
+# namespace of its own and listed (firewall_probe.nft_reference), the rendered file is the one
+# the role wrote there (the plan below renders it byte for byte).
+FIXTURES = ROOT / "tests/fixtures/firewall"
+LAB = {**SETTINGS, "cluster_subnets": ["10.198.249.0/24", "10.199.249.0/24"]}
+LAB_PROBE = {**PROBE, "control_ip": "10.199.249.1"}
+REJECT = "tcp dport { 29500, 32768-60999 } reject with tcp reset"
+
+
+def _listing(name):
+    return (FIXTURES / name).read_text()
+
+
+def _live(name):
+    return {"rc": 0, "stdout": _listing(name), "stderr": ""}
 
 
 def _ok(stdout):
@@ -358,26 +362,30 @@ def _ok(stdout):
 
 
 def test_verify_nftables():
-    plan = fw.plan({**PROBE, "control_ip": "10.199.246.1"}, SETTINGS)
-    got = fw.verify(plan, NAMES, _ok(json.dumps(LISTING)), check=False, pending=True)
+    """After applying, the table read back is held to the wanted one (the lab node's listings)."""
+    plan = fw.plan({**LAB_PROBE, "nft_reference": {
+        "rc": 0, "stdout": _listing("nft-bookworm-reference.txt"), "stderr": "",
+        "sha1": fw.plan(LAB_PROBE, LAB)["nft_hash"]}}, LAB)
+    got = fw.verify(plan, NAMES, _live("nft-bookworm-converged.txt"), check=False, pending=True)
     assert got == {"applies": True, "ok": True, "pending": "", "msg": (
-        "node1: table inet rdmaprov: 2 rules, firewall_policy=scoped (input policy accept); "
-        "TCP 22,29500,32768-60999 and UDP 4791 open to 10.198.246.8/29; SSH also from "
-        "10.199.246.1/32; Slurm not on this host")}
-    no_input = {"nftables": [c for c in LISTING["nftables"] if "chain" not in c]}
-    bad = fw.verify(plan, NAMES, _ok(json.dumps(no_input)), check=False, pending=False)
-    assert bad["ok"] is False and bad["msg"].startswith(
-        "node1: table inet rdmaprov is incomplete: {'chains': [], 'rules': 2")
+        "node1: table inet rdmaprov: 8 rules, as wanted, firewall_policy=scoped; "
+        "TCP 22,29500,32768-60999 and UDP 4791 open to 10.198.249.0/24, 10.199.249.0/24; "
+        "SSH also from 10.199.249.1/32; Slurm not on this host")}
+    bad = fw.verify(plan, NAMES, _live("nft-bookworm-deleted-rule.txt"), check=False,
+                    pending=False)
+    assert bad["ok"] is False and bad["msg"] == (
+        "node1: table inet rdmaprov is not the wanted one: live table inet rdmaprov lacks 1 rule"
+        f" (chain input): {REJECT}")
     absent = fw.verify(plan, NAMES, {"rc": 1, "stdout": "", "stderr": "Error: No such file\n"},
                        check=False, pending=False)
     assert absent == {"applies": True, "ok": False, "pending": "", "msg": (
-        "node1: nft -j list table inet rdmaprov failed (rc 1): Error: No such file")}
+        "node1: nft list table inet rdmaprov failed (rc 1): Error: No such file")}
     # --check with the ruleset still to load: drift, not a verification; the role's assert
-    # reports it as its message.
+    # reports it as its message, naming what the live table lacks.
     drift = "node1: drift: live table inet rdmaprov is absent; a real run loads it"
     assert fw.verify(plan, NAMES, None, check=True, pending=True) == {
         "applies": False, "ok": True, "msg": drift, "pending": drift}
-    assert fw.verify(plan, NAMES, _ok(json.dumps(LISTING)), check=True,
+    assert fw.verify(plan, NAMES, _live("nft-bookworm-converged.txt"), check=True,
                      pending=False)["applies"] is True
 
 
@@ -649,24 +657,6 @@ def test_command_changed_and_the_rollback_report():
 
 
 # --- the live table against the wanted one (issue 37: a verdict from the live ruleset) ---------
-# Listings captured on a lab node (Debian 12, nft 1.0.6) after `rdmaprov bootstrap`, then after
-# each drift another tool makes; the reference is the rendered ruleset loaded into a network
-# namespace of its own and listed (firewall_probe.nft_reference), the rendered file is the one
-# the role wrote there (the plan below renders it byte for byte).
-FIXTURES = ROOT / "tests/fixtures/firewall"
-LAB = {**SETTINGS, "cluster_subnets": ["10.198.249.0/24", "10.199.249.0/24"]}
-LAB_PROBE = {**PROBE, "control_ip": "10.199.249.1"}
-REJECT = "tcp dport { 29500, 32768-60999 } reject with tcp reset"
-
-
-def _listing(name):
-    return (FIXTURES / name).read_text()
-
-
-def _live(name):
-    return {"rc": 0, "stdout": _listing(name), "stderr": ""}
-
-
 def test_nft_listing_reads_the_lab_nodes_table():
     got = fw.nft_listing(_listing("nft-bookworm-converged.txt"), "rdmaprov")
     assert got["comment"] == '"rdmaprov sha1=3373fec33d0b51ebff4ec81e8d3212d9bf8fffc9"'
