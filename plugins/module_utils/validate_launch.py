@@ -59,7 +59,7 @@ PLAN_KEYS = (
 
 # The worker's parts, each imported from beside worker.py (its docstring says which is what).
 WORKER_PARTS = ("worker_base.py", "worker_preflight.py", "worker_timing.py", "worker_rails.py",
-                "worker_watchdog.py")
+                "worker_watchdog.py", "worker_join.py")
 
 
 def worker_sources(worker, ports):

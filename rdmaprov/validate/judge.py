@@ -31,7 +31,7 @@ from typing import Any
 from rdmaprov import collection
 from rdmaprov.errors import UserError
 from rdmaprov.parsers.nccl_log import parse_nccl_log
-from rdmaprov.validate import nccl_settings
+from rdmaprov.validate import nccl_settings, rendezvous
 from rdmaprov.validate import rounds as R
 from rdmaprov.validate import verdict as V
 from rdmaprov.validate.nics import read_log
@@ -157,6 +157,7 @@ class HostFiles:
     ports_after: list[dict[str, Any]] | None = None  # counters_after.json's ports
     intended: dict[str, Any] | None = None  # nccl_intended.json: the host's nccl.conf settings
     used: set[str] | None = None  # the NICs its NCCL channels ran on (nics.channel_devices)
+    steps: str | None = None  # its steps.log (where each rank got to)
     channel_nics: int = 0  # how many NET/IB indices its channels ran on (nics.read_log)
     # What its worker gave NCCL (worker_preflight.nccl_seen): the run's own record, else the
     # image preflight's in the same container and environment.
@@ -246,7 +247,8 @@ def _host_files(run_dir: Path, host: str) -> HostFiles:
                      ports_after=ports["counters_after.json"],
                      intended={str(k): str(v) for k, v in intended.items()}
                      if intended is not None else None, used=used, channel_nics=channel_nics,
-                     nccl_seen=seen if isinstance(seen, dict) else None, launch_env=launch_env)
+                     nccl_seen=seen if isinstance(seen, dict) else None, launch_env=launch_env,
+                     steps=steps)
 
 
 def _sample(ports: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -713,13 +715,25 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
         return Report(None, None, None, V.Bar(None, "no fabric run"), [], list(rows.values()),
                       error=why, source=str(results))
     notes = []
+    # A rendezvous that never completed: who never joined (or is cut off the fabric), from each
+    # host's own worker record; the hosts that only waited are named so, never blamed.
+    rdzv = rendezvous.blame(fabric.hosts, {h: fabric.files[h].doc for h in fabric.hosts},
+                            int(fabric.meta.get("nproc_per_node") or 1),
+                            {h: fabric.files[h].steps for h in fabric.hosts})
     for h in fabric.hosts:
         row = rows.setdefault(h, HostResult(h))
         f = fabric.files[h]
         row.hostname = f.hostname
         for bad in f.unreadable:
             row.fail(bad, error=True)
-        if f.outcome and h not in (failures or {}):
+        if h in (failures or {}):
+            continue
+        v = rdzv.get(h)
+        if v is not None:
+            # Drained only when the verdict names this host's own path (Verdict.drain).
+            row.fail(v.line, error=not v.drain)
+            row.waiting = v.status == "wait"
+        elif f.outcome:
             row.fail(f.outcome, error=True)
     for worker, shared in sorted(fabric.shared.items()):
         notes.append(f"{', '.join(shared)} report the same hostname {worker!r}: judged as "
@@ -754,6 +768,9 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
         checks, bar, busbw = fv.checks, fv.bar, fv.busbw_GBps
         if not doc.get("ok"):
             error = f"worker failed: {doc.get('error') or 'unknown'}"
+            if rdzv:
+                named = [f"{h}: {v.line}" for h, v in rdzv.items() if v.status != "wait"]
+                error = "the rendezvous did not complete: " + "; ".join(named)
             checks = [c for c in checks if c.name != "worker"]
         for hv in fv.hosts:
             found = rows.get(hv.host)

@@ -72,6 +72,9 @@ class HostResult:
     ports: str = ""  # "mlx5_0:1 200 Gb/s, ..." (the ports its line rate counts)
     pair_busbw_GBps: float | None = None  # its best pair, when pairwise rounds ran
     error: bool = False  # it never produced a result (unreachable, preflight, hung, crashed)
+    # It only waited for another host that never joined the rendezvous (rendezvous.blame): not
+    # passed, never blamed (error stays True, so it is not drained); its row says WAIT.
+    waiting: bool = False
     reasons: list[str] = field(default_factory=list)
     hostname: str | None = None  # what its worker reported (gethostname); may be shared
     warnings: list[str] = field(default_factory=list)  # reported, not failing (counter classes)
@@ -253,7 +256,8 @@ def print_table(report: Report, out: TextIO) -> None:
         reason = "; ".join(h["reasons"]) or h["transport"]
         if h["warnings"]:
             reason += "; warn: " + "; ".join(h["warnings"])
-        print(f"{h['host']:{width}}  {'PASS' if h['passed'] else 'FAIL':6}  "
+        result = "PASS" if h["passed"] else "WAIT" if h.get("waiting") else "FAIL"
+        print(f"{h['host']:{width}}  {result:6}  "
               f"{_bw(h['line_rate_GBps']):>11}  {_bw(h['pair_busbw_GBps']):>11}  {reason}",
               file=out)
     if len(rows) < len(d["hosts"]):

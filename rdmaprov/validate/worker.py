@@ -38,12 +38,13 @@ from typing import TYPE_CHECKING, Any
 # rdmaprov.validate.slurm.worker_files() names; the nccl_validate role copies the same).
 if TYPE_CHECKING or __package__:  # from the rdmaprov package (tests, python -m)
     from . import worker_base as base
-    from . import worker_preflight, worker_rails, worker_timing, worker_watchdog
+    from . import worker_join, worker_preflight, worker_rails, worker_timing, worker_watchdog
 else:  # python worker.py on a host or in an image, where rdmaprov is not installed
     _HERE = os.path.dirname(os.path.abspath(__file__))
     if _HERE not in sys.path:  # python -I, or runpy: the script's folder is not on the path
         sys.path.insert(0, _HERE)
     import worker_base as base
+    import worker_join
     import worker_preflight
     import worker_rails
     import worker_timing
@@ -129,6 +130,10 @@ def _build_parser() -> argparse.ArgumentParser:
 class CannotStart(RuntimeError):
     """This host cannot run the worker at all (exit RC_CANNOT_START): not a peer's fault."""
 
+    def __init__(self, message: str, record: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.record = record
+
 
 def _init(args: argparse.Namespace) -> base._Ctx:
     base.progress("import torch")
@@ -150,32 +155,53 @@ def _init(args: argparse.Namespace) -> base._Ctx:
     local_rank = (args.local_rank if args.local_rank is not None
                   else int(env.get("LOCAL_RANK", "0")))
     timeout = _dt.timedelta(seconds=args.timeout)
-    kwargs: dict[str, Any] = {"backend": backend, "rank": rank, "world_size": world,
-                              "timeout": timeout}
     if args.master_addr:
-        port = args.master_port or int(env.get("MASTER_PORT", "29500"))
-        kwargs["init_method"] = f"tcp://{args.master_addr}:{port}"
+        master, port = args.master_addr, args.master_port or int(env.get("MASTER_PORT", "29500"))
     else:
-        kwargs["init_method"] = "env://"
-        env.setdefault("MASTER_ADDR", "127.0.0.1")
-        env.setdefault("MASTER_PORT", "29500")
+        master, port = env.get("MASTER_ADDR", "127.0.0.1"), int(env.get("MASTER_PORT", "29500"))
     if backend == "nccl":
         torch.cuda.set_device(local_rank)
-        # device_id makes NCCL set up its communicator now, so a transport failure shows here
-        # and not inside the first timed collective.
-        kwargs["device_id"] = torch.device("cuda", local_rank)
-    base.progress(f"rendezvous at {kwargs['init_method']}")
+    node = base.node_rank_of(rank)
+    # The rendezvous in recorded phases (worker_join): a rank that never joins, or a node cut off
+    # the fabric, is named by every rank that did, within join_limit, not after a hung bootstrap.
+    record: dict[str, Any] = {"rank": rank, "node": node}
     try:
-        dist.init_process_group(**kwargs)
+        store = worker_join.connect_store(
+            torch, record, rank, world, master, port, args.timeout,
+            env.get("TORCHELASTIC_USE_AGENT_STORE") == "True", base.progress)
+        joined = worker_join.join(store, record, rank, world, node, socket.gethostname(),
+                                  args.timeout, base.progress)
+        worker_join.fabric_path(store, record, backend, master, port, node, rank, joined,
+                                args.timeout, base.progress)
+    except worker_join.RendezvousFailed as exc:
+        if "Network is unreachable" in str(exc):
+            raise CannotStart(f"{exc} ({own_network_failure(str(exc))})", record) from None
+        raise
     except RuntimeError as exc:
         if "without libuv" in str(exc):
             raise CannotStart(f"{base.one_line(exc)} (set USE_LIBUV=0, or use the direct "
-                              "launcher)") from None
+                              "launcher)", record) from None
+        raise worker_join.RendezvousFailed(base.one_line(exc), record) from exc
+    kwargs: dict[str, Any] = {"backend": backend, "rank": rank, "world_size": world,
+                              "timeout": timeout, "store": store}
+    if backend == "nccl":
+        # device_id makes NCCL set up its communicator now, so a transport failure shows here
+        # and not inside the first timed collective.
+        kwargs["device_id"] = torch.device("cuda", local_rank)
+    record["phase"] = "backend bootstrap"
+    via = record.get("path", {}).get("interface") or "?"
+    base.progress(f"backend bootstrap: {backend} over {via}")
+    try:
+        dist.init_process_group(**kwargs)
+    except RuntimeError as exc:
         why = own_network_failure(str(exc))
         if why:
-            raise CannotStart(f"{base.one_line(exc)} ({why})") from None
-        raise
-    return base._Ctx(torch, dist, backend, rank, world, local_rank)
+            raise CannotStart(f"{base.one_line(exc)} ({why})", record) from None
+        raise worker_join.RendezvousFailed(base.one_line(exc), record) from exc
+    record["phase"] = "first collective"
+    ctx = base._Ctx(torch, dist, backend, rank, world, local_rank)
+    ctx.rendezvous = record
+    return ctx
 
 
 # connect(2)'s ENETUNREACH: this host's own routing table has no route to the peer's network
@@ -313,8 +339,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             raise ValueError(f"need iters >= 1 and warmup >= 0, got {iters}, {warmup}")
         sizes = worker_timing.size_sweep(min_b, max_b, args.factor,
                                          worker_timing._DTYPES[args.dtype])
-        base.progress("exchange of rank info")
+        base.progress("first collective: exchange of rank info")
         ranks = base._gather_json(ctx, {**_rank_info(ctx), "preflight": checks})
+        if ctx.rendezvous is not None:
+            ctx.rendezvous["phase"] = "done"
         cpu: dict[str, Any] = {}
         rows = worker_timing.sweep(ctx, sizes, args.dtype, warmup, iters, cpu)
         base.progress("exchange of CPU figures")
@@ -368,6 +396,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # The rail round (rounds.rail_plan): each rail's client, server, exit code and seconds;
         # the figures are the files in --rails-dir, which the judge reads.
         "rails": rails,
+        # Rank 0's record of the rendezvous phases (worker_join): the store, who joined from
+        # where, each node's fabric path and the matrix of its probe.
+        "rendezvous": ctx.rendezvous,
         "notes": (["1 rank: all_reduce moves no data between ranks, so algbw here is not a "
                    "link figure and busbw is 0 by its formula"] if ctx.world == 1 else []),
         "env": _env_snapshot(),
@@ -422,17 +453,30 @@ def _worker(args: argparse.Namespace) -> int:
         err = {"schema": base.SCHEMA, "ok": False, "rank": rank, "hostname": socket.gethostname(),
                "error": base.one_line(exc), "detail": str(exc),
                "preflight": worker_preflight._safe_preflight()}
+        record = getattr(exc, "record", None)
+        if record is not None:
+            err["phase"] = record.get("phase")
+            err["rendezvous"] = record
         _destroy_quietly()
         print(json.dumps(err), file=sys.stderr, flush=True)
         if os.environ.get("RDMAPROV_WORKER_TRACEBACK"):
             traceback.print_exc()
-        if rank == 0:
+        # Rank 0's is the run's document; a rendezvous that failed leaves each node's own as
+        # well (its first rank's, on its host's stdout): where it tried to connect, and how.
+        if rank == 0 or (record is not None and _local_rank(args) == 0):
             print(json.dumps(err, indent=1), file=out, flush=True)
         return base.RC_CANNOT_START if isinstance(exc, CannotStart) else base.RC_FAILED
     if rank == 0:
         print(json.dumps(doc, indent=1), file=out, flush=True)
         base.progress("document printed")
     return 0 if doc["ok"] else base.RC_FAILED
+
+
+def _local_rank(args: argparse.Namespace) -> int:
+    if args.local_rank is not None:
+        return int(args.local_rank)
+    v = os.environ.get("LOCAL_RANK", "0")
+    return int(v) if v.isdecimal() else 0
 
 
 def _destroy_quietly() -> None:

@@ -97,6 +97,7 @@ class _Ctx:
         self.torch, self.dist, self.backend = torch, dist, backend
         self.rank, self.world, self.local_rank = rank, world, local_rank
         self.group = group  # None: the whole job; else a subgroup (a pair of hosts)
+        self.rendezvous: dict[str, Any] | None = None  # worker_join's record of its phases
         self.device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
 
     def sub(self, group: Any) -> _Ctx:
@@ -110,12 +111,17 @@ class _Ctx:
 
 
 def _node_rank(ctx: _Ctx) -> int:
+    return node_rank_of(ctx.rank)
+
+
+def node_rank_of(rank: int) -> int:
+    """The node (launch host) of ``rank``: torchrun's GROUP_RANK, else rank // local world."""
     for name in ("GROUP_RANK", "NODE_RANK"):
         v = os.environ.get(name, "")
         if v.isdecimal():
             return int(v)
     local = os.environ.get("LOCAL_WORLD_SIZE", "")
-    return ctx.rank // (int(local) if local.isdecimal() and int(local) > 0 else 1)
+    return rank // (int(local) if local.isdecimal() and int(local) > 0 else 1)
 
 
 def _gather_json(ctx: _Ctx, obj: dict[str, Any]) -> list[dict[str, Any]]:

@@ -186,8 +186,10 @@ def test_unreachable_rendezvous_is_one_json_line(tmp_path):
         capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     doc = json.loads(proc.stdout)
-    assert doc["ok"] is False and "1/2 clients joined" in doc["error"]
+    assert doc["ok"] is False and "(1/2 joined)" in doc["error"]
     assert "\n" not in doc["error"]
+    # The record names who never joined the store this rank holds (worker_join).
+    assert doc["phase"] == "join" and doc["rendezvous"]["missing"] == [1]
 
 
 def _child_of(pid: int, timeout: float = 20.0) -> int:
@@ -254,10 +256,12 @@ def test_watchdog_kills_a_hung_worker_and_says_so(tmp_path):
     # And the steps the rank went through, for the failure's reason: frozen in its rendezvous.
     steps = [ln.split(" ", 2)[1:] for ln in (tmp_path / base.STEPS_FILE).read_text().splitlines()]
     assert steps[:2] == [["rank0", "start"], ["rank0", "import torch"]]
-    assert steps[-3:] == [["rank0", "rendezvous at tcp://127.0.0.1:29678"],
-                          ["rank0", f"watchdog: killed after {watchdog.watchdog_limit(5):.0f} s in "
-                                    "rendezvous at tcp://127.0.0.1:29678"],
-                          ["rank0", "exit 3"]]
+    # Frozen in its rendezvous: its store connect (to the store it holds) or its join.
+    phase = steps[-3][1]
+    assert phase == "join: waiting for every rank in the store" or phase.startswith(
+        "store connect to 127.0.0.1:29678 from 127.0.0.1 (lo)"), steps
+    assert steps[-2:] == [["rank0", f"watchdog: killed after {watchdog.watchdog_limit(5):.0f} s "
+                                    f"in {phase}"], ["rank0", "exit 3"]]
 
 
 def test_supervisor_takes_its_worker_along_when_stopped():
