@@ -185,11 +185,34 @@ def active_port_faults(active: list[dict[str, Any]]) -> Item | None:
                     "(is the SM running on this fabric?)", remedy=INVESTIGATE)
     no_gid = [f"{_label(p)} ({p.get('netdev') or 'no netdev'}) has no routable RoCE v2 GID: "
               f"no IPv4 or global IPv6 address on {p.get('netdev') or 'its netdev'}"
-              for p in active if p.get("link_layer") == "Ethernet" and p.get("gids")
-              and not _routable_v2(p["gids"])]
+              for p in unaddressed(active)]
     if no_gid:
         return Item("ports", "fail", "; ".join(no_gid), remedy=CONFIG)
     return None
+
+
+def unaddressed(active: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """ACTIVE RoCE ports without a routable RoCE v2 GID that are the node's RDMA rails: those
+    whose peers (same model and port number) mostly have one, or every RoCE port of a node
+    whose RDMA is RoCE only (no ACTIVE IB port) when none has one. Not judged: a port whose GID
+    table was not read, one whose netdev is enslaved (a bond's backup member or a bridge port:
+    the address is on the master, and the kernel gives its GIDs to the active member only), and
+    a lone unaddressed port beside addressed rails of another kind or beside InfiniBand rails
+    (a front-end or unused port, not a rail)."""
+    roce = [p for p in active if p.get("link_layer") == "Ethernet" and p.get("gids")
+            and not p.get("enslaved")]
+    bare = [p for p in roce if not _routable_v2(p["gids"])]
+    if not bare:
+        return []
+    roce_only = not any(p.get("link_layer") == "InfiniBand" for p in active)
+    out = []
+    for p in bare:
+        peers = [q for q in roce if q is not p and not q.get("vf")
+                 and (q.get("model"), q.get("port")) == (p.get("model"), p.get("port"))]
+        peers_addressed = bool(peers) and _majority([_routable_v2(q["gids"]) for q in peers])
+        if peers_addressed is True or (roce_only and len(bare) == len(roce)):
+            out.append(p)
+    return out
 
 
 def check_ports(state: State, exp: Expectations) -> Item:

@@ -66,7 +66,9 @@ def rdma(root: str = "/") -> dict[str, Any]:
         # are read by read_port anyway; the judge needs them for an ACTIVE port's health.
         ports = [{**{key: p[key] for key in ("port", "state", "phys_state", "rate_gbps",
                                              "link_layer", "netdev", "admin_down", "lid")},
-                  **({"gids": p["gids"]} if p.get("link_layer") == "Ethernet" else {})}
+                  **({"gids": p["gids"], "enslaved": bool(p.get("netdev")) and os.path.lexists(
+                      os.path.join(sys_root, "class/net", p["netdev"], "master"))}
+                     if p.get("link_layer") == "Ethernet" else {})}
                  for p in dev["ports"]]
         if ports:
             # The card's model and whether it is an SR-IOV VF: what makes ports peers (rails).

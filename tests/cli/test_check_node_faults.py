@@ -319,3 +319,46 @@ def test_cards_of_other_boards_may_differ_and_check_yml_names_the_version(tmp_pa
                        check=False)
     assert p.returncode == 1 and p.stderr.count("\n") == 1, p.stderr
     assert "firmware: must map a card's board_id to its firmware version" in p.stderr
+
+
+def link_local_only(root: Path, dev: str, nd: str) -> None:
+    ll = "fe80:0000:0000:0000:0e42:a1ff:fe00:00ff"
+    for i in range(8):
+        for attr in ("types", "ndevs"):
+            (root / f"sys/class/infiniband/{dev}/ports/1/gid_attrs/{attr}/{i}").unlink(
+                missing_ok=True)
+        write(root, f"sys/class/infiniband/{dev}/ports/1/gids/{i}",
+              "0000:0000:0000:0000:0000:0000:0000:0000")
+    gids(root, dev, 1, [(ll, "IB/RoCE v1", nd), (ll, "RoCE v2", nd)])
+
+
+def test_a_lone_roce_node_without_ipv4_fails_a_front_end_port_does_not(tmp_path: Path) -> None:
+    one = roce_node(tmp_path / "one", n=1)
+    link_local_only(one, "mlx5_0", "ens0np0")
+    code, doc = check(one)
+    assert code == 2 and doc["reason"].startswith(
+        "[config] mlx5_0/1 (ens0np0) has no routable RoCE v2 GID"), doc
+    # An IB node's front-end ConnectX port, up without an address: not an RDMA rail.
+    ib = ib_node(tmp_path / "ib")
+    write(ib, "sys/class/infiniband/mlx5_9/ports/1/state", "4: ACTIVE")
+    write(ib, "sys/class/infiniband/mlx5_9/ports/1/phys_state", "5: LinkUp")
+    write(ib, "sys/class/infiniband/mlx5_9/ports/1/rate", "25 Gb/sec (1X EDR)")
+    write(ib, "sys/class/infiniband/mlx5_9/ports/1/link_layer", "Ethernet")
+    write(ib, "sys/class/infiniband/mlx5_9/board_id", "MT_0000000359")
+    write(ib, "sys/class/infiniband/mlx5_9/fw_ver", "22.41.1000")
+    write(ib, "sys/class/net/eno1np0/mtu", "1500")
+    link_local_only(ib, "mlx5_9", "eno1np0")
+    code, doc = check(ib)
+    assert code == 0, doc
+
+
+def test_a_bond_members_port_without_its_own_address_is_not_judged(tmp_path: Path) -> None:
+    # Active-backup bond over two rails' netdevs (no RoCE LAG): the kernel gives the bond's
+    # IPv4 GIDs to the active member's port only; the backup's has link-local ones alone.
+    root = roce_node(tmp_path, n=4)
+    link_local_only(root, "mlx5_3", "ens3np0")
+    (root / "sys/class/net/bond0/bonding").mkdir(parents=True)
+    write(root, "sys/class/net/bond0/mtu", "9000")
+    (root / "sys/class/net/ens3np0/master").symlink_to("../bond0")
+    code, doc = check(root)
+    assert code == 0, doc
