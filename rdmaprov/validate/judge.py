@@ -159,6 +159,7 @@ class HostFiles:
     used: set[str] | None = None  # the NICs its NCCL channels ran on (nics.channel_devices)
     steps: str | None = None  # its steps.log (where each rank got to)
     channel_nics: int = 0  # how many NET/IB indices its channels ran on (nics.read_log)
+    log_facts: dict[str, Any] | None = None  # the devices and speeds NCCL's own lines list
     # What its worker gave NCCL (worker_preflight.nccl_seen): the run's own record, else the
     # image preflight's in the same container and environment.
     nccl_seen: dict[str, Any] | None = None
@@ -206,6 +207,7 @@ def _host_files(run_dir: Path, host: str) -> HostFiles:
     report = parsed = None
     used = None
     channel_nics = 0
+    nics = None
     if log is not None:
         lines = log.splitlines(keepends=True)
         parsed = parse_nccl_log(lines)
@@ -247,6 +249,7 @@ def _host_files(run_dir: Path, host: str) -> HostFiles:
                      ports_after=ports["counters_after.json"],
                      intended={str(k): str(v) for k, v in intended.items()}
                      if intended is not None else None, used=used, channel_nics=channel_nics,
+                     log_facts=nics.facts() if nics else None,
                      nccl_seen=seen if isinstance(seen, dict) else None, launch_env=launch_env,
                      steps=steps)
 
@@ -349,6 +352,9 @@ def load_run(run_dir: Path) -> Run | None:
             files[host].facts = port_facts(pre["ports"])
         if host and isinstance((pre or {}).get("nccl"), dict):
             files[host].nccl_seen = pre["nccl"]  # the run's own, over the image preflight's
+    for f in files.values():  # no port list at all: the devices NCCL listed, at its speeds
+        if f.facts is None:
+            f.facts = f.log_facts
     return run
 
 

@@ -33,6 +33,9 @@ from typing import Any
 _USING = re.compile(r"\[(\d+)\]\s*([^\s:\[\]]+):(\d+)/(?:IB|RoCE)")
 _VDEV = re.compile(r"Made virtual device \[(\d+)\] name=(\S+)")
 _VIA = re.compile(r"\bvia NET/([^/\n]+)/(\d+)")
+# NCCL 2.27+ (net_ib.cc, NCCL_DEBUG_SUBSYS with NET): "NET/IB: [1] rocep1s0f1:uverbs1:1/RoCE
+# provider=Mlx5 speed=200000 context=0x.. pciPath=/sys/devices/... ar=0" (speed in Mb/s).
+_SPEED = re.compile(r"NET/IB: \[\d+\] ([^\s:]+):[^\s:]*:(\d+)/(IB|RoCE) .*?\bspeed=(\d+)")
 _VF_NETDEV = re.compile(r"^(.*\d)v\d+$")  # ibp75s0v7 -> ibp75s0
 _BDF = re.compile(r"^([0-9a-fA-F]{4,}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
 # rdma-core's persistent names (NAME_KERNEL from the PCI path, as systemd names netdevs):
@@ -46,16 +49,35 @@ class LogNics:
 
     channels: set[str] | None = None  # device names its channels ran on (channel_devices)
     indices: set[int] = field(default_factory=set)  # the NET/IB/<i> its channels ran on
+    # (device, port) -> (link layer, Gb/s) from NCCL's per-device lines (2.27+)
+    speeds: dict[tuple[str, int], tuple[str, float]] = field(default_factory=dict)
+
+    def facts(self) -> dict[str, Any] | None:
+        """The devices NCCL's own lines list, with their speeds, in the rdma facts shape: the
+        ports of a host whose run left no counters file (every one NCCL lists was ACTIVE)."""
+        if not self.speeds:
+            return None
+        devices: dict[str, list[dict[str, Any]]] = {}
+        for (dev, port), (layer, gbps) in sorted(self.speeds.items()):
+            devices.setdefault(dev, []).append({
+                "port": port, "state": "ACTIVE", "rate_gbps": gbps,
+                "link_layer": "InfiniBand" if layer == "IB" else "Ethernet"})
+        return {"rdma": {"devices": [{"name": n, "ports": p} for n, p in devices.items()]}}
 
 
 def read_log(lines: Iterable[str]) -> LogNics:
     physical: dict[int, str] = {}
     virtual: dict[int, list[str]] = {}
     used: set[int] = set()
+    speeds: dict[tuple[str, int], tuple[str, float]] = {}
     for line in lines:
         if "NCCL INFO" not in line and " INFO " not in line:
             continue
-        if "via NET/" in line:
+        if "speed=" in line and "NET/IB: [" in line:
+            m = _SPEED.search(line)
+            if m and len(speeds) < 256:
+                speeds[(m.group(1), int(m.group(2)))] = (m.group(3), int(m.group(4)) / 1000)
+        elif "via NET/" in line:
             m = _VIA.search(line)
             if m and m.group(1).upper().startswith("IB"):
                 used.add(int(m.group(2)))
@@ -66,7 +88,7 @@ def read_log(lines: Iterable[str]) -> LogNics:
         elif "NET/IB" in line and "Using" in line:
             for idx, dev, _port in _USING.findall(line):
                 physical.setdefault(int(idx), dev)
-    return LogNics(_names(used, physical, virtual), used)
+    return LogNics(_names(used, physical, virtual), used, speeds)
 
 
 def _names(used: set[int], physical: dict[int, str],
@@ -117,14 +139,21 @@ def port_keys(ports: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
     """One key per port of ``ports`` (one host's, each with ``name`` and ``port``): equal keys
     are one physical port (the module docstring says by what)."""
     layout: list[tuple[int, int, int, int] | None] = []
+    named: set[tuple[int, int, int]] = set()  # told multi-function by a persistent name's "f"
     for p in ports:
         base = _bdf(p.get("physfn") or p.get("pci"))
-        layout.append(base if base else _pci_of_name(p.get("name")))
+        if not base:
+            base = _pci_of_name(p.get("name"))
+            if base and base[3] >= 0:
+                named.add(base[:3])
+        layout.append(base)
     # Functions present per (domain, bus, slot): a multi-function device has several.
     funcs: dict[tuple[int, int, int], set[int]] = {}
     for loc in layout:
         if loc:
             funcs.setdefault(loc[:3], set()).add(loc[3])
+    for place in named:
+        funcs[place].add(-2)  # rdma-core writes "f<n>" only for a multi-function device
     by_place: dict[tuple[Any, ...], set[int]] = {}
     for p, loc in zip(ports, layout, strict=True):
         if loc and loc[3] >= 0:

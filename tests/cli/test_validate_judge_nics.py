@@ -281,3 +281,18 @@ def test_a_net_plugin_on_some_hosts_only_is_named(tmp_path: Path, capsys) -> Non
     doc = J.json_report(same, capsys=capsys)
     assert not any("net plugin" in t for h in doc["hosts"]
                    for t in h["reasons"] + h["warnings"])
+
+
+def test_without_a_counters_file_the_rates_are_nccls_own(tmp_path: Path, capsys) -> None:
+    """No counters file came back (copied logs only): NCCL 2.27+'s per-device lines give the
+    devices and speeds, and the persistent names (rocep1s0f1, roceP2p1s0f1: function 1 of a
+    multi-function device in two PCI domains) the one port."""
+    hosts = {"spark-a": (None, None), "spark-b": (None, None)}
+    logs = {h: spark_log(h, "192.168.100.15", SPARK_DEVICES) for h in hosts}
+    J.make_run(tmp_path, "fabric", hosts, J.worker_doc(list(hosts), 23.4), logs=logs)
+    doc = J.json_report(tmp_path, capsys=capsys)
+    assert [h["line_rate_GBps"] for h in doc["hosts"]] == [25.0, 25.0]
+    assert doc["bar"]["GBps"] == pytest.approx(20.0) and doc["exit_code"] == 0, doc["bar"]
+    slow = tmp_path / "slow"
+    J.make_run(slow, "fabric", hosts, J.worker_doc(list(hosts), 11.0), logs=logs)
+    assert J.json_report(slow, capsys=capsys)["exit_code"] == 2
