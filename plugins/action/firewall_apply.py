@@ -70,8 +70,10 @@ class ActionModule(ActionBase):
         return res
 
     def _summary(self, plan, failed):
+        # "steps", not "results": a result with "results" reads as a loop's summary, whose
+        # items come as events of their own, and --check --diff would then show no row for it.
         out = {"changed": any(r.get("changed") for _w, r in self._done),
-               "results": [dict(r, step=w) for w, r in self._done]}
+               "steps": [dict(r, step=w) for w, r in self._done]}
         diffs = [r["diff"] for _w, r in self._done if r.get("changed") and r.get("diff")]
         if diffs:
             out["diff"] = [d for diff in diffs for d in (diff if isinstance(diff, list) else [diff])]
@@ -85,7 +87,7 @@ class ActionModule(ActionBase):
             out.update(changed=True, msg=plan["check_report"], _ansible_verbose_always=True,
                        rdmaprov_report=list(plan["check_report"]))
             if not self._display.verbosity:
-                out.pop("results")
+                out.pop("steps")
         return out
 
     # --- firewalld and ufw: the plan's commands -----------------------------------------------
@@ -156,6 +158,11 @@ class ActionModule(ActionBase):
                             "daemon_reload": bool(unit.get("changed"))}, task_vars)
         if res.get("failed"):
             return "Enable the boot unit", res
+        if res.get("changed") and not res.get("diff"):
+            # What --diff shows for it (systemd_service gives no diff): the unit's enablement.
+            state = (res.get("status") or {}).get("UnitFileState") or "not enabled"
+            res["diff"] = {"before": {"unit": plan["nft_unit_name"], "enabled": state},
+                           "after": {"unit": plan["nft_unit_name"], "enabled": "enabled"}}
         return None
 
     # --- a rescue: what the rollback left -------------------------------------------------------

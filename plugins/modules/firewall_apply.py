@@ -55,7 +55,7 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-results:
+steps:
   description: What each builtin module answered, in order, with the C(step) it was.
   returned: always
   type: list

@@ -85,7 +85,7 @@ def test_ufw_rules_run_and_changed_is_what_ufw_says(monkeypatch):
     res, ran = run(monkeypatch, plan, "configure", host=host)
     assert [r[1] for r in ran] == [" ".join(c) for c in plan["commands"]]
     assert res["changed"] is True and not res.get("failed")
-    assert [r["changed"] for r in res["results"][:2]] == [False, True]
+    assert [r["changed"] for r in res["steps"][:2]] == [False, True]
     # Nothing added: not changed.
     host = Host({" ".join(c): {"rc": 0, "stdout": "Skipping adding existing rule\n"}
                  for c in plan["commands"]})
@@ -224,3 +224,24 @@ def test_the_probes_action_takes_the_table_and_policy_from_the_roles_variables(m
     calls.clear()
     action.run(task_vars=variables)
     assert calls[0]["nft_table"] == "mine" and calls[0]["firewalld_policy"] == "pol"
+
+
+def test_a_disabled_boot_unit_is_a_row_of_the_drift_table(monkeypatch):
+    """--check on a node whose table and files are in line but whose boot unit someone disabled:
+    the persist step would enable it, and `--check --diff` shows that row (its result has no
+    "results" a loop's summary would have, and the enablement as its diff)."""
+    from rdmaprov import drift
+
+    plan = fw.plan(PROBE, {**SETTINGS, "check_mode": True})
+    plan = {**plan, "persist_nft": True}
+    answers = {"ansible.legacy.systemd_service": {
+        "changed": True, "status": {"UnitFileState": "disabled"}}}
+    res, ran = run(monkeypatch, plan, "persist", check=True, host=Host(answers))
+    assert ran[-1] == ("systemd_service", "ansible.legacy.systemd_service", True)
+    assert res["changed"] is True and "results" not in res
+    rows = drift.DriftCollector()
+    rows({"event": "runner_on_ok", "event_data": {
+        "host": "node1", "res": res, "task": "Persist the confirmed ruleset",
+        "role": "rdmaprov.cluster.firewall"}})
+    assert [(r.host, r.current, r.wanted) for r in rows.rows] == [
+        ("node1", "enabled=disabled", "enabled=enabled")]
