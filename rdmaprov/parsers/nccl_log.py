@@ -70,7 +70,7 @@ _OLD_INFO = re.compile(r":\d+ \[\d+\] INFO (.*)$")  # NCCL 2.2: "host:pid:tid [0
 # "nranks", a network, an HCA, a plugin or an error): skipped before the chain of tests.
 _INFO_SKIP = frozenset({
     "Setting", "Trees", "Connected", "threadThresholds", "NVLS", "cudaDriverVersion", "Comm",
-    "Allocated", "Tree", "Assigned", "Initialized", "MNNVL", "DMA-BUF", "TUNER/Plugin",
+    "Allocated", "Tree", "MNNVL", "DMA-BUF", "TUNER/Plugin",
     "PROFILER/Plugin", "ENV/Plugin", "Enabled", "Connecting"})
 # host:pid:tid [dev] in front of a WARN; pastes replace the pid with placeholders ("XXXXXX").
 _ERR_HEAD = re.compile(r"([\w.-]+):\w+(?::\w+)? \[\d+\]")
@@ -201,6 +201,7 @@ class NcclLogParser:
         self.plugin_failures: list[str] = []
         self.plugin_internal = 0  # lines saying no external net plugin is there (informational)
         self.plugin_versions_missed = 0
+        self.plugin_assigned: set[str] = set()  # 2.28+ "Assigned NET plugin NAME to comm"
         self.gdr_off: Counter[str] = Counter()  # reason -> count
         self.gdr_on_lines = 0
         self.env: dict[str, str] = {}
@@ -378,6 +379,8 @@ class NcclLogParser:
             self.plugin.setdefault("path", msg[44:].strip())
         elif msg.startswith(("Initialized NET plugin ", "Assigned NET plugin ")):
             name = msg.split("NET plugin ", 1)[1].removesuffix(" to comm").strip()
+            if msg.startswith("Assigned") and name and len(self.plugin_assigned) < 8:
+                self.plugin_assigned.add(name)  # the one that carries the communicator
             if name in ("IB", "Socket"):
                 self.plugin_internal += 1
             elif name:
@@ -721,7 +724,10 @@ class NcclLogParser:
         if self.plugin:
             r.net_plugin = dict(self.plugin)
         requested = self.env.get("NCCL_NET_PLUGIN", "").strip()
-        if self.plugin:
+        if self.plugin_assigned:  # NCCL 2.28+ says which plugin carries the communicator
+            r.net_plugin_state = ("internal" if self.plugin_assigned <= {"IB", "Socket"}
+                                  else "loaded")
+        elif self.plugin:
             r.net_plugin_state = "loaded"
         elif self.plugin_failures or (requested and requested.lower() != "none"
                                       and self.plugin_internal):

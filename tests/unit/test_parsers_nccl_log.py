@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from rdmaprov.parsers.nccl_log import NcclLogParser, parse_nccl_log
 
 FALLBACK_2_28 = [
@@ -202,3 +204,51 @@ def test_link_local_bootstrap_address() -> None:
                         "gh1:5:5 [0] NCCL INFO Bootstrap: Using enP5p1s0:169.254.3.1<0>\n"])
     assert r.oob_interface == "enP5p1s0"
     assert [f.code for f in r.findings if f.code] == ["link_local_address"]
+
+
+# ----- the net plugin, as each NCCL version says it (issue 38) ---------------------------------
+# src/net.cc (2.18-2.22), src/plugin/plugin_open.cc and src/plugin/net.cc (2.23+); the HPC-X
+# lines are NVIDIA/nccl#1357's; the 2.28.9 lines are the H200 capture in tests/fixtures/nccl.
+
+def _state(*msgs: str) -> tuple[str | None, str | None]:
+    r = parse_nccl_log([f"h:1:1 [0] NCCL INFO {m}\n" for m in msgs])
+    return r.net_plugin_state, r.fallback_cause
+
+
+@pytest.mark.parametrize("msgs, state", [
+    (("NET/Plugin : Plugin load (libnccl-net.so) returned 2 : libnccl-net.so: cannot open "
+      "shared object file: No such file or directory",
+      "NET/Plugin : No plugin found, using internal implementation"), "internal"),
+    (("NET/Plugin: No plugin found (libnccl-net.so)",
+      "NET/Plugin: Plugin load returned 2 : libnccl-net.so: cannot open shared object file: No "
+      "such file or directory : when loading libnccl-net.so",
+      "NET/Plugin: Using internal network plugin."), "internal"),
+    (("NET/Plugin : Plugin load returned 17 : libnccl-net.so: cannot open shared object file: "
+      "No such file or directory.",), "internal"),
+    (("NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.",), "internal"),
+    (("NET/Plugin: Could not find: libnccl-net.so", "Assigned NET plugin Socket to comm"),
+     "internal"),
+    (("NET/Plugin: Failed to find ncclNetPlugin_v8 symbol.",
+      "NET/Plugin: Loaded net plugin NCCL RDMA Plugin v6 (v6)",
+      "Plugin Path : /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so",
+      "P2P plugin IBext"), "loaded"),
+    (("Successfully loaded external network plugin /usr/lib/libnccl-net.so",
+      "Failed to initialize NET plugin gIB", "Assigned NET plugin IB to comm"), "internal"),
+    (("NET/Plugin: Failed to find ncclNetPlugin symbol (>= v5). ncclNetPlugin symbols v4 and "
+      "lower are not supported.",), "failed"),
+    (("Using network IB",), None),
+])
+def test_net_plugin_state_in_each_versions_words(msgs: tuple[str, ...], state: str | None) -> None:
+    assert _state(*msgs)[0] == state
+
+
+def test_no_plugin_found_with_a_socket_fallback_is_no_plugin_failure() -> None:
+    _, cause = _state("NET/Plugin : No plugin found, using internal implementation",
+                      "NET/Plugin : Plugin load (libnccl-net.so) returned 2 : libnccl-net.so: "
+                      "cannot open shared object file: No such file or directory",
+                      "NET/Socket : Using [0]eth0:10.0.0.2<0>", "Using network Socket")
+    assert cause == "not stated in the log"
+    _, cause = _state("NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.",
+                      "Failed to open libibverbs.so[.1]",
+                      "NET/Socket : Using [0]eth0:10.0.0.2<0>", "Using network Socket")
+    assert cause == "libibverbs could not be loaded"
