@@ -421,6 +421,13 @@ def run_inventory(args: argparse.Namespace, ib_tc: int | None,
     return code
 
 
+def _shown_value(value: Any) -> str:
+    """An expectation as the terminal shows it: a mapping (firmware per board) as k=v pairs."""
+    if isinstance(value, dict):
+        return " ".join(f"{k}={v}" for k, v in value.items())
+    return str(value)
+
+
 def _write_expectations(args: argparse.Namespace, docs: Mapping[str, Mapping[str, Any]],
                         missing: Mapping[str, str], out: Any) -> None:
     """DIR/<class>.yml and DIR/hosts.yml from the hosts that answered; the odd ones named."""
@@ -435,7 +442,8 @@ def _write_expectations(args: argparse.Namespace, docs: Mapping[str, Mapping[str
     for name, cls in derived["classes"].items():
         out.write(safe_line(f"Expectations {args.write_expectations / (name + '.yml')}: "
                             f"{len(cls['hosts'])} host(s), "
-                            + ", ".join(f"{k} {v}" for k, v in cls["expect"].items())) + "\n")
+                            + ", ".join(f"{k} {_shown_value(v)}"
+                                        for k, v in cls["expect"].items())) + "\n")
         for why in cls.get("left_out", []):
             out.write(safe_line(f"  not written: {why}") + "\n")
     for host, odd in derived["differs"].items():

@@ -20,8 +20,9 @@ folded in. Only what the probe saw is written, each value read the way check rea
 Not derived, with the reason in the header: pfc_priority (a site setting the roce_qos role
 applies, and this probe does not read DCB), hca_pci and gpu_nic (PCI addresses are per host:
 slurm_health_expect, or a host's own file, sets them), PCIe widths (check judges each link
-against its own maximum: there is no expectation key), firmware (no check key: it is compared,
-recorded in the header and its odd hosts named).
+against its own maximum: there is no expectation key). firmware is written per board_id
+({board_id: fw_ver}, the class's majority; a board whose cards disagree on a host is left out
+of that host's value) and its odd hosts named.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from typing import Any
 from rdmaprov.errors import UserError
 from rdmaprov.textsafe import safe_line
 
-# The check keys derived here, in the order they are written; firmware is compared only.
+# The check keys derived here, in the order they are written (firmware after them, per board).
 KEYS = ("link_layer", "ports", "rate", "mtu", "gpus")
 COMPARED = (*KEYS, "firmware")
 INDEX = "hosts.yml"
@@ -82,6 +83,13 @@ def host_values(rdma: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
             netdevs.update(path_mtus(p))
     mtus = set(netdevs.values())
     firmware = sorted({str(d.get("fw_ver")) for d, _ in ports if d.get("fw_ver")})
+    # check's firmware key: {board_id: fw_ver} of the boards whose cards on this host agree.
+    per_board: dict[str, set[str]] = {}
+    for d, _ in ports:
+        if d.get("board_id") and d.get("fw_ver"):
+            per_board.setdefault(str(d["board_id"]), set()).add(str(d["fw_ver"]))
+    firmware_map = tuple(sorted((b, next(iter(v))) for b, v in per_board.items()
+                                if len(v) == 1)) or None
     values = {
         # one layer: check filters its ports by it; a host with both is checked on all ports
         "link_layer": layers[0] if len(layers) == 1 and layers[0] in ("InfiniBand", "Ethernet")
@@ -91,6 +99,7 @@ def host_values(rdma: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
         "mtu": next(iter(mtus)) if len(mtus) == 1 and None not in mtus else None,
         "gpus": None if gpus is None else int(gpus.get("count") or 0),
         "firmware": ",".join(firmware) or None,
+        "firmware_map": firmware_map,
         "mtu_detail": ", ".join(f"{n} {m if m is not None else 'unknown'}"
                                 for n, m in sorted(netdevs.items())) or "no netdev",
     }
@@ -152,8 +161,14 @@ def derive(hosts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
                    "hosts)" for key in COMPARED if ref[key] is not None and vals[key] != ref[key]]
             if odd:
                 differs[host] = odd
+        # firmware: {board_id: fw_ver} the majority of the class runs (check's firmware key;
+        # its odd hosts are named by the "firmware" comparison above).
+        fw_map = _majority([v["firmware_map"] for v in members.values()])
+        expect = {k: ref[k] for k in KEYS if ref[k] is not None}
+        if fw_map:
+            expect["firmware"] = dict(fw_map)
         classes[name] = {"hosts": sorted(members),
-                         "expect": {k: ref[k] for k in KEYS if ref[k] is not None},
+                         "expect": expect,
                          "firmware": ref["firmware"], "left_out": left_out}
     return {"classes": classes, "hosts": index, "differs": differs,
             "unclassified": unclassified}
@@ -201,7 +216,8 @@ def write(directory: Path, derived: Mapping[str, Any], inventory: str) -> list[P
                   f"# `rdmaprov probe {inventory} --write-expectations`: the majority value of",
                   f"# each key over the {len(cls['hosts'])} host(s) of this class, as probed:",
                   *(f"#   {h}" for h in cls["hosts"]),
-                  f"# firmware (compared, not a check key): {cls['firmware'] or 'unknown'}",
+                  f"# firmware (the majority's, per board_id: check's firmware key): "
+                  f"{cls['firmware'] or 'unknown'}",
                   "# hosts that differ from this (named in hosts.yml): "
                   + (", ".join(odd) if odd else "none"),
                   "# not written (check's defaults hold):",

@@ -105,7 +105,8 @@ def test_the_terminal_names_the_hosts_that_differ_and_those_left_out(tmp_path: P
     probe._write_expectations(args, docs, {"n4": "unreachable: timed out"}, sys.stdout)
     out = capsys.readouterr().out.splitlines()
     assert out[0] == (f"Expectations {tmp_path}/exp/infiniband-mt4129.yml: 3 host(s)"
-                      ", link_layer InfiniBand, ports 4, rate 400, mtu 4092, gpus 0")
+                      ", link_layer InfiniBand, ports 4, rate 400, mtu 4092, gpus 0, "
+                      "firmware MT_0000000838=28.39.1002")
     assert "  n3 differs: ports 3 (class infiniband-mt4129: 4 on 2 of 3 hosts)" in out
     assert "  n4: no expectations (unreachable: timed out)" in out
     assert any(line.startswith("  cpu1: no expectations (no RDMA port") for line in out)
@@ -250,3 +251,20 @@ def test_an_unused_port_left_at_another_mtu_is_no_false_drain(tmp_path: Path) ->
     assert expect.load_file(written[0])["mtu"] == 9000 and derived["differs"] == {}
     _rc, lines = check_lines(root, written[0])
     assert lines["mtu"].split()[1] == "PASS" and lines["ports"].split()[1] == "PASS", lines
+
+
+def test_the_fleets_firmware_is_written_and_a_host_on_another_fails(tmp_path: Path) -> None:
+    # Two hosts as probed on 28.39.1002; a third whose four cards were all flashed to another
+    # version: alike among themselves (no mixed node), but not the fleet's.
+    fleet = node_root(tmp_path / "fleet")
+    derived, written = derived_file(tmp_path, {"n1": fleet, "n2": fleet})
+    assert expect.load_file(written[0])["firmware"] == {"MT_0000000838": "28.39.1002"}
+    rc, lines = check_lines(fleet, written[0])
+    assert lines["firmware"].split()[1] == "PASS", lines
+    other = node_root(tmp_path / "other")
+    for dev in ("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"):
+        (other / f"sys/class/infiniband/{dev}/fw_ver").write_text("28.40.1000\n")
+    rc, lines = check_lines(other, written[0])
+    assert rc == 2
+    assert "mlx5_3 fw 28.40.1000, want 28.39.1002 (board MT_0000000838) [firmware]" in \
+        lines["firmware"], lines

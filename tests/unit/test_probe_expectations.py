@@ -38,7 +38,8 @@ def test_identical_hosts_make_one_class_with_what_they_have():
     assert list(derived["classes"]) == ["infiniband-mt4129"]
     cls = derived["classes"]["infiniband-mt4129"]
     assert cls["hosts"] == ["n0", "n1", "n2"]
-    assert cls["expect"] == {"link_layer": "InfiniBand", "ports": 4, "rate": 400, "mtu": 4092}
+    assert cls["expect"] == {"link_layer": "InfiniBand", "ports": 4, "rate": 400, "mtu": 4092,
+                             "firmware": {"MT_0000000838": "28.39.1002"}}
     assert cls["firmware"] == "28.39.1002"
     assert derived["differs"] == {} and derived["unclassified"] == {}
 
@@ -79,7 +80,8 @@ def test_written_files_load_through_checks_loader(tmp_path: Path):
     written = expectations.write(tmp_path / "exp", derived, "inv.ini")
     assert [p.name for p in written] == ["infiniband-mt4129.yml", "hosts.yml"]
     loaded = expect.load_file(written[0])
-    assert loaded == {"link_layer": "InfiniBand", "ports": 4, "rate": 400, "mtu": 4092}
+    assert loaded == {"link_layer": "InfiniBand", "ports": 4, "rate": 400, "mtu": 4092,
+                      "firmware": {"MT_0000000838": "28.39.1002"}}
     text = written[0].read_text()
     assert "#   n1\n#   n2\n#   n3\n" in text
     assert "differ from this (named in hosts.yml): n3" in text
