@@ -257,7 +257,7 @@ def test_the_fleets_firmware_is_written_and_a_host_on_another_fails(tmp_path: Pa
     # Two hosts as probed on 28.39.1002; a third whose four cards were all flashed to another
     # version: alike among themselves (no mixed node), but not the fleet's.
     fleet = node_root(tmp_path / "fleet")
-    derived, written = derived_file(tmp_path, {"n1": fleet, "n2": fleet})
+    _derived, written = derived_file(tmp_path, {"n1": fleet, "n2": fleet})
     assert expect.load_file(written[0])["firmware"] == {"MT_0000000838": "28.39.1002"}
     rc, lines = check_lines(fleet, written[0])
     assert lines["firmware"].split()[1] == "PASS", lines
