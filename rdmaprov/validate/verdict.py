@@ -394,12 +394,13 @@ def check_line_rates(rates: Mapping[str, float | None],
 
 
 def _plugin_said(report: Any) -> str | None:
-    """What a host's NCCL log says of its net plugin, as one comparable phrase; None when the
-    log does not say (NCCL_DEBUG_SUBSYS without INIT/NET, or a log cut early)."""
+    """What a host's NCCL log says of its net plugin, as one comparable phrase (a plugin by its
+    name, else its file's name: the same plugin from two install paths is the same); None when
+    the log does not say (NCCL_DEBUG_SUBSYS without INIT/NET, or a log cut early)."""
     state = _get(report, "net_plugin_state")
     if state == "loaded":
         plugin = _get(report, "net_plugin") or {}
-        what = " ".join(str(x) for x in (plugin.get("name"), plugin.get("path")) if x)
+        what = plugin.get("name") or str(plugin.get("path") or "").rsplit("/", 1)[-1]
         return f"the external net plugin {what}".rstrip()
     if state == "internal":
         return "no external net plugin (NCCL's internal IB/Socket)"
