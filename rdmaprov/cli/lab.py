@@ -34,9 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="IPv4 subnet for the lab bridge (default: a free 10.199.X.0/24)")
     up.add_argument("--fabric-subnet",
                     help="IPv4 subnet of the fabric network, eth1 (default: a free 10.198.X.0/24)")
-    up.add_argument("--mtu", type=int, default=1500,
+    up.add_argument("--mtu", type=int,
                     help="MTU of the management network, eth0 (default 1500)")
-    up.add_argument("--fabric-mtu", type=int, default=9000,
+    up.add_argument("--fabric-mtu", type=int,
                     help="MTU of the fabric 'switch' (bridge and its ports); nodes' eth1 start "
                     "at 1500 as on a fresh host (default 9000)")
     up.add_argument("--mirror", help="archive mirror for the base image "

@@ -76,6 +76,17 @@ class LabState:
     layer: str = ""
 
 
+def _net(given: str | None) -> str | None:
+    """A subnet as the lab's state writes it (10.199.3.0/24), to compare; as given when it is
+    not one (a new lab's check words that)."""
+    if given is None:
+        return None
+    try:
+        return str(ipaddress.ip_network(given, strict=True))
+    except ValueError:
+        return given
+
+
 class Lab:
     def __init__(self, name: str = "lab") -> None:
         if not NAME_RE.match(name):
@@ -119,9 +130,12 @@ class Lab:
 
     # ----- up ------------------------------------------------------------------------------
     def up(self, nodes: int = 3, subnet: str | None = None, mirror: str | None = None,
-           suite: str | None = None, mtu: int = 1500, fabric_subnet: str | None = None,
-           fabric_mtu: int = 9000, netstack: str | None = None,
+           suite: str | None = None, mtu: int | None = None, fabric_subnet: str | None = None,
+           fabric_mtu: int | None = None, netstack: str | None = None,
            log: Callable[[str], object] = print) -> LabState:
+        """Start the lab (or the nodes it lacks). A setting given for a lab already up must be
+        the one it runs (else one line: it would be dropped); not given: the lab's own, or for a
+        new lab the defaults (eth0 1500, fabric 9000, free subnets)."""
         lab_host.require_root()
         if not 1 <= nodes <= 64:
             raise UserError(f"--nodes {nodes}: a lab has 1 to 64 nodes")
@@ -133,11 +147,18 @@ class Lab:
         state = self._load()
         if state is not None:
             for flag, given, have in (("--netstack", netstack, state.netstack),
-                                      ("--suite", suite, state.suite)):
+                                      ("--suite", suite, state.suite),
+                                      ("--mtu", mtu, state.mtu),
+                                      ("--fabric-mtu", fabric_mtu, state.fabric_mtu),
+                                      ("--subnet", _net(subnet), state.subnet),
+                                      ("--fabric-subnet", _net(fabric_subnet),
+                                       state.fabric_subnet)):
                 if given is not None and have and given != have:
                     raise UserError(
                         f"lab {self.name!r} runs {flag} {have}; run 'rdmaprov lab down --name "
                         f"{self.name}' first to change it")
+        mtu = 1500 if mtu is None else mtu
+        fabric_mtu = 9000 if fabric_mtu is None else fabric_mtu
         if state is None:
             for value, flag in ((mtu, "--mtu"), (fabric_mtu, "--fabric-mtu")):
                 if not 1280 <= value <= 9216:

@@ -70,3 +70,29 @@ def test_lab_restart_of_an_unknown_node_says_so(tmp_path):
                           capture_output=True, text=True, timeout=60,
                           env={**os.environ, "RDMAPROV_LAB_DIR": str(tmp_path / "state")})
     assert one_line_error(proc) == "rdmaprov: error: lab 'ok' has no node 'node1'"
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--mtu", "9000"], "lab 'ok' runs --mtu 1500; run 'rdmaprov lab down --name ok' first "
+                        "to change it"),
+    (["--fabric-mtu", "4000"], "lab 'ok' runs --fabric-mtu 9000;"),
+    (["--subnet", "10.77.1.0/24"], "lab 'ok' runs --subnet 10.199.250.0/24;"),
+    (["--fabric-subnet", "10.77.2.0/24"], "lab 'ok' runs --fabric-subnet 10.198.250.0/24;"),
+])
+def test_lab_up_of_a_lab_already_up_refuses_a_setting_it_would_drop(tmp_path, argv, expected):
+    """A lab that is up keeps its networks: a different --mtu or subnet given again was
+    silently dropped (issue 37, item 4); the same one, or none, is fine."""
+    if os.geteuid() != 0:
+        pytest.skip("as non-root the privilege check answers first")
+    state = tmp_path / "state" / "ok"
+    state.mkdir(parents=True)
+    (state / "state.json").write_text(
+        '{"name": "ok", "subnet": "10.199.250.0/24", "bridge": "rlxok", "mtu": 1500, '
+        '"fabric_subnet": "10.198.250.0/24", "fabric_bridge": "rlxokf", "fabric_mtu": 9000, '
+        '"nodes": [{"name": "node1"}], "suite": "bookworm"}')
+    env = {**os.environ, "RDMAPROV_LAB_DIR": str(tmp_path / "state"),
+           "RDMAPROV_LAB_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.run([*RDMAPROV, "lab", "up", "--name", "ok", *argv], capture_output=True,
+                          text=True, timeout=60, env=env)
+    assert one_line_error(proc).removeprefix("rdmaprov: error: ").startswith(expected)
+    assert not (tmp_path / "cache").exists(), "a base image build started"
