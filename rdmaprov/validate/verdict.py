@@ -373,9 +373,15 @@ def fabric_bar(policy: Policy, rates: Mapping[str, float | None], on_tcp: bool,
 
 
 def check_line_rates(rates: Mapping[str, float | None],
-                     ports: Mapping[str, str] | None = None) -> dict[str, Check]:
+                     ports: Mapping[str, str] | None = None,
+                     port_min: Mapping[str, float | None] | None = None,
+                     listed: Mapping[str, int] | None = None) -> dict[str, Check]:
     """The relative rule on port speeds: a host whose line rate is below the fabric's best has
-    a port trained down (or a NIC missing), and it would drag the bar down with it."""
+    a port trained down (or a NIC missing), and it would drag the bar down with it.
+    ``port_min``: each host's slowest counted port (Gb/s); ``listed``: how many NICs its NCCL
+    ``Using`` line lists. A host whose ports are as fast as the best host's and whose ``Using``
+    line lists as many NICs is only seen on fewer NICs (its channels in a log cut short, fewer
+    ranks on it): that is no fault of its own, and it passes with the figure shown."""
     known = {h: r for h, r in rates.items() if r}
     if len(known) < 2:
         return {}
@@ -384,10 +390,17 @@ def check_line_rates(rates: Mapping[str, float | None],
     out = {}
     for h, r in known.items():
         shown = f" ({ports[h]})" if ports and ports.get(h) else ""
-        if r < best:
+        slower = port_min is None or (port_min.get(h) or 0) < (port_min.get(best_host) or 0)
+        fewer = bool(listed and listed.get(h) and listed.get(best_host)
+                     and listed[h] < listed[best_host])
+        if r < best and (slower or fewer):
             out[h] = Check("line_rate", FAIL,
                            f"line rate {gbps(r)} GB/s{shown} below the fabric's best "
                            f"{gbps(best)} GB/s ({best_host}): a port trained down or missing?")
+        elif r < best:
+            out[h] = Check("line_rate", PASS,
+                           f"line rate {gbps(r)} GB/s{shown}: fewer NICs in its log's channels "
+                           f"than {best_host}'s {gbps(best)} GB/s, each as fast")
         else:
             out[h] = Check("line_rate", PASS, f"line rate {gbps(r)} GB/s{shown}")
     return out
@@ -507,7 +520,11 @@ def fabric_verdict(doc: Mapping[str, Any], reports: Mapping[str, Any],
     # RDMA port rates say nothing about a run that went over TCP.
     on_tcp = backend != "nccl" or any(_on_socket(reports.get(h)) for h in hosts)
     if not on_tcp and policy.requires_ib(backend):
-        relative = check_line_rates(rates, ports)
+        counted = {h: counted_ports(facts.get(h), reports.get(h), used.get(h), nics.get(h, 0))
+                   for h in hosts}
+        relative = check_line_rates(
+            rates, ports, {h: min((r for _, _, r in c), default=None) for h, c in counted.items()},
+            {h: len(_hca_names(reports.get(h))) for h in hosts})
         for v in verdicts:
             if v.host in relative:
                 v.checks.append(relative[v.host])

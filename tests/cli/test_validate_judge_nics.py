@@ -295,3 +295,27 @@ def test_without_a_counters_file_the_rates_are_nccls_own(tmp_path: Path, capsys)
     slow = tmp_path / "slow"
     J.make_run(slow, "fabric", hosts, J.worker_doc(list(hosts), 11.0), logs=logs)
     assert J.json_report(slow, capsys=capsys)["exit_code"] == 2
+
+
+def test_fewer_nics_in_a_hosts_channels_is_no_port_fault(tmp_path: Path, capsys) -> None:
+    """Both hosts' NCCL list the same five HCAs; n2's log shows its channels on two of them (one
+    more channel line in nccl#302's format), n1's on one: n1 is seen on fewer NICs, each as
+    fast, which is not a port trained down (it failed 'below the fabric's best' before)."""
+    text = NDR_LOG.read_text()
+    line = next(ln for ln in text.splitlines(keepends=True) if "via NET/IB/3" in ln)
+    more = text + line.replace("Ring 01", "Ring 02").replace("NET/IB/3", "NET/IB/2")
+    hosts = {"n1": (J.NDR, None), "n2": (J.NDR, None)}
+    J.make_run(tmp_path, "fabric", hosts, J.worker_doc(list(hosts), 45.0),
+               logs={"n1": text, "n2": more})
+    doc = J.json_report(tmp_path, capsys=capsys)
+    by = by_host(doc)
+    assert [by[h]["line_rate_GBps"] for h in ("n1", "n2")] == [50.0, 100.0]
+    assert by["n1"]["passed"] and by["n2"]["passed"], doc
+    assert doc["bar"]["GBps"] == pytest.approx(40.0)
+    # The same with n1's port trained down to HDR: that is a fault, and named.
+    down = J.trained_down(tmp_path, "ib_ndr", "mlx5_2", "200 Gb/sec (4X HDR)")
+    slow = tmp_path / "down"
+    J.make_run(slow, "fabric", {"n1": (down, None), "n2": (J.NDR, None)},
+               J.worker_doc(list(hosts), 45.0), logs={"n1": text, "n2": more})
+    n1 = by_host(J.json_report(slow, capsys=capsys))["n1"]
+    assert not n1["passed"] and "a port trained down or missing?" in n1["reasons"][0], n1
