@@ -148,9 +148,37 @@ def refuse_dropped(args: argparse.Namespace) -> None:
             flags += (("extra_vars", "--extra-vars"),)
         problems += [f"{flag}: {word} runs no playbook on the inventory's hosts; it would be "
                      "dropped" for name, flag in flags if getattr(args, name, None)]
+        problems += [f"{request.SETTINGS[name].flag}: {why}" for name, why in
+                     _not_for(dest).items() if _given(args, name)]
+        if dest == "plan" and args.json:
+            problems.append("--json: --plan prints the rounds as text")
         break
     if problems:
         raise UserError("\n".join(problems))
+
+
+def _not_for(dest: str) -> dict[str, str]:
+    """The settings (request.SETTINGS) that --plan, --judge DIR or --launcher slurm would drop:
+    name -> why."""
+    if dest == "plan":
+        return {s.name: "--plan sizes the pair rounds from a host count only; it runs and "
+                        "judges nothing" for s in request.TABLE.VALIDATE if s.name != "plan"}
+    if dest == "judge":
+        ran = "--judge DIR judges what a run already wrote"
+        return {**{s.name: f"{ran}; it runs nothing" for s in request.TABLE.VALIDATE
+                   if s.group in ("run", "slurm") and s.name != "launcher"},
+                "results": f"{ran}: DIR is the results directory",
+                "compare_socket": f"{ran}: a socket run in DIR is judged whenever it is there"}
+    return {"image": "--launcher slurm runs the worker as the job step: for an image use "
+                     "Pyxis, --srun-arg=--container-image=IMAGE"}
+
+
+def _given(args: argparse.Namespace, name: str) -> bool:
+    """A setting given on the command line (its value is not what the environment or the
+    default would make it)."""
+    value = getattr(args, name, None)
+    default = request.env_default(name)
+    return value is not None and value is not False and str(value) != str(default)
 
 
 def _run(args: argparse.Namespace) -> int:

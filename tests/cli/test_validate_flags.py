@@ -66,12 +66,31 @@ def test_every_refused_flag_is_named_one_line_each(tmp_path: Path,
     (["--judge", "results", "--list-hosts"],
      "--list-hosts: --judge DIR runs no playbook on the inventory's hosts; it would be dropped"),
     (["--judge", "results", "--tags", "x"], "--tags: validate runs its role whole"),
+    # The settings too: what runs, where nothing runs.
+    (["--plan", "8", "--image", "x"], "--image: --plan sizes the pair rounds from a host count "
+                                      "only; it runs and judges nothing"),
+    (["--plan", "8", "--min-busbw", "20"], "--min-busbw: --plan sizes the pair rounds"),
+    (["--plan", "8", "--json"], "--json: --plan prints the rounds as text"),
+    (["--judge", "results", "--runtime", "host"],
+     "--runtime: --judge DIR judges what a run already wrote; it runs nothing"),
+    (["--judge", "results", "--results", "kept"],
+     "--results: --judge DIR judges what a run already wrote: DIR is the results directory"),
+    (["--judge", "results", "--compare-socket"], "--compare-socket: --judge DIR judges what a "
+                                                 "run already wrote"),
 ])
 def test_what_runs_no_playbook_refuses_the_playbooks_flags(tmp_path: Path, args: list[str],
                                                            line: str) -> None:
     (tmp_path / "results").mkdir()
     lines = refused(rdmaprov("validate", *args, cwd=tmp_path))
     assert len(lines) == 1 and lines[0].startswith(line), lines
+
+
+def test_a_setting_from_the_environment_is_a_default_not_a_flag_given(tmp_path: Path) -> None:
+    """RDMAPROV_VALIDATE_IMAGE set for the runs does not stop a --plan or --judge."""
+    p = rdmaprov("validate", "--plan", "4", cwd=tmp_path,
+                 env={"RDMAPROV_VALIDATE_IMAGE": "site/torch:1", "RDMAPROV_VALIDATE_RUNTIME":
+                      "host"})
+    assert p.returncode == 0 and p.stdout.startswith("4 hosts: "), p.stdout + p.stderr
 
 
 class Session(fake_session.FakeSession):
