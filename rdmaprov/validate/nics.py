@@ -30,8 +30,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-_USING = re.compile(r"\[(\d+)\]\s*([^\s:\[\]]+):(\d+)/(?:IB|RoCE)")
-_VDEV = re.compile(r"Made virtual device \[(\d+)\] name=(\S+)")
+_USING = re.compile(r"\[(\d+)\]\s*([^\s:\[\]]+):(\d+)/(IB|RoCE)")
+_VDEV = re.compile(r"Made virtual device \[(\d+)\] name=(\S+)(?: speed=(\d+))?(?: ndevs=(\d+))?")
 _VIA = re.compile(r"\bvia NET/([^/\n]+)/(\d+)")
 # NCCL 2.27+ (net_ib.cc, NCCL_DEBUG_SUBSYS with NET): "NET/IB: [1] rocep1s0f1:uverbs1:1/RoCE
 # provider=Mlx5 speed=200000 context=0x.. pciPath=/sys/devices/... ar=0" (speed in Mb/s).
@@ -70,6 +70,8 @@ def read_log(lines: Iterable[str]) -> LogNics:
     virtual: dict[int, list[str]] = {}
     used: set[int] = set()
     speeds: dict[tuple[str, int], tuple[str, float]] = {}
+    vspeeds: dict[str, float] = {}  # device -> Gb/s from the virtual devices (2.24+)
+    listed: dict[str, tuple[int, str]] = {}  # device -> (port, link layer) from the Using line
     for line in lines:
         if "NCCL INFO" not in line and " INFO " not in line:
             continue
@@ -84,10 +86,20 @@ def read_log(lines: Iterable[str]) -> LogNics:
         elif "Made virtual device" in line:
             m = _VDEV.search(line)
             if m:
-                virtual[int(m.group(1))] = [n.split(":")[0] for n in m.group(2).split("+") if n]
+                members = [n.split(":")[0] for n in m.group(2).split("+") if n]
+                virtual[int(m.group(1))] = members
+                if m.group(3) and members:  # 2.24+: its speed, the sum of its members'
+                    for n in members:
+                        vspeeds.setdefault(n, int(m.group(3)) / 1000 / len(members))
         elif "NET/IB" in line and "Using" in line:
-            for idx, dev, _port in _USING.findall(line):
+            for idx, dev, port, layer in _USING.findall(line):
                 physical.setdefault(int(idx), dev)
+                listed.setdefault(dev, (int(port), layer))
+    known = {dev for dev, _port in speeds}
+    for dev, gbps in vspeeds.items():  # 2.24-2.26 print no per-device line: the vdev's speed
+        if dev not in known and dev in listed and len(speeds) < 256:
+            port, layer = listed[dev]
+            speeds[(dev, port)] = (layer, gbps)
     return LogNics(_names(used, physical, virtual), used, speeds)
 
 

@@ -79,3 +79,24 @@ def test_vf_netdevs_without_pci_facts_count_once() -> None:
                 {"device": "mlx5_13", "port": 1, "rate_gbps": 400, "netdev": "ibp75s0v1"},
                 {"device": "mlx5_3", "port": 1, "rate_gbps": 400, "netdev": "ibp84s0"}])
     assert V.line_rate_GBps(f, used={"mlx5_2", "mlx5_12", "mlx5_13", "mlx5_3"}) == 100.0
+
+
+def test_speeds_from_nccls_own_lines_when_no_port_list_came_back() -> None:
+    """2.27+ prints each device with its speed (Mb/s); 2.24-2.26 only the virtual devices
+    (net_ib.cc's format strings): either gives the ports a run without a counters file had."""
+    from rdmaprov.validate.nics import read_log
+
+    h = "h:1:1 [0] NCCL INFO "
+    new = read_log([f"{h}NET/IB: [1] rocep1s0f1:uverbs1:1/RoCE provider=Mlx5 speed=200000 "
+                    "context=0xbca554388f70 pciPath=/sys/devices/pci0000:00/0000:00:00.0/"
+                    "0000:01:00.0 ar=0"])
+    assert new.speeds == {("rocep1s0f1", 1): ("RoCE", 200.0)}
+    old = read_log([
+        f"{h}NET/IB : Made virtual device [0] name=mlx5_0 speed=400000 ndevs=1",
+        f"{h}NET/IB : Made virtual device [1] name=mlx5_2+mlx5_3 speed=800000 ndevs=2",
+        f"{h}NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_2:1/IB [3]mlx5_3:1/IB [RO]; "
+        "OOB ib0:10.0.0.1<0>",
+        f"{h}Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/1/GDRDMA"])
+    assert old.channels == {"mlx5_2", "mlx5_3"}
+    assert V.line_rate_GBps(old.facts(), used=old.channels) == 100.0
+    assert {d for d, _p in old.speeds} == {"mlx5_0", "mlx5_2", "mlx5_3"}
