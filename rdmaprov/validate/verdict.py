@@ -365,7 +365,8 @@ def fabric_bar(policy: Policy, rates: Mapping[str, float | None], on_tcp: bool,
     if slowest is None:
         unknown = sorted(h for h, r in rates.items() if not r)
         return Bar(None, "no line rate known for " + (", ".join(unknown) or "any host")
-                   + " (no ACTIVE RDMA port seen) and no --min-busbw")
+                   + " (line rate unknown: no NIC in its NCCL log, or no ACTIVE port's rate)"
+                   " and no --min-busbw")
     host, bar = slowest
     rate = rates[host] or 0.0
     where = f" of {host}" + (f" ({ports[host]})" if ports and ports.get(host) else "")

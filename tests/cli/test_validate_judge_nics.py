@@ -72,6 +72,13 @@ def test_a_hung_host_with_an_empty_log_has_no_line_rate(tmp_path: Path, capsys) 
     assert by["n1"]["line_rate_GBps"] == 50.0
     assert by["n2"]["line_rate_GBps"] is None and not by["n2"]["ports"]
     assert not any("line rate" in r for r in by["n1"]["reasons"] + by["n2"]["reasons"])
+    # A run with a document: no bar from a host its log shows no NIC of, and the skip says so.
+    ok = tmp_path / "ok"
+    J.make_run(ok, "fabric", hosts, J.worker_doc(list(hosts), 45.0), logs={"n2": ""})
+    bandwidth = next(c for c in J.json_report(ok, capsys=capsys)["checks"]
+                     if c["name"] == "bandwidth")
+    assert bandwidth["status"] == "skip" and "no line rate known for n2 (line rate unknown: " \
+        "no NIC in its NCCL log" in bandwidth["reason"], bandwidth
 
 
 # ----- DGX Spark: two PCIe functions of one port ------------------------------------------------
