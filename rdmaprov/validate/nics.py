@@ -154,10 +154,10 @@ def port_keys(ports: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
     named: set[tuple[int, int, int]] = set()  # told multi-function by a persistent name's "f"
     for p in ports:
         base = _bdf(p.get("physfn") or p.get("pci"))
-        if not base:
-            base = _pci_of_name(p.get("name"))
-            if base and base[3] >= 0:
-                named.add(base[:3])
+        by_name = _pci_of_name(p.get("name"))
+        base = base or by_name
+        if base and by_name and by_name[3] >= 0:
+            named.add(base[:3])
         layout.append(base)
     # Functions present per (domain, bus, slot): a multi-function device has several.
     funcs: dict[tuple[int, int, int], set[int]] = {}
