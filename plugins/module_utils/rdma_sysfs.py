@@ -653,7 +653,18 @@ def pcie_topology(root: str = "/") -> dict:
             bridges += [b for b in g["chain"][common:-1] + h["chain"][common:-1]
                         if b not in bridges]
     acs = {b: acs_state(sysfs_root, b) for b in bridges}
-    return {"hcas": hcas, "gpus": gpus, "affinity": affinity, "acs": acs}
+    # A PCIe switch's uplink: the first bridge below the root port, above an HCA or a GPU (the
+    # root port's only child is the switch's upstream port). Its link carries every device
+    # below it; trained down (x4 of x16) it throttles them all while each reads x16 itself.
+    uplinks: dict = {}
+    for name, link in [*hcas.items(), *gpus.items()]:
+        chain = (link or {}).get("chain") or []
+        if len(chain) > 2:
+            up = uplinks.setdefault(chain[1], {"link": None, "below": []})
+            up["below"].append(name)
+    for addr, up in uplinks.items():
+        up["link"] = pci_link(sysfs_root, addr, slots)
+    return {"hcas": hcas, "gpus": gpus, "affinity": affinity, "acs": acs, "uplinks": uplinks}
 
 
 def hca_identity(root: str, addresses: list) -> dict:

@@ -521,6 +521,14 @@ def check_pcie(state: State, exp: Expectations) -> Item:
         why = sysfs.pcie_trained_down(link, idle_downclock=name is None)
         if why:
             down.append(f"{_where(name, link)} PCIe {why}")
+    # A switch uplink (width only: the speed of a link shared with idle GPUs may drop), named
+    # with the parts below it; one above spare cards alone is not judged.
+    for addr, up in sorted((topo.get("uplinks") or {}).items()):
+        below = [b for b in up["below"] if b in hcas or b in gpus]
+        why = sysfs.pcie_trained_down(up["link"], idle_downclock=True) if below else None
+        if why:
+            above = ", ".join(b if b in hcas else f"GPU {b}" for b in below)
+            down.append(f"PCIe switch uplink {addr} {why} (above {above})")
     if down:
         return Item("pcie", "fail", f"trained down: {'; '.join(down)}", remedy=REPLACE)
     if exp.gpu_nic:

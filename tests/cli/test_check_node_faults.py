@@ -362,3 +362,18 @@ def test_a_bond_members_port_without_its_own_address_is_not_judged(tmp_path: Pat
     (root / "sys/class/net/ens3np0/master").symlink_to("../bond0")
     code, doc = check(root)
     assert code == 0, doc
+
+
+# -- an HCA's PCIe switch uplink trained down ----------------------------------------------------
+
+
+def test_a_switch_uplink_trained_to_x4_is_named_with_the_parts_below(tmp_path: Path) -> None:
+    root = pcie_root.build(tmp_path / "n", links={"0000:3b:00.0": (pcie_root.GEN5, "4")})
+    code, doc = check(root, *PCIE_ARGS)
+    assert code == 2, doc
+    assert doc["reason"] == ("[replace] trained down: PCIe switch uplink 0000:3b:00.0 x4 of x16 "
+                             "(above mlx5_1, GPU 0000:3d:00.0)")
+    # The uplink's speed is not judged (a link shared with an idle GPU may run slower).
+    slow = pcie_root.build(tmp_path / "s", links={"0000:3b:00.0": ("16.0 GT/s PCIe", "16")})
+    code, doc = check(slow, *PCIE_ARGS)
+    assert code == 0, doc
