@@ -66,3 +66,42 @@ def test_a_jittery_node_is_named_unstable(lab, tmp_path: Path) -> None:
     # The qdisc is gone: the node's fabric port is as before.
     assert "tbf" not in lab.exec(shaky, ["tc", "qdisc", "show", "dev", "eth1"]).stdout
     print(f"jitter run: {wall:.1f} s wall")
+
+
+# Node3's fabric port dropping everything it receives (SSH on eth0 untouched): a cable, a switch
+# port or a firewall that silently drops.
+DROP = ("nft add table inet rdmaprov_test; nft add chain inet rdmaprov_test in "
+        "'{ type filter hook input priority -10; }'; "
+        "nft add rule inet rdmaprov_test in iifname eth1 drop")
+
+
+def test_a_node_cut_off_the_fabric_is_named_and_its_peers_only_waited(lab, tmp_path) -> None:
+    """Issue 38: the node whose fabric port drops everything is named as cut off (FAIL, the
+    one to drain), the others read WAIT and are not blamed, and every part ends well within
+    the rendezvous timeout (the defaults: the fabric path probe ends it, not a watchdog)."""
+    cut = lab.nodes[-1]
+    fabric = lab.exec(cut, ["ip", "-4", "-o", "addr", "show", "eth1"]).stdout.split()[3]
+    lab.exec(cut, ["sh", "-c", DROP])
+    try:
+        code, report = _validate(lab, tmp_path, HOST_RUNTIME, "--pairwise", "never")
+    finally:
+        lab.exec(cut, ["nft", "delete", "table", "inet", "rdmaprov_test"], check=False)
+    assert code == 2, report
+    rows = {h["host"]: h for h in report["hosts"]}
+    assert not rows[cut]["passed"] and not rows[cut]["error"], rows[cut]  # the one to drain
+    assert rows[cut]["reasons"][0].startswith(
+        f"cut off the fabric: its connects over eth1 ({fabric.split('/')[0]}) to "
+        f"{', '.join(lab.nodes[:-1])} and theirs to it timed out"), rows[cut]
+    for h in lab.nodes[:-1]:
+        assert rows[h]["waiting"] and rows[h]["error"], rows[h]  # not blamed, not drained
+        assert rows[h]["reasons"] == [f"waiting: {cut} cut off the fabric (this host's other "
+                                      "paths connected)"], rows[h]
+    assert report["error"].startswith(f"the rendezvous did not complete: {cut}: cut off")
+    # Each part ended on its own, by the probe (exit 1), within a minute of its launch.
+    for h in lab.nodes:
+        d = tmp_path / "results" / "fabric" / h
+        assert d.joinpath("rc").read_text().strip() == "1", h
+        times = [float(ln.split()[0]) for ln in d.joinpath("steps.log").read_text().splitlines()
+                 if " launch " in ln]
+        assert times[-1] - times[0] < 60, (h, times)
+    assert "rdmaprov_test" not in lab.exec(cut, ["nft", "list", "tables"]).stdout
