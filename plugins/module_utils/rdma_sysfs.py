@@ -802,3 +802,26 @@ def aer_counts(sysfs_root: str, addresses: list) -> dict:
             out[addr] = {cls: v for cls, v in counts.items() if v is not None}
     return out
 
+
+
+# -- NVIDIA kernel module vs user-space driver ---------------------------------------------------
+# The user-space driver's libraries are named by their version (libnvidia-ml.so.580.159.04;
+# libnvidia-ml.so.1 links to it, as the driver's installer and packages lay them out). NVML and
+# CUDA refuse a kernel module of another version ("Failed to initialize NVML: Driver/library
+# version mismatch"): the driver was upgraded and the old module is still loaded.
+_NVML_LIB = re.compile(r"^libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$")
+
+
+def nvidia_userspace(root: str) -> dict:
+    """{"version": str|None, "path": str|None}: the user-space driver's version from the
+    libnvidia-ml.so.1 link in the root's library directories; None when not found."""
+    for d in LIB_DIRS:
+        link = os.path.join(root, d, "libnvidia-ml.so.1")
+        try:
+            target = os.readlink(link)
+        except OSError:
+            continue
+        m = _NVML_LIB.match(os.path.basename(target))
+        if m:
+            return {"version": m.group(1), "path": "/" + os.path.join(d, os.path.basename(target))}
+    return {"version": None, "path": None}

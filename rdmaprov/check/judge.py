@@ -408,6 +408,13 @@ def check_gpus(state: State, exp: Expectations) -> Item:
     if unprobed and exp.gpus is None:
         return Item("gpus", "fail", f"{count} of {count + len(unprobed)} GPUs visible{named}",
                     remedy=REBOOT)
+    nv = state.get("nvidia_versions") or {}
+    user = nv.get("user") or {}
+    if nv.get("kernel") and user.get("version") and nv["kernel"] != user["version"]:
+        return Item("gpus", "fail", f"NVIDIA driver mismatch: kernel module {nv['kernel']}, "
+                                    f"user space {user['version']} (upgraded under the loaded "
+                                    "module; NVML and CUDA refuse it): reboot; "
+                                    f"{user['path']}", remedy=REBOOT)
     models = sorted(set(g.get("models") or []))
     elsewhere = [f"{e['address']} on {e['driver']}" for e in g.get("elsewhere") or []]
     return Item("gpus", "pass", f"{count} visible" + (f" ({', '.join(models)})" if models else "")

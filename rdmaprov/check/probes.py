@@ -243,6 +243,8 @@ def gather(exp: Expectations, root: str = "/") -> dict[str, Any]:
         "module_support": module_support(root),
         "modules": modules(list(dict.fromkeys([*exp.modules, *PEERMEM_MODULES])), root),
         "gpus": gpus(root),
+        "nvidia_versions": {"kernel": sysfs.nvidia_module(root)["version"],
+                            "user": sysfs.nvidia_userspace(root)},
         "gpudirect": collection.rdma_sysfs.gpudirect(root),
         "pcie": topo,
         # The HCAs' and GPUs' own PCI functions (what the pcie item names), no others.

@@ -377,3 +377,32 @@ def test_a_switch_uplink_trained_to_x4_is_named_with_the_parts_below(tmp_path: P
     slow = pcie_root.build(tmp_path / "s", links={"0000:3b:00.0": ("16.0 GT/s PCIe", "16")})
     code, doc = check(slow, *PCIE_ARGS)
     assert code == 0, doc
+
+
+# -- the NVIDIA kernel module older than its user-space driver -----------------------------------
+
+
+def nvml(root: Path, version: str) -> None:
+    """The driver's libraries as its packages lay them out: libnvidia-ml.so.1 -> .so.<ver>."""
+    lib = root / "usr/lib/x86_64-linux-gnu"
+    lib.mkdir(parents=True, exist_ok=True)
+    (lib / f"libnvidia-ml.so.{version}").write_text("")
+    link = lib / "libnvidia-ml.so.1"
+    link.unlink(missing_ok=True)
+    link.symlink_to(f"libnvidia-ml.so.{version}")
+
+
+def test_a_driver_upgraded_under_a_loaded_module_is_named(tmp_path: Path) -> None:
+    root = pcie_root.build(tmp_path / "n")  # /proc/driver/nvidia/version: 570.124.06
+    nvml(root, "570.124.06")
+    code, doc = check(root, *PCIE_ARGS)
+    assert code == 0, doc
+    nvml(root, "575.57.08")  # the packages were upgraded; the 570 module is still loaded
+    code, doc = check(root, *PCIE_ARGS)
+    assert code == 2, doc
+    assert item(doc, "gpus")["detail"] == (
+        "NVIDIA driver mismatch: kernel module 570.124.06, user space 575.57.08 (upgraded "
+        "under the loaded module; NVML and CUDA refuse it): reboot; "
+        "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.575.57.08")
+    assert doc["reason"].startswith("[reboot] NVIDIA driver mismatch: kernel module 570.124.06, "
+                                    "user space 575.57.08")
