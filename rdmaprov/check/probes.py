@@ -205,13 +205,29 @@ def _tool(argv: list[str]) -> dict[str, Any] | None:
     return {"rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr}
 
 
+def same_netdev_here(interface: str, root: str) -> bool:
+    """Whether ``interface`` of the root is the very netdev this process's network namespace
+    has under that name (a check in a container run with the host's network and --sysroot of
+    the host's root): the same MAC address (not all zeroes) and, where both read, the same
+    ifindex. Then mlnx_qos and dcb, which ask this namespace's kernel, answer for it."""
+    def attrs(base: Path) -> tuple[str | None, str | None]:
+        net = base / "sys/class/net" / interface
+        return _read(net / "address"), _read(net / "ifindex")
+
+    (mac, index), (mac_here, index_here) = attrs(Path(root)), attrs(Path("/"))
+    if not mac or mac != mac_here or not mac.strip("0:"):
+        return False
+    return index is None or index_here is None or index == index_here
+
+
 def qos(interface: str, root: str = "/") -> dict[str, Any]:
     """PFC/trust state of one RoCE interface, through the roce_qos role's own parser."""
     qos_mod = collection.netcfg_qos
     exists = (Path(root) / "sys/class/net" / interface).exists()
     probe: dict[str, Any] = {"name": interface, "exists": exists}
-    if exists and os.path.realpath(root) != "/":
-        # mlnx_qos and dcb ask the running kernel, not the root's: say so, judge nothing.
+    if exists and os.path.realpath(root) != "/" and not same_netdev_here(interface, root):
+        # mlnx_qos and dcb ask this namespace's kernel, which does not have the root's netdev
+        # (same_netdev_here): say so, judge nothing.
         state = dict(qos_mod.qos_state(probe))
         state["reason"] = (f"{interface}: PFC not read under --sysroot (mlnx_qos and dcb read "
                            "the running kernel, not the root's)")

@@ -406,3 +406,40 @@ def test_a_driver_upgraded_under_a_loaded_module_is_named(tmp_path: Path) -> Non
         "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.575.57.08")
     assert doc["reason"].startswith("[reboot] NVIDIA driver mismatch: kernel module 570.124.06, "
                                     "user space 575.57.08")
+
+
+# -- PFC under --sysroot when the root's netdev is this namespace's ------------------------------
+
+
+def _a_netdev_here() -> tuple[str, str, str] | None:
+    """(name, MAC, ifindex) of a netdev of this machine with a real MAC (eth0 of a VM...)."""
+    for net in sorted(Path("/sys/class/net").iterdir()):
+        try:
+            mac, index = (net / "address").read_text().strip(), (net / "ifindex").read_text()
+        except OSError:
+            continue
+        if mac.strip("0:") and len(mac) == 17:
+            return net.name, mac, index.strip()
+    return None
+
+
+def test_pfc_is_read_under_sysroot_when_the_netdev_is_this_namespaces(tmp_path: Path) -> None:
+    import pytest
+
+    here = _a_netdev_here()
+    if here is None:
+        pytest.skip("no netdev with a MAC address on this machine")
+    name, mac, index = here
+    # A host's root mounted in a container that runs with the host's network: its RoCE rail's
+    # netdev is the one this process sees. Another host's root (another MAC) is not read.
+    root = fake_node(tmp_path / "n", ports=[("mlx5_0", 1, "4: ACTIVE", ETH200, "Ethernet", name)],
+                     mtus={name: 1500})
+    write(root, f"sys/class/net/{name}/address", "02:00:00:00:00:01")
+    write(root, f"sys/class/net/{name}/ifindex", index)
+    code, doc = check(root, "--expect-pfc", "3")
+    assert "PFC not read under --sysroot" in item(doc, "qos")["detail"], doc
+    write(root, f"sys/class/net/{name}/address", mac)
+    code, doc = check(root, "--expect-pfc", "3")
+    qos = item(doc, "qos")
+    assert "PFC not read under --sysroot" not in qos["detail"], qos
+    assert name in qos["detail"], qos  # what mlnx_qos or dcb said about this very netdev
