@@ -436,10 +436,10 @@ def test_pfc_is_read_under_sysroot_when_the_netdev_is_this_namespaces(tmp_path: 
                      mtus={name: 1500})
     write(root, f"sys/class/net/{name}/address", "02:00:00:00:00:01")
     write(root, f"sys/class/net/{name}/ifindex", index)
-    code, doc = check(root, "--expect-pfc", "3")
+    _code, doc = check(root, "--expect-pfc", "3")
     assert "PFC not read under --sysroot" in item(doc, "qos")["detail"], doc
     write(root, f"sys/class/net/{name}/address", mac)
-    code, doc = check(root, "--expect-pfc", "3")
+    _code, doc = check(root, "--expect-pfc", "3")
     qos = item(doc, "qos")
     assert "PFC not read under --sysroot" not in qos["detail"], qos
     assert name in qos["detail"], qos  # what mlnx_qos or dcb said about this very netdev
