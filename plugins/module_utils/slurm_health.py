@@ -243,8 +243,8 @@ def arm(verdicts: dict, force: bool = False) -> dict:
     what = "; ".join(f"{reason} ({', '.join(hosts)})" for reason, hosts in sick.items())
     line = f"would drain {count} of {len(judged)} nodes: {what}"
     if not judged:
-        return {"refuse": "", "warning": "", "msg": "not proven here (--check, or "
-                                                     "slurm_health_verify off): arming as planned"}
+        return {"refuse": "", "warning": "", "msg": "not proven here (--check, and the role's "
+                                                     "files would change)"}
     if count * 2 > len(judged):
         if force:
             return {"refuse": "", "warning": f"slurm_health_force: arming although it {line}",
@@ -256,8 +256,8 @@ def arm(verdicts: dict, force: bool = False) -> dict:
     if count:
         return {"refuse": "", "warning": f"arming: the hooks drain {count} of {len(judged)} "
                                          f"nodes when they run: {what}",
-                "msg": f"armed; {line}"}
-    return {"refuse": "", "warning": "", "msg": f"armed: {len(judged)} of {len(judged)} nodes "
+                "msg": f"proven; the hooks {line}"}
+    return {"refuse": "", "warning": "", "msg": f"proven: {len(judged)} of {len(judged)} nodes "
                                                 f"healthy"}
 
 

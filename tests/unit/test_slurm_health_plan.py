@@ -403,7 +403,7 @@ def test_arm_refuses_a_check_that_would_drain_most_nodes():
         "slurm_health: the check, as slurmd runs it, would drain 1 of 1 nodes: x (a);")
     # hosts that did not run (--check, a failed host, verify off) do not count
     assert sh.arm({"a": None, "b": _v("not_run"), "c": _v("healthy")}) == {
-        "refuse": "", "warning": "", "msg": "armed: 1 of 1 nodes healthy"}
+        "refuse": "", "warning": "", "msg": "proven: 1 of 1 nodes healthy"}
     assert sh.arm({"a": None})["refuse"] == "" and sh.arm({})["refuse"] == ""
 
 
