@@ -243,16 +243,19 @@ def test_a_live_run_judges_only_its_own_rails_and_the_socket_run_has_none(tmp_pa
     (results / "keep").mkdir()  # not a run: left alone
     seen = {}
 
+    class Ran:
+        hosts: list = []
+
     def live(req, run, inv, pol, res, human):
         seen["left"] = sorted(p.name for p in res.iterdir())
-        return "report"
+        return Ran
 
     monkeypatch.setattr(pipeline, "_live", live)
     monkeypatch.setattr(pipeline.inventory_mod, "load", lambda *a, **k: None)
     monkeypatch.setattr(pipeline, "write_outputs", lambda *a: None)
     monkeypatch.setattr(pipeline.record, "save", lambda *a: None)
     req = request.build({"inventory": tmp_path / "inv.ini", "results": results})
-    assert pipeline.execute(req, sys.stdout) == "report"
+    assert pipeline.execute(req, sys.stdout) is Ran
     assert seen["left"] == ["keep"]
 
     plays: list[dict] = []

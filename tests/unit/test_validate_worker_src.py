@@ -16,12 +16,20 @@ from rdmaprov.run_options import RunOptions
 from rdmaprov.validate import pipeline, request
 
 
+class _Report:
+    """What _live returns: a report of hosts, none failed before the run."""
+    hosts: list = []
+
+
+REPORT = _Report()
+
+
 def _merged_extra_vars(tmp_path, monkeypatch, user_extra: list[str]) -> dict:
     seen = {}
 
     def live(req, run, inv, pol, res, human):
         seen["extra"] = list(run.extra_vars)
-        return "report"
+        return REPORT
 
     monkeypatch.setattr(pipeline, "_live", live)
     monkeypatch.setattr(pipeline.inventory_mod, "load", lambda *a, **k: None)
@@ -29,7 +37,7 @@ def _merged_extra_vars(tmp_path, monkeypatch, user_extra: list[str]) -> dict:
     monkeypatch.setattr(pipeline.record, "save", lambda *a: None)
     req = request.build({"inventory": tmp_path / "inv.ini"},
                         RunOptions(extra_vars=tuple(user_extra)))
-    assert pipeline.execute(req, sys.stdout) == "report"
+    assert pipeline.execute(req, sys.stdout) is REPORT
     merged: dict = {}
     for _label, data in inventory.load_extra_vars(seen["extra"]):  # Ansible's order: last wins
         merged.update(data)
