@@ -244,7 +244,7 @@ def test_a_live_run_judges_only_its_own_rails_and_the_socket_run_has_none(tmp_pa
     seen = {}
 
     class Ran:
-        hosts: list = []
+        hosts: tuple = ()
 
     def live(req, run, inv, pol, res, human):
         seen["left"] = sorted(p.name for p in res.iterdir())

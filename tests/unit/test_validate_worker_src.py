@@ -18,7 +18,7 @@ from rdmaprov.validate import pipeline, request
 
 class _Report:
     """What _live returns: a report of hosts, none failed before the run."""
-    hosts: list = []
+    hosts: tuple = ()
 
 
 REPORT = _Report()
