@@ -803,12 +803,12 @@ def aer_counts(sysfs_root: str, addresses: list) -> dict:
     return out
 
 
-
 # -- NVIDIA kernel module vs user-space driver ---------------------------------------------------
 # The user-space driver's libraries are named by their version (libnvidia-ml.so.580.159.04;
 # libnvidia-ml.so.1 links to it, as the driver's installer and packages lay them out). NVML and
 # CUDA refuse a kernel module of another version ("Failed to initialize NVML: Driver/library
 # version mismatch"): the driver was upgraded and the old module is still loaded.
+
 _NVML_LIB = re.compile(r"^libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$")
 
 

@@ -243,8 +243,8 @@ def arm(verdicts: dict, force: bool = False) -> dict:
     what = "; ".join(f"{reason} ({', '.join(hosts)})" for reason, hosts in sick.items())
     line = f"would drain {count} of {len(judged)} nodes: {what}"
     if not judged:
-        return {"refuse": "", "warning": "", "msg": "not proven here (--check, and the role's "
-                                                     "files would change)"}
+        msg = "not proven here (--check, and the role's files would change)"
+        return {"refuse": "", "warning": "", "msg": msg}
     if count * 2 > len(judged):
         if force:
             return {"refuse": "", "warning": f"slurm_health_force: arming although it {line}",
