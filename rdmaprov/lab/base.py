@@ -41,6 +41,8 @@ REPO_PACKAGES = (
     "firewalld", "ufw", "isc-dhcp-client",
     # net_mtu's proof installs ping where a node lacks it (also in the base, so --reinstall)
     "iputils-ping",
+    # node_tool (and slurm_health on it) puts the node-side rdmaprov into a venv
+    "python3-venv",
     # the network stacks a node can run (lab up --netstack)
     *netstack.all_packages(),
 )

@@ -27,9 +27,9 @@ from rdmaprov.errors import UserError
 from rdmaprov.lab import Lab
 from rdmaprov.lab import base as lab_base
 
-# Installed from the lab's Slurm repository. python3-venv is for the slurm_health role, which
-# installs rdmaprov into a venv on each node.
-PACKAGES = ("munge", "slurmctld", "slurmd", "slurm-client", "python3-venv")
+# Installed from the lab's Slurm repository (python3-venv, which slurm_health's wheelhouse route
+# needs, is in every lab's repository: base.REPO_PACKAGES).
+PACKAGES = ("munge", "slurmctld", "slurmd", "slurm-client")
 CONTROLLER = "node1"
 PARTITION = "lab"
 SLURM_CONF = "/etc/slurm/slurm.conf"
