@@ -37,6 +37,7 @@ from typing import Any
 from rdmaprov import ansiblecfg, proctree, settings
 from rdmaprov.artifacts import redact_tree, secret_values
 from rdmaprov.errors import UserError
+from rdmaprov.hostreason import connection_line
 from rdmaprov.resources import COLLECTION_NAME, COLLECTION_NAMESPACE, collection_root
 
 # What a run may inherit from the caller's environment, and why:
@@ -491,8 +492,12 @@ _ERRNO = re.compile(r"\[Errno \d+\]")
 
 
 def failure_message(res: Mapping[str, Any]) -> str:
-    """One line saying why a task failed, from its result (never from stdout)."""
+    """One line saying why a task failed, from its result (never from stdout); an unreachable
+    host's, ssh's first meaningful line (rdmaprov.hostreason.connection_line)."""
     msg = res.get("msg")
+    if res.get("unreachable") and isinstance(msg, str) and msg.strip() and \
+            msg.strip() not in _SAYS_NOTHING:
+        return connection_line(msg)
     if isinstance(msg, str) and msg.strip() and msg.strip() not in _SAYS_NOTHING:
         text = msg
     else:

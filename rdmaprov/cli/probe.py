@@ -25,6 +25,7 @@ from rich.text import Text
 from rdmaprov import collection
 from rdmaprov.console import table, table_console
 from rdmaprov.errors import UserError
+from rdmaprov.hostreason import host_reason
 from rdmaprov.probe import fabric
 from rdmaprov.textsafe import rich_text, safe_line, safe_text
 
@@ -395,8 +396,7 @@ def run_inventory(args: argparse.Namespace, ib_tc: int | None,
     for host in inv.selected:
         if host not in docs:
             h = result.hosts.get(host)
-            why = h.failure.message if h and h.failure else result.error or "no answer"
-            missing[host] = ("unreachable: " if h and h.unreachable else "failed: ") + why
+            missing[host] = host_reason(h, result.error or "no answer")
     report = fabric.consistency({h: d["rdma"] for h, d in docs.items()})
     if not result.hosts and result.error:
         raise UserError(result.error)

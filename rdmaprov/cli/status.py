@@ -16,6 +16,7 @@ from rdmaprov import inventory as inventory_mod
 from rdmaprov.cli import options
 from rdmaprov.console import table, table_console
 from rdmaprov.engine import RunnerSession
+from rdmaprov.hostreason import host_reason
 from rdmaprov.resources import playbook as find_playbook
 from rdmaprov.textsafe import safe_line
 from rdmaprov.validate import record
@@ -116,9 +117,8 @@ def run(args: argparse.Namespace) -> int:
                                               "verdict": word, "judged": judged.get(host)}
         else:
             h = result.hosts.get(host)
-            why = (h.failure.message if h and h.failure else result.error or "no answer")
-            kind = "unreachable" if h and h.unreachable else "failed"
-            rows[host] = {c: "" for c in COLUMNS} | {"drivers": f"{kind}: {why}"}
+            rows[host] = {c: "" for c in COLUMNS} | {
+                "drivers": host_reason(h, result.error or "no answer")}
     code = 0 if len(states) == len(inv.selected) else (2 if result.hosts else 1)
     if args.json:
         doc = progress.result_document(result, code)

@@ -22,6 +22,7 @@ from rdmaprov import inventory as inventory_mod
 from rdmaprov import progress, run_options
 from rdmaprov.engine import RunnerSession, RunResult
 from rdmaprov.errors import UserError
+from rdmaprov.hostreason import host_reason
 from rdmaprov.resources import playbook as find_playbook
 from rdmaprov.validate import judge as J
 from rdmaprov.validate import record
@@ -139,7 +140,7 @@ def _failed_before_run(result: RunResult, run_dirs: list[Path]) -> dict[str, str
     out = {}
     for name, hr in result.hosts.items():
         if not hr.healthy and not any((d / name / "rc").is_file() for d in run_dirs):
-            out[name] = hr.failure.message if hr.failure else "failed"
+            out[name] = host_reason(hr, "failed")
     return out
 
 

@@ -114,7 +114,7 @@ def test_a_terminal_shows_counts_failing_and_slowest_hosts_not_a_row_per_host() 
     assert row(seen, "net_mtu : Set MTU") == ["988", "10", "1"]
     assert row(seen, "rdma_ofed : Install [bold]packages[/bold]") == ["958", "30", "10"]
     failing = seen[seen.index("failing hosts (32)"):seen.index("slowest hosts")]
-    assert UNREACHABLE in failing and "ssh: connect to host node0017 port 22" in failing
+    assert UNREACHABLE in failing and "ssh to node0017:22: Connection refused" in failing
     assert MTU_FAILED in failing and "RTNETLINK answers: Operation not permitted" in failing
     assert "more failing hosts" in failing
     slowest = seen[seen.index("slowest hosts"):].splitlines()
