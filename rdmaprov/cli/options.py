@@ -188,7 +188,13 @@ def of(args: argparse.Namespace) -> RunOptions:
 
 def connection_of(args: argparse.Namespace) -> run_options.Connection:
     """The connection options, each file checked now (one line, exit 1, no host contacted);
-    an asked password is asked once, here, and kept in a private file until rdmaprov exits."""
+    an asked password is asked once, here, and kept in a private file until rdmaprov exits.
+    The answer is kept on ``args``: a command that builds its run options again (bootstrap's
+    validation step, a second play) reuses it rather than asking again."""
+    kept = getattr(args, "_connection", None)
+    if isinstance(kept, run_options.Connection):
+        return kept
+
     def readable(flag: str, path: Path | None) -> Path | None:
         if path is None:
             return None
@@ -222,6 +228,7 @@ def connection_of(args: argparse.Namespace) -> run_options.Connection:
             conn = dataclasses.replace(conn, become_password_file=path)
         else:
             conn = dataclasses.replace(conn, connection_password_file=path)
+    args._connection = conn
     return conn
 
 

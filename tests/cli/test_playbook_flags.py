@@ -138,3 +138,25 @@ def test_ask_become_pass_asks_once_and_leaves_the_password_nowhere(inv: Path,
     for f in art.rglob("*"):
         if f.is_file():
             assert secret.encode() not in f.read_bytes(), f
+
+
+def test_ask_become_pass_is_asked_once_per_command_however_often_its_options_are_built(
+        inv: Path, tmp_path: Path, monkeypatch) -> None:
+    """bootstrap builds its run options again for its validation step; -K must not ask twice."""
+    from rdmaprov import cli, run_options
+    from rdmaprov.cli import options
+
+    asked: list[str] = []
+
+    def ask(flag: str, prompt: str) -> Path:
+        asked.append(flag)
+        path = tmp_path / "pw"
+        path.write_text("secret\n")
+        return path
+
+    monkeypatch.setattr(run_options, "asked_secret", ask)
+    args = cli.build_parser("bootstrap").parse_args(["bootstrap", "-K", str(inv)])
+    first, second = options.of(args), options.of(args)
+    assert asked == ["-K/--ask-become-pass"]
+    assert first.connection == second.connection
+    assert first.connection.become_password_file == tmp_path / "pw"
