@@ -11,8 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
+from rdmaprov import extravars
 from rdmaprov.errors import UserError
 from rdmaprov.inventory import GENERIC_PREFIX, Specs, check_variables
 
@@ -20,18 +19,9 @@ from rdmaprov.inventory import GENERIC_PREFIX, Specs, check_variables
 
 
 def parse_set(items: list[str]) -> dict[str, Any]:
-    """``--set name=value`` (value read as YAML: 9000 is an int, [3] a list)."""
-    out: dict[str, Any] = {}
-    for raw in items:
-        name, sep, text = raw.partition("=")
-        name = name.strip()
-        if not sep or not name:
-            raise UserError(f"--set {raw!r}: expected name=value")
-        try:
-            out[name] = yaml.safe_load(text) if text.strip() else ""
-        except yaml.YAMLError:
-            raise UserError(f"--set {raw!r}: the value is not valid YAML") from None
-    return out
+    """``--set`` values, in every form ``-e`` takes (name=value, several a=1 b=2, YAML/JSON,
+    @file; rdmaprov.extravars reads both), merged: a later one wins."""
+    return extravars.merged(items, "--set")
 
 
 def roles_for(names: list[str], specs: Specs) -> list[str]:
@@ -99,6 +89,11 @@ class DriftRow:
     setting: str  # role : task [item]
     current: str
     wanted: str
+
+
+# A changed task that says neither from what nor to what (no loop label of the roles' form, no
+# --diff): its row's current and wanted.
+UNSAID = ("differs", "would change")
 
 
 def _short(text: Any, width: int = 40) -> str:
@@ -205,7 +200,7 @@ class DriftCollector:
         if label is not None:
             setting = f"{setting} [{_short(label, 30)}]"
         pair = _from_diff(res.get("diff"))
-        current, wanted = pair if pair else ("differs", "would change")
+        current, wanted = pair if pair else UNSAID
         self.rows.append(DriftRow(host, setting, current, wanted))
 
     def as_dicts(self) -> list[dict[str, str]]:

@@ -101,48 +101,11 @@ def check_variables(variables: Mapping[str, Any], specs: Specs) -> list[str]:
 
 
 def load_extra_vars(values: list[str]) -> list[tuple[str, dict[str, Any]]]:
-    """``-e`` values (key=value, YAML/JSON, @file), each with a label for messages."""
-    from ansible.parsing.splitter import parse_kv
+    """``-e`` values (key=value, YAML/JSON, @file), each with a label for messages: read by
+    rdmaprov.extravars, the one reader of -e and --set."""
+    from rdmaprov import extravars
 
-    out: list[tuple[str, dict[str, Any]]] = []
-    for raw in values:
-        text = raw.strip()
-        if text.startswith("@"):
-            path = Path(text[1:]).expanduser()
-            label = f"{path} (-e @)"
-            bounded = _bounds_problem(path, True) if path.is_file() else None
-            if bounded:
-                raise UserError(bounded)
-            try:
-                data = yaml.safe_load(path.read_text())
-            except FileNotFoundError:
-                raise UserError(f"-e {text}: no such file") from None
-            except OSError as exc:
-                raise UserError(f"-e {text}: cannot read: {exc.strerror}") from None
-            except yaml.YAMLError as exc:
-                raise UserError(f"{path}: not valid YAML/JSON: {_yaml_reason(exc)}") from None
-        elif text.startswith(("{", "[")):
-            label = "-e"
-            try:
-                data = yaml.safe_load(text)
-            except yaml.YAMLError as exc:
-                raise UserError(f"-e {text!r}: not valid YAML/JSON: {_yaml_reason(exc)}") from None
-        elif text:
-            label = "-e"
-            try:
-                data = parse_kv(text)
-            except Exception as exc:  # ansible raises its own error types for bad quoting
-                raise UserError(f"-e {text!r}: {exc}") from None
-            if not data or "_raw_params" in data:
-                raise UserError(f"-e {text!r}: expected key=value, YAML/JSON or @file")
-        else:
-            raise UserError("-e: empty value")
-        if data is None:
-            data = {}
-        if not isinstance(data, dict):
-            raise UserError(f"{label}: extra vars must be a mapping, not {type(data).__name__}")
-        out.append((label, data))
-    return out
+    return extravars.parse(values, "-e")
 
 
 def _yaml_reason(exc: yaml.YAMLError) -> str:

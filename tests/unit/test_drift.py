@@ -21,11 +21,55 @@ def specs():
     return load_specs(collection_root())
 
 
-def test_parse_set_reads_yaml_values() -> None:
-    assert drift.parse_set(["net_mtu_default=9000", "roce_qos_ecn=false", "x=[1, 2]"]) == {
-        "net_mtu_default": 9000, "roce_qos_ecn": False, "x": [1, 2]}
-    with pytest.raises(UserError, match="expected name=value"):
+def test_parse_set_reads_values_by_their_declared_type() -> None:
+    assert drift.parse_set(["net_mtu_default=9000", "roce_qos_ecn=false",
+                            "roce_qos_interfaces=[eth1, eth2]"]) == {
+        "net_mtu_default": 9000, "roce_qos_ecn": False, "roce_qos_interfaces": ["eth1", "eth2"]}
+    with pytest.raises(UserError, match="expected key=value"):
         drift.parse_set(["net_mtu_default"])
+
+
+@pytest.mark.parametrize(("given", "read"), [
+    # Several pairs in one value, split where the next word starts name=.
+    ("net_mtu_default=4000 roce_qos_ecn=no", {"net_mtu_default": 4000, "roce_qos_ecn": False}),
+    # A space inside brackets or quotes is the value's.
+    ("net_mtu_interfaces=[{name: eth1, mtu: 4000}]",
+     {"net_mtu_interfaces": [{"name": "eth1", "mtu": 4000}]}),
+    ("nccl_env_extra={NCCL_DEBUG: WARN, NCCL_X: a=b}",
+     {"nccl_env_extra": {"NCCL_DEBUG": "WARN", "NCCL_X": "a=b"}}),
+    ("nccl_env_socket_ifname='eth 1' net_mtu_default=9000",
+     {"nccl_env_socket_ifname": "eth 1", "net_mtu_default": 9000}),
+    # A list also as a,b (the argument spec's own reading); a string stays as written.
+    ("roce_qos_interfaces=eth1,eth2", {"roce_qos_interfaces": ["eth1", "eth2"]}),
+    ("nccl_env_use_pyverbs=yes", {"nccl_env_use_pyverbs": "yes"}),
+    # An int as the argument spec converts text (no YAML octal).
+    ("roce_qos_dscp=010", {"roce_qos_dscp": 10}),
+    # A value its type cannot take stays text, for the variable check to name.
+    ("net_mtu_default=lots", {"net_mtu_default": "lots"}),
+    # A name no role declares keeps its text, as ansible-playbook's key=value does.
+    ("marker=010 other=[1]", {"marker": "010", "other": "[1]"}),
+    ("net_mtu_default={{ mtu }}", {"net_mtu_default": "{{ mtu }}"}),
+    ('{"net_mtu_default": 4000}', {"net_mtu_default": 4000}),
+])
+def test_e_and_set_read_the_same_forms(given: str, read: dict) -> None:
+    from rdmaprov import extravars
+
+    assert extravars.parse([given], "-e") == [("-e", read)]
+    assert drift.parse_set([given]) == read
+
+
+def test_e_and_set_read_a_file(tmp_path: Path) -> None:
+    from rdmaprov import extravars
+
+    f = tmp_path / "vars.yml"
+    f.write_text("net_mtu_default: 4000\n")
+    assert extravars.parse([f"@{f}"], "--set") == [(f"{f} (--set @)", {"net_mtu_default": 4000})]
+    assert drift.parse_set([f"@{f}", "net_mtu_default=1500"]) == {"net_mtu_default": 1500}
+    f.write_text("- 1\n")
+    with pytest.raises(UserError, match="--set values must be a mapping, not list"):
+        drift.parse_set([f"@{f}"])
+    with pytest.raises(UserError, match="-e '=2': expected key=value"):
+        extravars.parse(["=2 a=1"], "-e")
 
 
 def test_roles_from_variable_names(specs) -> None:

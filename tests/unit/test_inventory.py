@@ -70,7 +70,8 @@ def test_good_inventory_loads(tmp_path: Path, collection: Path) -> None:
     got = inv.load(p, collection=collection, limit="node2",
                    extra_vars=["net_mtu_verify=true", '{"roce_qos_dscp": 26}'])
     assert got.hosts == ["node1", "node2"] and got.selected == ["node2"]
-    assert got.extravars == {"net_mtu_verify": "true", "roce_qos_dscp": 26}
+    # key=value is read by the variable's declared type (rdmaprov.extravars): a bool is a bool.
+    assert got.extravars == {"net_mtu_verify": True, "roce_qos_dscp": 26}
 
 
 def test_missing_file(tmp_path: Path, collection: Path) -> None:
