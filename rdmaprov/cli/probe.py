@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.text import Text
 
 from rdmaprov import collection
+from rdmaprov.cli import options
 from rdmaprov.console import table, table_console
 from rdmaprov.errors import UserError
 from rdmaprov.hostreason import host_reason
@@ -48,8 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "NCCL settings derived from them, and a lint of NCCL_* variables. Without INVENTORY: "
         "this host; with one: every host, plus a fabric consistency table.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("inventory", nargs="?", type=Path,
-                   help="inventory file or directory; omit to probe this host")
+    options.add_inventory(p, required=False,
+                          help="inventory file or directory; omit to probe this host")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p.add_argument("--use-pyverbs", choices=("auto", "yes", "no"),
                    help="pyverbs first (auto), only (yes) or never (no) "
@@ -85,6 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                             "(the majority of each class's hosts) and DIR/hosts.yml (each "
                             "host's file, the hosts that differ); the slurm_health role installs "
                             "them (slurm_health_expect_dir)")
+    options.add_connection_options(p)
     p.set_defaults(func=run, check=False, diff=False, tags=None, skip_tags=None,
                    extra_vars=[], verbose=0,
                    strategy=os.environ.get("RDMAPROV_STRATEGY", "linear"),
@@ -261,6 +263,14 @@ FLAGS: dict[str, tuple[str, frozenset[str], str | None, Any]] = {
     "forks": ("--forks", frozenset({"fleet"}), "RDMAPROV_FORKS", None),
     "keep_artifacts": ("--keep-artifacts", frozenset({"fleet"}), "RDMAPROV_KEEP_ARTIFACTS",
                        None),
+    # ansible-playbook's connection, become and vault options: for the hosts Ansible reaches.
+    **{dest: (flag, frozenset({"fleet"}), None, None) for dest, flag in (
+        ("remote_user", "-u/--user"), ("private_key", "--private-key"),
+        ("ask_pass", "-k/--ask-pass"), ("connection_password_file", "--connection-password-file"),
+        ("ask_become_pass", "-K/--ask-become-pass"),
+        ("become_password_file", "--become-password-file"),
+        ("ask_vault_pass", "-J/--ask-vault-pass"),
+        ("vault_password_files", "--vault-password-file"))},
 }
 WHY_NOT = {
     "fleet": "not with an INVENTORY: it is for the host rdmaprov runs on, and an INVENTORY's "

@@ -160,3 +160,27 @@ def test_ask_become_pass_is_asked_once_per_command_however_often_its_options_are
     assert asked == ["-K/--ask-become-pass"]
     assert first.connection == second.connection
     assert first.connection.become_password_file == tmp_path / "pw"
+
+
+def test_probe_takes_the_inventory_and_connection_flags_for_its_fleet_run(tmp_path: Path) -> None:
+    """`probe -i INV -u admin` means what ansible-playbook's -i and -u mean (this host, through a
+    local connection, answers); without an inventory a connection flag means nothing: refused."""
+    inv = tmp_path / "inv.ini"
+    inv.write_text(f"[gpu]\nnode1 ansible_connection=local ansible_python_interpreter="
+                   f"{sys.executable}\n")
+    art = tmp_path / "art"
+    res = rdmaprov("probe", "-i", str(inv), "-u", "admin", "--json", "--keep-artifacts", str(art))
+    assert res.returncode in (0, 2), res.stderr
+    assert "node1" in json.loads(res.stdout)["hosts_probed"], res.stdout
+    argv = recorded_command(art)
+    assert argv[argv.index("--user") + 1] == "admin", argv
+
+    alone = rdmaprov("probe", "-u", "admin")
+    assert alone.returncode == 1
+    assert alone.stderr.splitlines() == [
+        "rdmaprov: error: -u/--user: needs an INVENTORY: it is for a probe of an inventory's "
+        "hosts through Ansible"], alone.stderr
+    key = rdmaprov("probe", "-i", str(inv), "--private-key", "/nonexistent/key")
+    assert key.returncode == 1
+    assert key.stderr == ("rdmaprov: error: --private-key /nonexistent/key: no readable file "
+                          "there\n")
