@@ -27,9 +27,9 @@ MODULE_UTILS = frozenset((
     "cdi_spec", "container_runtime", "container_runtime_probe", "driver_plan",
     "driver_versions", "firewall_probe", "host_report", "input_check", "kernel_caps",
     "link_counters", "nccl_names", "net_mtu_probe", "netcfg_firewall", "netcfg_mtu", "netcfg_qos",
-    "node_state", "ranges", "rdma_nccl", "rdma_ofed_probe", "rdma_ports", "rdma_pyverbs",
-    "rdma_sysfs", "roce_qos_probe", "slurm_health", "ssh_session", "state_drift", "unit_words",
-    "validate_launch",
+    "node_state", "node_tool", "ranges", "rdma_nccl", "rdma_ofed_probe", "rdma_ports",
+    "rdma_pyverbs", "rdma_sysfs", "roce_qos_probe", "slurm_health", "ssh_session", "state_drift",
+    "unit_words", "validate_launch",
 ))
 
 

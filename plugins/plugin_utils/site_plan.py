@@ -70,6 +70,8 @@ PROBES: dict[str, Probe] = {
         "rdmaprov.cluster.container_runtime_probe",
         lambda r: _plan(r)["drift"] or _plan(r)["refusal"],
         report=lambda r: _lines(_plan(r).get("report"))),
+    # Acts in one call: asked in check mode, it changes nothing and says whether it would.
+    "node_tool": Probe("rdmaprov.cluster.node_tool", lambda r: r["changed"], check_mode=True),
 }
 
 # What a later task of another host reads from a role's probe (net_mtu_verify: a peer's plan).

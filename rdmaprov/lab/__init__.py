@@ -39,6 +39,9 @@ CGROUP_ROOT = (Path("/sys/fs/cgroup/unified")
                if Path("/sys/fs/cgroup/unified/cgroup.procs").exists() else Path("/sys/fs/cgroup"))
 LAB_WORKER_IMAGE = lab_inventory.LAB_WORKER_IMAGE
 NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,7}$")
+# `lab exec`'s PATH: root's login PATH on a node (Debian's login.defs ENV_SUPATH), with
+# /usr/local/bin, where the node_tool role puts rdmaprov.
+NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 @dataclass
@@ -547,7 +550,7 @@ class Lab:
         pid = self.node_pid(node)
         proc = subprocess.run(
             ["nsenter", "-t", str(pid), "-m", "-u", "-i", "-n", "-p", "-C", "-r", "-w",
-             "/usr/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", *argv],
+             "/usr/bin/env", "-i", f"PATH={NODE_PATH}", "LANG=C.UTF-8", *argv],
             capture_output=True, text=True, input=input, timeout=timeout, check=False,
         )
         if check and proc.returncode != 0:
