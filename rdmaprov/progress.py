@@ -42,10 +42,14 @@ TASK_STARTS = ("playbook_on_task_start", "playbook_on_handler_task_start")
 # named in the summary (and --json), not in the progress.
 NAMES_SHOWN = 20
 SLOWEST_SHOWN = 5
-# Past this many hosts the summary table has one row per kind of host, not one per host, and
-# hosts with the same role reports share one entry (-v: per host again); the failing hosts are
-# still named one a line.
+# Past this many hosts the summary table has one row per kind of host, not one per host (-v: per
+# host again); the failing hosts are still named one a line.
 SUMMARY_HOST_ROWS = 50
+# The per-host view's status column: wide enough for the longest status word; the counts'
+# headers on a terminal too narrow for the whole words.
+STATUS_WIDTH = max(len(w) for w in [*STATUS_STYLE, "waiting"])
+COUNT_SHORT = {"changed": "chg", "failed": "fail", "unreachable": "unr", "skipped": "skip",
+               "rescued": "resc"}
 # Lines the per-host view needs besides its host rows (play/task line, header, totals, Live's).
 HOST_VIEW_EXTRA = 4
 
@@ -269,14 +273,51 @@ class ProgressState:
         return out[:k]
 
 
+class _HostTable:
+    """The per-host view's table, sized for the width it is drawn at. Widths are set here: rich
+    squeezes a column to nothing beside a long no_wrap one (a narrow terminal showed `runn…`, or
+    no status at all). The status and the counts are whole; the host name, then the last task,
+    give way (cut with "…"), and the counts' headers are abbreviated where the whole words leave
+    too little room."""
+
+    def __init__(self, state: ProgressState) -> None:
+        self.state = state
+
+    def __rich_console__(self, console: Console, options: Any) -> Any:
+        hosts, width = self.state.hosts, options.max_width
+        heads = list(COUNT_KEYS)
+        for short in (False, True):
+            if short:
+                heads = [COUNT_SHORT.get(k, k) for k in COUNT_KEYS]
+            counts = [max(len(head), *(len(str(h.counts[k])) for h in hosts.values()))
+                      for head, k in zip(heads, COUNT_KEYS, strict=True)]
+            fixed = STATUS_WIDTH + sum(counts) + 2 * (len(COUNT_KEYS) + 2)
+            if width - fixed >= 40:
+                break
+        host_w = max(4, min(max((len(safe_text(h)) for h in hosts), default=4),
+                            max(8, (width - fixed) // 2)))
+        table = Table(box=None, pad_edge=False, show_edge=False)
+        table.add_column("host", no_wrap=True, overflow="ellipsis", width=host_w)
+        table.add_column("status", no_wrap=True, width=STATUS_WIDTH)
+        for head, w in zip(heads, counts, strict=True):
+            table.add_column(head, justify="right", no_wrap=True, width=w)
+        table.add_column("last task", overflow="ellipsis", no_wrap=True,
+                         max_width=max(4, width - fixed - host_w))
+        for name, line in sorted(hosts.items()):
+            table.add_row(text(name), Text(line.status, style=STATUS_STYLE.get(line.status, "")),
+                          *(str(line.counts[k]) for k in COUNT_KEYS), text(line.task))
+        yield table
+
+
 class Progress:
     """Consumes runner events (``__call__``) and shows them; use as a context manager.
 
     ``verbose`` (-v) gives one plain line per host result where there is no terminal; without
-    it, one line per task. ``console`` and ``clock`` are for tests (a fixed-size console)."""
+    it, one line per task; ``quiet`` (-q), none (a terminal's live view still shows, and goes).
+    ``console`` and ``clock`` are for tests (a fixed-size console)."""
 
     def __init__(self, stream: TextIO, *, live: bool | None = None,
-                 hosts: list[str] | None = None, verbose: int = 0,
+                 hosts: list[str] | None = None, verbose: int = 0, quiet: bool = False,
                  console: Console | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.console = console or Console(file=stream, highlight=False, soft_wrap=True)
@@ -285,6 +326,7 @@ class Progress:
         self.live_mode = (self.console.is_terminal and not self.console.is_dumb_terminal
                           if live is None else live)
         self.verbose = verbose
+        self.quiet = quiet
         self.state = ProgressState(clock=clock)
         for h in hosts or []:
             self.state.hosts[h] = HostLine()
@@ -306,13 +348,13 @@ class Progress:
         if self._live is not None:
             self._live.__exit__(None, None, None)
             self._live = None
-        elif not self.verbose:
+        elif not self.verbose and not self.quiet:
             self._print_tasks(lambda _key: True)
 
     def __call__(self, event: Mapping[str, Any]) -> None:
         with self._lock:
             done = self.state.apply(event)
-        if self.live_mode:
+        if self.live_mode or self.quiet:
             return
         if self.verbose:
             if done is not None:
@@ -357,18 +399,9 @@ class Progress:
         return head
 
     def _render_hosts(self) -> Group:
-        table = Table(box=None, pad_edge=False, show_edge=False)
-        table.add_column("host")
-        table.add_column("status")
-        for k in COUNT_KEYS:
-            table.add_column(k, justify="right")
-        table.add_column("last task", overflow="ellipsis", no_wrap=True)
-        for name, line in sorted(self.state.hosts.items()):
-            table.add_row(text(name), Text(line.status, style=STATUS_STYLE.get(line.status, "")),
-                          *(str(line.counts[k]) for k in COUNT_KEYS), text(line.task))
         totals = self.state.totals()
         foot = Text("  ".join(f"{k}={v}" for k, v in totals.items()), style="dim")
-        return Group(self._head(), table, foot)
+        return Group(self._head(), _HostTable(self.state), foot)
 
     def _render_fleet(self, height: int) -> Group:
         """Per-task counts, the failing hosts, the slowest hosts: a fixed number of lines
@@ -428,33 +461,10 @@ class Progress:
         return Group(*parts)
 
 
-def print_reports(reports: Mapping[str, list[tuple[str, list[str]]]], stream: TextIO, *,
-                  verbose: int = 0) -> None:
-    """What the roles found on each host, grouped by host, before the summary. Past
-    SUMMARY_HOST_ROWS hosts (and without -v), hosts whose reports are the same share one entry,
-    the smallest groups (the odd ones out) first."""
-    console = Console(file=stream, highlight=False, soft_wrap=True)
-    groups: dict[tuple[tuple[str, tuple[str, ...]], ...], list[str]] = {}
-    for host in sorted(reports):
-        if verbose or len(reports) <= SUMMARY_HOST_ROWS:
-            groups[((host, ()),)] = [host]  # a key of its own: one entry per host
-        else:
-            key = tuple((task, tuple(lines)) for task, lines in reports[host])
-            groups.setdefault(key, []).append(host)
-    for hosts in sorted(groups.values(), key=len) if len(groups) < len(reports) \
-            else groups.values():
-        head = text(hosts[0], "bold") if len(hosts) == 1 else \
-            text(f"{name_list(hosts)} ({len(hosts)} hosts)", "bold")
-        console.print(head)
-        for task, lines in reports[hosts[0]]:
-            console.print(text(f"  {task}", "dim"))
-            for line in lines:
-                console.print(text(f"    {line}"))
-
-
-def print_drift(rows: list[DriftRow], hosts: list[str], stream: TextIO, *, check: bool) -> None:
+def print_drift(rows: list[DriftRow], stream: TextIO, *, check: bool) -> None:
     """What --diff shows (bootstrap and reconfigure alike): per host and setting, the value on
-    the host and the wanted one (--check: nothing was changed), then the hosts in line."""
+    the host and the wanted one (--check: nothing was changed). The hosts in line are named
+    after it (rdmaprov.outcome.print_changes)."""
     console = table_console(stream)
     title = "Drift (current -> wanted)" if check else "Changed (before -> after)"
     table = Table(title=title, title_justify="left")
@@ -462,12 +472,8 @@ def print_drift(rows: list[DriftRow], hosts: list[str], stream: TextIO, *, check
         table.add_column(col)
     for r in rows:  # Text: loop labels like "[/etc/x]" are data, not rich markup
         table.add_row(*(text(v) for v in (r.host, r.setting, r.current, r.wanted)))
-    in_line = [h for h in hosts if not any(r.host == h for r in rows)]
     if rows:
         console.print(table)
-    what = "in line" if check else "unchanged"
-    console.print(text(f"{what}: {', '.join(in_line)}") if in_line
-                  else ("every host drifts" if check else "every host changed"), markup=False)
 
 
 SUMMARY_KEYS = ("ok", "changed", "failed", "unreachable", "skipped")
@@ -497,11 +503,12 @@ def summary_table(result: RunResult, *, verbose: int = 0) -> Table:
     return table
 
 
-def print_summary(result: RunResult, stream: TextIO, *, verbose: int = 0) -> None:
-    """The per-host table (a fleet: per kind of host), then the failing task and message of each
-    failed host."""
+def print_summary(result: RunResult, stream: TextIO, *, verbose: int = 0,
+                  quiet: bool = False) -> None:
+    """The per-host table (a fleet: per kind of host; -q: none), then the failing task and
+    message of each failed host."""
     console = Console(file=stream, highlight=False, soft_wrap=True)
-    if result.hosts:
+    if result.hosts and not quiet:
         console.print(summary_table(result, verbose=verbose))
     for name, h in result.hosts.items():
         if h.healthy:
