@@ -61,6 +61,14 @@ class Inventory:
     hosts: list[str]  # every host in the inventory
     selected: list[str]  # the hosts left after --limit
     extravars: dict[str, Any] = field(default_factory=dict)
+    # The folder whose group_vars/ and host_vars/ Ansible reads with this inventory.
+    base: Path | None = None
+    # Per selected host: the rdmaprov variables it gets (-e/--set included), where each of its
+    # variables can come from in Ansible's precedence (lowest first; -e/--set last), and its
+    # groups in Ansible's order (all first). What reconfigure's --set and --write judge.
+    variables: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sources: dict[str, list[VarSource]] = field(default_factory=dict)
+    groups: dict[str, list[str]] = field(default_factory=dict)
 
 
 # -- argument specs -------------------------------------------------------------------------
@@ -301,9 +309,18 @@ def _ini_duplicates(path: Path) -> list[Problem]:
 
 
 @dataclass
-class _Source:
+class VarSource:
+    """One place a host's variables come from: ``where`` as messages name it, the vars file
+    (group_vars/, host_vars/; None for the inventory's own and -e/--set), the group a group
+    source is of, and whether it is -e/--set (not kept in the inventory)."""
     where: str
     data: Mapping[str, Any]
+    path: Path | None = None
+    group: str | None = None
+    extra: bool = False
+
+
+_Source = VarSource
 
 
 def _vars_files(loader: Any, base: Path, kind: str, name: str) -> list[Path]:
@@ -828,14 +845,18 @@ def _validate(path: Path, limit: str | None, extra_vars: list[str],
         group_inv: dict[str, _Source] = {}
         group_files: dict[str, list[_Source]] = {}
         for name, group in sorted(manager.groups.items()):
-            group_inv[name] = _Source(f"{_shown(path)}: group {name}", dict(group.vars))
-            group_files[name] = [_Source(_shown(f), _load_vars_file(loader, f))
+            group_inv[name] = _Source(f"{_shown(path)}: group {name}", dict(group.vars),
+                                      group=name)
+            group_files[name] = [_Source(_shown(f), _load_vars_file(loader, f), path=f, group=name)
                                  for f in _vars_files(loader, base, "group_vars", name)]
-        extra_sources = [_Source(label, data) for label, data in extras]
+        extra_sources = [_Source(label, data, extra=True) for label, data in extras]
         merged_extra: dict[str, Any] = {}
         for _label, data in extras:
             merged_extra.update(data)
 
+        host_vars: dict[str, dict[str, Any]] = {}
+        host_chains: dict[str, list[VarSource]] = {}
+        host_groups: dict[str, list[str]] = {}
         seen_addr: dict[tuple[str, str], str] = {}
         # (address, the ssh arguments it is reached with) -> (where, host)
         to_resolve: dict[tuple[str, tuple[str, ...]], tuple[str, str]] = {}
@@ -848,7 +869,7 @@ def _validate(path: Path, limit: str | None, extra_vars: list[str],
             host_own = {k: v for k, v in host.vars.items()
                         if k not in ("inventory_file", "inventory_dir")}
             host_sources = [_Source(host_where, host_own)]
-            host_sources += [_Source(_shown(f), _load_vars_file(loader, f))
+            host_sources += [_Source(_shown(f), _load_vars_file(loader, f), path=f)
                              for f in _vars_files(loader, base, "host_vars", host.name)]
             typo_sources += host_sources
             groups = sort_groups(host.get_groups())
@@ -859,6 +880,10 @@ def _validate(path: Path, limit: str | None, extra_vars: list[str],
             merged = dict(variables.get_vars(host=host, include_hostvars=False))
             merged.update(merged_extra)
             ours = {k: merged[k] for k in merged if k in specs.options}
+            if host.name in selected:
+                host_vars[host.name] = ours
+                host_chains[host.name] = chain
+                host_groups[host.name] = [g.name for g in groups]
             for name, line in checker.check(ours, specs.options):
                 problems.append(Problem(_where(name, chain, host_where), line))
 
@@ -893,7 +918,8 @@ def _validate(path: Path, limit: str | None, extra_vars: list[str],
             problems.append(Problem(where, f"host {host}: {why}"))
 
     return problems, Inventory(path=path, hosts=all_hosts, selected=sorted(selected),
-                               extravars=merged_extra)
+                               extravars=merged_extra, base=base, variables=host_vars,
+                               sources=host_chains, groups=host_groups)
 
 
 def _where(name: str, chain: list[_Source], fallback: str) -> str:
