@@ -11,14 +11,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
-from rdmaprov import drift, progress
+from rdmaprov import drift, progress, setvars
 from rdmaprov import inventory as inventory_mod
 from rdmaprov.cli import options
 from rdmaprov.engine import RunnerSession, RunResult
 from rdmaprov.resources import collection_root
 from rdmaprov.resources import playbook as find_playbook
+from rdmaprov.textsafe import safe_line
 
 EPILOG = options.EXIT_CODES_EPILOG + """\
      (reconfigure: also when the rollout stopped at --max-fail; the hosts not reached are listed)
@@ -39,6 +41,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="VAR=VALUE",
                    help="a role variable and its new value (YAML), repeatable; decides which "
                         "roles run (no --set: every role, or --tags)")
+    p.add_argument("--write", metavar="FILE", type=Path,
+                   help="after a rollout that succeeded on every host (not --check), record "
+                        "the --set values in FILE, a group_vars/ or host_vars/ YAML file of the "
+                        "inventory (e.g. INVENTORY_DIR/group_vars/all.yml), so that the next "
+                        "bootstrap keeps them; checked before any host is touched")
     p.add_argument("--batch", metavar="N|N%",
                    help="hosts per batch, a count or a percentage of the selected hosts "
                         "(default: all at once)")
@@ -73,10 +80,14 @@ def run(args: argparse.Namespace) -> int:
     # named --set in messages.
     inv = inventory_mod.load(args.inventory, limit=args.limit, extra_vars=args.extra_vars,
                              set_vars=settings)
+    shadow_warnings = setvars.refuse_shadowed(settings, inv)
+    write = setvars.plan_write(args.write, settings, inv) if args.write else None
     size = drift.batch_size(args.batch, len(inv.selected))
     budget = drift.max_failures(args.max_fail, len(inv.selected))
     book = find_playbook("reconfigure.yml")
     listed = options.list_only(args, inv, book)
+    for line in shadow_warnings:
+        print(f"rdmaprov: warning: {safe_line(line)}", file=sys.stderr)
     if listed is not None:
         return listed
     human = sys.stderr if args.json else sys.stdout
@@ -129,11 +140,22 @@ def run(args: argparse.Namespace) -> int:
                                                       if h not in not_run], failed)
         if retry is not None:
             print(f"retry the failed hosts: --retry-failed (or --limit @{retry})", file=human)
+    written = None
+    if write is not None:
+        if args.check:
+            print(f"--write {write.shown}: not written (--check)", file=human)
+        elif code != 0:
+            print(f"--write {write.shown}: not written: the rollout did not succeed on every "
+                  "host", file=human)
+        else:
+            print(safe_line(setvars.apply_write(write)), file=human)
+            written = str(write.path)
     if args.json:
         doc = progress.result_document(total, code)
         doc.update({"roles": roles, "settings": settings, "batches": plan,
                     "max_fail": budget, "stopped": stopped, "not_run": not_run,
-                    "failed_hosts": failed, "drift": collector.as_dicts()})
+                    "failed_hosts": failed, "drift": collector.as_dicts(),
+                    "written": written})
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
     elif code == 1 and total.error:
         print(f"rdmaprov: error: {total.error}", file=sys.stderr)
