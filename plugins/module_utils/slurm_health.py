@@ -201,8 +201,8 @@ def verify(settings: dict, run, node: str = "", pending: bool = False) -> dict:
                                       "change (run without --check to prove them)"}
     if not os.path.lexists(cmd):
         failure = "" if settings["check_mode"] else (
-            f"{cmd} does not exist on this node: set slurm_health_install=wheelhouse or point "
-            "slurm_health_rdmaprov at an installed rdmaprov")
+            f"{cmd} does not exist on this node: set slurm_health_install=node_tool (the node_tool "
+            "role installs it) or point slurm_health_rdmaprov at an installed rdmaprov")
         return {**not_run, "failure": failure}
     node = node or "localhost"
     runs = []

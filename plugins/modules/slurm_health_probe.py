@@ -32,7 +32,7 @@ options:
     type: dict
     required: true
     suboptions:
-      install: {description: slurm_health_install., type: str, choices: [none, wheelhouse], default: none}
+      install: {description: slurm_health_install., type: str, choices: [node_tool, wheelhouse, none], default: node_tool}
       wheelhouse: {description: slurm_health_wheelhouse., type: str, default: ""}
       venv: {description: slurm_health_venv., type: str, default: /opt/rdmaprov}
       budget: {description: slurm_health_budget., type: int, default: 0}
@@ -44,7 +44,7 @@ options:
       nhc_dir: {description: slurm_health_nhc_dir., type: str, default: /etc/nhc/scripts}
       edit_slurm_conf: {description: slurm_health_edit_slurm_conf., type: bool, default: false}
       slurm_conf: {description: slurm_health_slurm_conf., type: str, default: /etc/slurm/slurm.conf}
-      rdmaprov: {description: slurm_health_rdmaprov., type: str, default: /opt/rdmaprov/bin/rdmaprov}
+      rdmaprov: {description: slurm_health_rdmaprov., type: str, default: /usr/local/bin/rdmaprov}
       config_dir: {description: slurm_health_config_dir., type: str, default: /etc/rdmaprov}
       nccl_python: {description: slurm_health_nccl_python., type: str, default: ""}
       textfile_dir: {description: slurm_health_textfile_dir., type: str, default: ""}
@@ -174,7 +174,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rdmaprov.cluster.plugins.module_utils import slurm_health
 
 SETTINGS_SPEC = {
-    "install": {"type": "str", "choices": ["none", "wheelhouse"], "default": "none"},
+    "install": {"type": "str", "choices": ["node_tool", "wheelhouse", "none"], "default": "node_tool"},
     "wheelhouse": {"type": "str", "default": ""},
     "venv": {"type": "str", "default": "/opt/rdmaprov"},
     "budget": {"type": "int", "default": 0},
@@ -186,7 +186,7 @@ SETTINGS_SPEC = {
     "nhc_dir": {"type": "str", "default": "/etc/nhc/scripts"},
     "edit_slurm_conf": {"type": "bool", "default": False},
     "slurm_conf": {"type": "str", "default": "/etc/slurm/slurm.conf"},
-    "rdmaprov": {"type": "str", "default": "/opt/rdmaprov/bin/rdmaprov"},
+    "rdmaprov": {"type": "str", "default": "/usr/local/bin/rdmaprov"},
     "config_dir": {"type": "str", "default": "/etc/rdmaprov"},
     "nccl_python": {"type": "str", "default": ""},
     "textfile_dir": {"type": "str", "default": ""},

@@ -1,6 +1,6 @@
 """The pre-job check in a real Slurm cluster: `lab up --slurm` (Debian's slurmctld, slurmd and
-munge in the lab nodes), the slurm_health role installing rdmaprov and its hooks from a
-wheelhouse, and NHC's rules seen through real scontrol/sinfo:
+munge in the lab nodes), the slurm_health role installing its hooks and, through the node_tool
+role, rdmaprov from the controller's own files, and NHC's rules seen through real scontrol/sinfo:
 - a healthy prolog lets a job run on every node;
 - a node made unhealthy (eth1 at MTU 9000, the check expects 1500) is drained by its prolog with
   rdmaprov's reason, and the job lands on another node;
@@ -47,18 +47,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     try:
         lab_slurm.setup(lab, log=lambda msg: None)
         work = tmp_path_factory.mktemp("slurm")
-        # rdmaprov and its dependencies as wheels: what a site copies to air-gapped nodes.
-        wheels = work / "wheelhouse"
-        subprocess.run([str(BIN / "pip"), "wheel", "-q", "-w", str(wheels), str(ROOT)],
-                       check=True, capture_output=True, timeout=600)
         (work / "ansible_collections/rdmaprov").mkdir(parents=True)
         (work / "ansible_collections/rdmaprov/cluster").symlink_to(ROOT)
         book = work / "play.yml"
         book.write_text(
             "- hosts: all\n  gather_facts: false\n  become: true\n  roles:\n"
+            # slurm_health_install: node_tool (the default): rdmaprov at /usr/local/bin.
             "    - role: rdmaprov.cluster.slurm_health\n      vars:\n"
-            "        slurm_health_install: wheelhouse\n"
-            f"        slurm_health_wheelhouse: {wheels}\n"
             "        slurm_health_hooks: [prolog, healthcheck]\n"
             "        slurm_health_edit_slurm_conf: true\n"
             # slurmd runs the health check at start and every interval; the tests run it
@@ -191,7 +186,7 @@ def test_a_fixed_node_is_resumed_by_the_next_check(cluster: dict[str, Any]) -> N
 
 def test_the_check_reason_reaches_slurm_as_printed(cluster: dict[str, Any]) -> None:
     lab = cluster["lab"]
-    drain = ["env", "SLURMD_NODENAME=node3", "/opt/rdmaprov/bin/rdmaprov", "check", "--nhc",
+    drain = ["env", "SLURMD_NODENAME=node3", "/usr/local/bin/rdmaprov", "check", "--nhc",
              "--drain"]
     p = lab.exec("node3", [*drain, "--interface", 'eth"9'], check=False)
     try:
@@ -219,7 +214,7 @@ def test_healthy_checks_ask_slurmctld_nothing(cluster: dict[str, Any]) -> None:
     """Issue 24: 20 healthy `check --drain` runs make no RPC (no sinfo, no scontrol); 5 sick ones
     each ask (sinfo) and the first drains."""
     lab = cluster["lab"]
-    drain = ["env", "SLURMD_NODENAME=node2", "/opt/rdmaprov/bin/rdmaprov", "check", "--nhc",
+    drain = ["env", "SLURMD_NODENAME=node2", "/usr/local/bin/rdmaprov", "check", "--nhc",
              "--drain"]
     before = rpc_counts(cluster)
     for _ in range(20):

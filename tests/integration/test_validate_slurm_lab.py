@@ -64,8 +64,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         book.write_text(
             "- hosts: node1\n  gather_facts: false\n  become: true\n  roles:\n"
             "    - role: rdmaprov.cluster.slurm_health\n      vars:\n"
+            # validate on a login node needs rdmaprov whole (its dependencies too): the
+            # wheelhouse route, not the node-side tool.
             "        slurm_health_install: wheelhouse\n"
             f"        slurm_health_wheelhouse: {wheels}\n"
+            f"        slurm_health_rdmaprov: {RDMAPROV}\n"
             "        slurm_health_verify: false\n")
         env = {"lab": lab, "work": work, "book": book}
         done = play(env)

@@ -45,7 +45,7 @@ def test_configure_steps_write_the_files_in_the_roles_order():
                                 "mode": "0755"}
     assert steps[5]["args"]["mode"] == "0644" and steps[5]["args"]["src"] == "rdmaprov.nhc"
     assert steps[2]["args"]["content"] == sh.slurm_env(
-        {"rdmaprov": "/opt/rdmaprov/bin/rdmaprov", "config_dir": "/c"})
+        {"rdmaprov": "/usr/local/bin/rdmaprov", "config_dir": "/c"})
     # check.yml's text comes from the probe's action (Ansible's to_nice_yaml)
     sh.with_check_yml(got, "# x\nmtu: 1500\n")
     assert got["check_yml"] == "# x\nmtu: 1500\n"

@@ -284,8 +284,8 @@ def test_verify_runs_each_installed_hook_as_slurmd_runs_it(tmp_path: Path):
     scripts = tmp_path / "slurm"
     s = settings(rdmaprov=str(cmd), config_dir="/etc/rdmaprov", script_dir=str(scripts),
                  hooks=["prolog", "healthcheck", "nhc"])
-    missing = ("does not exist on this node: set slurm_health_install=wheelhouse or point "
-               "slurm_health_rdmaprov at an installed rdmaprov")
+    missing = ("does not exist on this node: set slurm_health_install=node_tool (the node_tool "
+               "role installs it) or point slurm_health_rdmaprov at an installed rdmaprov")
     got = sh.verify(s, run(0, ""), "n1")
     assert (got["failure"], got["state"]) == (f"{cmd} {missing}", "not_run") and calls == []
     # --check: not refused, nothing run, where the hooks are not there or would change
@@ -431,8 +431,9 @@ def test_module_verify_fails_on_a_configuration_error(tmp_path: Path):
     rc, res = _module(tmp_path / "c", {**args, "settings": {**args["settings"],
                                                             "rdmaprov": str(tmp_path / "no")}})
     assert rc != 0 and res["msg"] == res["failure"], res
-    assert res["msg"].endswith("does not exist on this node: set slurm_health_install=wheelhouse "
-                               "or point slurm_health_rdmaprov at an installed rdmaprov")
+    assert res["msg"].endswith("does not exist on this node: set slurm_health_install=node_tool "
+                               "(the node_tool role installs it) or point slurm_health_rdmaprov "
+                               "at an installed rdmaprov")
 
 
 def test_the_action_fills_python_apt_from_the_hosts_fact(monkeypatch):
