@@ -198,7 +198,7 @@ class DriftCollector:
             self.rows.append(DriftRow(host, setting, current, wanted))
             return
         if label is not None:
-            setting = f"{setting} [{_short(label, 30)}]"
+            setting = f"{setting} [{_short(label, 60)}]"
         pair = _from_diff(res.get("diff"))
         current, wanted = pair if pair else UNSAID
         self.rows.append(DriftRow(host, setting, current, wanted))

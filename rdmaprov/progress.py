@@ -42,9 +42,8 @@ TASK_STARTS = ("playbook_on_task_start", "playbook_on_handler_task_start")
 # named in the summary (and --json), not in the progress.
 NAMES_SHOWN = 20
 SLOWEST_SHOWN = 5
-# Past this many hosts the summary table has one row per kind of host, not one per host, and
-# hosts with the same role reports share one entry (-v: per host again); the failing hosts are
-# still named one a line.
+# Past this many hosts the summary table has one row per kind of host, not one per host (-v: per
+# host again); the failing hosts are still named one a line.
 SUMMARY_HOST_ROWS = 50
 # The per-host view's status column: wide enough for the longest status word; the counts'
 # headers on a terminal too narrow for the whole words.
@@ -314,10 +313,11 @@ class Progress:
     """Consumes runner events (``__call__``) and shows them; use as a context manager.
 
     ``verbose`` (-v) gives one plain line per host result where there is no terminal; without
-    it, one line per task. ``console`` and ``clock`` are for tests (a fixed-size console)."""
+    it, one line per task; ``quiet`` (-q), none (a terminal's live view still shows, and goes).
+    ``console`` and ``clock`` are for tests (a fixed-size console)."""
 
     def __init__(self, stream: TextIO, *, live: bool | None = None,
-                 hosts: list[str] | None = None, verbose: int = 0,
+                 hosts: list[str] | None = None, verbose: int = 0, quiet: bool = False,
                  console: Console | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.console = console or Console(file=stream, highlight=False, soft_wrap=True)
@@ -326,6 +326,7 @@ class Progress:
         self.live_mode = (self.console.is_terminal and not self.console.is_dumb_terminal
                           if live is None else live)
         self.verbose = verbose
+        self.quiet = quiet
         self.state = ProgressState(clock=clock)
         for h in hosts or []:
             self.state.hosts[h] = HostLine()
@@ -347,13 +348,13 @@ class Progress:
         if self._live is not None:
             self._live.__exit__(None, None, None)
             self._live = None
-        elif not self.verbose:
+        elif not self.verbose and not self.quiet:
             self._print_tasks(lambda _key: True)
 
     def __call__(self, event: Mapping[str, Any]) -> None:
         with self._lock:
             done = self.state.apply(event)
-        if self.live_mode:
+        if self.live_mode or self.quiet:
             return
         if self.verbose:
             if done is not None:
@@ -460,33 +461,10 @@ class Progress:
         return Group(*parts)
 
 
-def print_reports(reports: Mapping[str, list[tuple[str, list[str]]]], stream: TextIO, *,
-                  verbose: int = 0) -> None:
-    """What the roles found on each host, grouped by host, before the summary. Past
-    SUMMARY_HOST_ROWS hosts (and without -v), hosts whose reports are the same share one entry,
-    the smallest groups (the odd ones out) first."""
-    console = Console(file=stream, highlight=False, soft_wrap=True)
-    groups: dict[tuple[tuple[str, tuple[str, ...]], ...], list[str]] = {}
-    for host in sorted(reports):
-        if verbose or len(reports) <= SUMMARY_HOST_ROWS:
-            groups[((host, ()),)] = [host]  # a key of its own: one entry per host
-        else:
-            key = tuple((task, tuple(lines)) for task, lines in reports[host])
-            groups.setdefault(key, []).append(host)
-    for hosts in sorted(groups.values(), key=len) if len(groups) < len(reports) \
-            else groups.values():
-        head = text(hosts[0], "bold") if len(hosts) == 1 else \
-            text(f"{name_list(hosts)} ({len(hosts)} hosts)", "bold")
-        console.print(head)
-        for task, lines in reports[hosts[0]]:
-            console.print(text(f"  {task}", "dim"))
-            for line in lines:
-                console.print(text(f"    {line}"))
-
-
-def print_drift(rows: list[DriftRow], hosts: list[str], stream: TextIO, *, check: bool) -> None:
+def print_drift(rows: list[DriftRow], stream: TextIO, *, check: bool) -> None:
     """What --diff shows (bootstrap and reconfigure alike): per host and setting, the value on
-    the host and the wanted one (--check: nothing was changed), then the hosts in line."""
+    the host and the wanted one (--check: nothing was changed). The hosts in line are named
+    after it (rdmaprov.outcome.print_changes)."""
     console = table_console(stream)
     title = "Drift (current -> wanted)" if check else "Changed (before -> after)"
     table = Table(title=title, title_justify="left")
@@ -494,12 +472,8 @@ def print_drift(rows: list[DriftRow], hosts: list[str], stream: TextIO, *, check
         table.add_column(col)
     for r in rows:  # Text: loop labels like "[/etc/x]" are data, not rich markup
         table.add_row(*(text(v) for v in (r.host, r.setting, r.current, r.wanted)))
-    in_line = [h for h in hosts if not any(r.host == h for r in rows)]
     if rows:
         console.print(table)
-    what = "in line" if check else "unchanged"
-    console.print(text(f"{what}: {', '.join(in_line)}") if in_line
-                  else ("every host drifts" if check else "every host changed"), markup=False)
 
 
 SUMMARY_KEYS = ("ok", "changed", "failed", "unreachable", "skipped")
@@ -529,11 +503,12 @@ def summary_table(result: RunResult, *, verbose: int = 0) -> Table:
     return table
 
 
-def print_summary(result: RunResult, stream: TextIO, *, verbose: int = 0) -> None:
-    """The per-host table (a fleet: per kind of host), then the failing task and message of each
-    failed host."""
+def print_summary(result: RunResult, stream: TextIO, *, verbose: int = 0,
+                  quiet: bool = False) -> None:
+    """The per-host table (a fleet: per kind of host; -q: none), then the failing task and
+    message of each failed host."""
     console = Console(file=stream, highlight=False, soft_wrap=True)
-    if result.hosts:
+    if result.hosts and not quiet:
         console.print(summary_table(result, verbose=verbose))
     for name, h in result.hosts.items():
         if h.healthy:

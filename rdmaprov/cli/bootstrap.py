@@ -8,9 +8,9 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-from rdmaprov import drift, progress
+from rdmaprov import drift, outcome, progress
 from rdmaprov import inventory as inventory_mod
 from rdmaprov.cli import options
 from rdmaprov.engine import RunnerSession, RunResult
@@ -33,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     options.add_inventory(parser)
     options.add_run_options(parser)
+    options.add_quiet(parser)
     parser.add_argument("--validate", choices=VALIDATE_CHOICES,
                         default=os.environ.get("RDMAPROV_VALIDATE", "changed"),
                         help="after site.yml: 'changed' (default) validates the hosts where a "
@@ -79,9 +80,10 @@ def validation_plan(args: argparse.Namespace, code: int, playbook: Path | None,
     return changed, None
 
 
-def _validate(args: argparse.Namespace, hosts: list[str]) -> dict:
+def _validate(args: argparse.Namespace, hosts: list[str], quiet: bool = False) -> dict:
     """Run the validation with its defaults (and their environment variables) and bootstrap's
-    shared run options."""
+    shared run options. -q: its verdict line only, or, when it fails, its whole table."""
+    import io
     from dataclasses import replace
 
     from rdmaprov.validate import pipeline, request  # torch-free verdict code only
@@ -93,13 +95,20 @@ def _validate(args: argparse.Namespace, hosts: list[str]) -> dict:
     req = request.build({"inventory": args.inventory,
                          "pairwise": os.environ.get("RDMAPROV_VALIDATE_PAIRWISE", "slow")}, run)
     human = sys.stderr if args.json else sys.stdout
-    print("validation: all_reduce across the hosts", file=human)
-    report = pipeline.execute(req, human)
-    if not args.json:
+    kept = io.StringIO()
+    said: TextIO = kept if quiet else human
+    print("validation: all_reduce across the hosts", file=said)
+    report = pipeline.execute(req, said)
+    doc = report.to_dict()
+    if quiet and doc["passed"]:
+        print("verdict: PASS", file=human)
+    elif quiet:
+        human.write(kept.getvalue())
+    if not args.json and not (quiet and doc["passed"]):
         from rdmaprov.validate.report import print_table
 
         print_table(report, human)
-    return report.to_dict()
+    return doc
 
 
 def run(args: argparse.Namespace, playbook: Path | None = None) -> int:
@@ -115,33 +124,39 @@ def run(args: argparse.Namespace, playbook: Path | None = None) -> int:
     listed = options.list_only(args, inv, book)
     if listed is not None:
         return listed
+    quiet = options.quiet(args)
     spec = options.run_spec(args, book, inv)
     human = sys.stderr if args.json else sys.stdout
     collector = drift.DriftCollector()
-    with progress.Progress(human, hosts=inv.selected, verbose=args.verbose) as view:
+    with progress.Progress(human, hosts=inv.selected, verbose=args.verbose, quiet=quiet) as view:
         def on_event(ev: Mapping[str, Any], view: progress.Progress = view) -> None:
             view(ev)
             collector(ev)
 
         result = RunnerSession(spec, on_event=on_event).run()
     code = exit_code(result)
-    progress.print_reports(view.state.reports, human, verbose=args.verbose)
-    progress.print_summary(result, human, verbose=args.verbose)
+    reports = view.state.reports
+    outcome.print_host_reports(result, reports, human, verbose=args.verbose, quiet=quiet)
+    progress.print_summary(result, human, verbose=args.verbose, quiet=quiet)
     if args.diff:
-        progress.print_drift(collector.rows, list(inv.selected), human, check=args.check)
+        progress.print_drift(collector.rows, human, check=args.check)
+    outcome.print_changes(result, reports, collector.rows, human, check=args.check,
+                          diff=args.diff, verbose=args.verbose)
     if not args.check:
         retry = options.record_retry(args.inventory, list(result.hosts), result.failed_hosts)
         if retry is not None:
             print(f"retry the failed hosts: --retry-failed (or --limit @{retry})", file=human)
-    print(f"strategy: {spec.strategy}", file=human)
+    if not quiet:
+        print(f"strategy: {spec.strategy}", file=human)
     validation = None
     hosts, skip = validation_plan(args, code, playbook, result)
     if skip is None:
-        if len(hosts) < len(inv.selected):
-            print(f"validation: the hosts site.yml changed: {', '.join(hosts)}", file=human)
-        validation = _validate(args, hosts)
+        if len(hosts) < len(inv.selected) and not quiet:
+            print(f"validation: the hosts site.yml changed: {outcome.heading(hosts)}",
+                  file=human)
+        validation = _validate(args, hosts, quiet)
         code = max(code, int(validation["exit_code"]))
-    elif playbook is None:
+    elif playbook is None and not quiet:
         print(f"validation: skipped ({skip})", file=human)
     if args.json:
         doc = progress.result_document(result, code, view.state.reports)

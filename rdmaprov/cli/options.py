@@ -75,8 +75,24 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     add_connection_options(parser)
     g.add_argument("-v", "--verbose", action="count", default=0,
                    help="one progress line per host and task where there is no terminal (else one "
-                        "per task), and more Ansible detail in the kept artifacts (repeat for "
+                        "per task), every host's full report after the run (bootstrap, "
+                        "reconfigure), and more Ansible detail in the kept artifacts (repeat for "
                         "more)")
+
+
+def add_quiet(parser: argparse.ArgumentParser) -> None:
+    """-q/--quiet, for the commands whose run output rdmaprov.outcome prints."""
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="print only what changed, the failures and the last line (no "
+                             "progress lines, role reports or summary table); errors always "
+                             "show")
+
+
+def quiet(args: argparse.Namespace) -> bool:
+    """-q, checked against -v: one of them."""
+    if getattr(args, "quiet", False) and args.verbose:
+        raise UserError("-q/--quiet and -v/--verbose: give one")
+    return bool(getattr(args, "quiet", False))
 
 
 def add_inventory(parser: argparse.ArgumentParser, *, required: bool = True,

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rdmaprov import drift, progress, setvars
+from rdmaprov import drift, outcome, progress, setvars
 from rdmaprov import inventory as inventory_mod
 from rdmaprov.cli import options
 from rdmaprov.engine import RunnerSession, RunResult
@@ -53,6 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="failed hosts tolerated before the rollout stops (default 0: stop "
                         "after the first batch with a failure)")
     options.add_run_options(p)
+    options.add_quiet(p)
     p.set_defaults(func=run)
 
 
@@ -71,6 +72,7 @@ def merge(results: list[RunResult]) -> RunResult:
 def run(args: argparse.Namespace) -> int:
     options.check_choices(args)
     options.forks(args)
+    quiet = options.quiet(args)
     settings = drift.parse_set(args.settings)
     roles: list[str] = []
     if settings:
@@ -93,10 +95,12 @@ def run(args: argparse.Namespace) -> int:
     human = sys.stderr if args.json else sys.stdout
     plan = drift.batches(inv.selected, size)
     what = f"roles {', '.join(roles)}" if roles else "every role"
-    print(f"reconfigure: {what}; {len(inv.selected)} hosts in {len(plan)} batch(es) of "
-          f"{size}; stop after more than {budget} failed host(s)", file=human)
+    if not quiet:
+        print(f"reconfigure: {what}; {len(inv.selected)} hosts in {len(plan)} batch(es) of "
+              f"{size}; stop after more than {budget} failed host(s)", file=human)
 
     results: list[RunResult] = []
+    reports: dict[str, list[tuple[str, list[str]]]] = {}
     collector = drift.DriftCollector()
     failed: list[str] = []
     not_run: list[str] = []
@@ -108,15 +112,17 @@ def run(args: argparse.Namespace) -> int:
         spec.limit = ",".join(batch)
         spec.host_count = len(batch)
         spec.tags = sorted({*spec.tags, *roles})
-        print(f"batch {n}/{len(plan)}: {', '.join(batch)}", file=human)
+        if not quiet:
+            print(f"batch {n}/{len(plan)}: {outcome.heading(batch)}", file=human)
 
-        with progress.Progress(human, hosts=batch, verbose=args.verbose) as view:
+        with progress.Progress(human, hosts=batch, verbose=args.verbose, quiet=quiet) as view:
             def on_event(ev: Any, view: progress.Progress = view) -> None:
                 view(ev)
                 collector(ev)
 
             result = RunnerSession(spec, on_event=on_event).run()
         results.append(result)
+        reports.update(view.state.reports)
         # A host the run never mentions (a play error before it) counts as failed.
         failed += [h for h in batch if h not in result.hosts or not result.hosts[h].healthy]
         if result.error and not result.failed_hosts:
@@ -125,10 +131,12 @@ def run(args: argparse.Namespace) -> int:
 
     total = merge(results)
     stopped = bool(not_run)
-    progress.print_summary(total, human, verbose=args.verbose)
+    outcome.print_host_reports(total, reports, human, verbose=args.verbose, quiet=quiet)
+    progress.print_summary(total, human, verbose=args.verbose, quiet=quiet)
     if args.diff:
-        progress.print_drift(collector.rows, [h for h in inv.selected if h not in not_run], human,
-                             check=args.check)
+        progress.print_drift(collector.rows, human, check=args.check)
+    outcome.print_changes(total, reports, collector.rows, human, check=args.check,
+                          diff=args.diff, verbose=args.verbose)
     if stopped:
         print(f"rollout stopped: {len(failed)} host(s) failed (allowed {budget}); not run: "
               f"{', '.join(not_run)}", file=human)
@@ -151,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
             print(safe_line(setvars.apply_write(write)), file=human)
             written = str(write.path)
     if args.json:
-        doc = progress.result_document(total, code)
+        doc = progress.result_document(total, code, reports)
         doc.update({"roles": roles, "settings": settings, "batches": plan,
                     "max_fail": budget, "stopped": stopped, "not_run": not_run,
                     "failed_hosts": failed, "drift": collector.as_dicts(),

@@ -98,7 +98,8 @@ def test_json_document() -> None:
 
 
 def test_role_reports_are_collected_per_host_and_printed():
-    from rdmaprov.progress import ProgressState, print_reports, report_lines
+    from rdmaprov.outcome import print_reports
+    from rdmaprov.progress import ProgressState, report_lines
 
     def ev(action, msg, host="node1", kind="runner_on_ok"):
         return {"event": kind, "event_data": {"host": host, "task": "Report what this host has",
@@ -129,9 +130,9 @@ def test_role_reports_are_collected_per_host_and_printed():
     assert [lines for _, lines in state.reports["node1"]] == [["GPUs: none visible", "RDMA: none"]]
     assert state.reports["node2"][0][1] == ["one", "two"]
     out = io.StringIO()
-    print_reports(state.reports, out)
+    print_reports(state.reports, ["node1", "node2"], out, verbose=1)
     text = out.getvalue()
-    assert text.index("node1") < text.index("GPUs: none visible") < text.index("node2")
+    assert text.index("node1:") < text.index("GPUs: none visible") < text.index("node2:")
 
 
 def test_drift_table_prints_bracketed_loop_labels_as_text() -> None:
@@ -140,10 +141,10 @@ def test_drift_table_prints_bracketed_loop_labels_as_text() -> None:
     out = io.StringIO()
     rows = [DriftRow("node1", "container_runtime : Directories [/etc/systemd/system.conf.d]",
                      "state=absent", "state=directory")]
-    print_drift(rows, ["node1", "node2"], out, check=True)
+    print_drift(rows, out, check=True)
     text = out.getvalue()
     assert "Drift (current -> wanted)" in text
-    assert "[/etc/systemd/system.conf.d]" in text and "in line: node2" in text
+    assert "[/etc/systemd/system.conf.d]" in text
 
 
 def test_a_start_without_a_result_is_not_counted_running_forever() -> None:

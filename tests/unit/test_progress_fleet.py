@@ -12,7 +12,8 @@ from typing import Any
 from rich.console import Console
 
 from rdmaprov.engine import Failure, HostResult, RunResult
-from rdmaprov.progress import Progress, print_reports, print_summary
+from rdmaprov.outcome import print_reports
+from rdmaprov.progress import Progress, print_summary
 
 HOSTS = [f"node{i:04d}" for i in range(1, 999)] + ["[red]evil", "\x1b]0;pwned\x07node-esc"]
 UNREACHABLE = "node0017"
@@ -221,19 +222,22 @@ def test_a_fleet_summary_has_a_row_per_kind_of_host_and_names_the_failing() -> N
 
 
 def test_a_fleets_role_reports_are_grouped_by_what_they_say() -> None:
+    """Each line once, under the hosts that said it, their names folded: the odd ones out say
+    what differs under their own names."""
     same = [("preflight : Check the host and report what it has", ["GPUs: 8", "RDMA: mlx5_0"])]
     reports = {h: same for h in HOSTS}
     reports[SLOW] = [(same[0][0], ["GPUs: 7", "RDMA: mlx5_0"])]
     reports["[red]evil"] = [(same[0][0], ["GPUs: 8", "RDMA: none"])]
     out = io.StringIO()
-    print_reports(reports, out)
+    print_reports(reports, HOSTS, out)
     lines = out.getvalue().splitlines()
-    assert len(lines) == 3 * 4
+    assert len(lines) == 4 * 3
     heads = [line for line in lines if not line.startswith(" ")]
-    assert heads[:2] == ["[red]evil", SLOW]  # the odd ones out first, in name order
-    assert heads[2].startswith("node-esc, node0001, ") and heads[2].endswith(
-        "(+978 more) (998 hosts)")
-    assert lines[-2:] == ["    GPUs: 8", "    RDMA: mlx5_0"]
+    assert heads == ["node-esc,[red]evil,node[0001-0554,0556-0998]:", "node-esc,node[0001-0998]:",
+                     f"{SLOW}:", "[red]evil:"]
+    assert [lines[lines.index(h) + 2] for h in heads] == [
+        "    GPUs: 8", "    RDMA: mlx5_0", "    GPUs: 7", "    RDMA: none"]
+    assert "\x1b" not in out.getvalue()
     out = io.StringIO()
-    print_reports(reports, out, verbose=1)
+    print_reports(reports, HOSTS, out, verbose=1)
     assert len(out.getvalue().splitlines()) == 1000 * 4
