@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from rdmaprov.hostlist import fold
+
 pytestmark = pytest.mark.lab
 
 RDMAPROV = [sys.executable, "-m", "rdmaprov"]
@@ -52,6 +54,12 @@ def test_second_run_changes_nothing(lab, converged):
     assert changed == {}, f"second run changed something: {changed}"
     # Nothing changed, so nothing is proven again (--validate always would).
     assert doc["validation"] is None, doc["validation"]
+    # What a user sees: one line for the nodes in line, no node's report (-v prints them).
+    said = err.splitlines()
+    folded = fold(lab.nodes)
+    assert any(line.startswith(f"in line: {folded}: nothing changed (") and
+               line.endswith(" report lines each; -v shows them)") for line in said), err[-2000:]
+    assert not {f"{n}:" for n in [*lab.nodes, folded]} & set(said), err[-2000:]
     # Probe once, act only on drift: a converged host costs a few task results per role.
     results = {node: c["ok"] + c["skipped"] for node, c in doc["hosts"].items()}
     assert max(results.values()) <= NO_CHANGE_TASKS, results
