@@ -118,7 +118,7 @@ def _target(path: Path, inv: Inventory) -> tuple[str, str]:
             break
         return kind, rel.parts[0] if len(rel.parts) == 2 else full.stem
     raise UserError(f"--write {path}: not a .yml file in the group_vars/ or host_vars/ of the "
-                    f"inventory ({_shown_path(base)}; e.g. {example})")
+                    f"inventory (e.g. {example})")
 
 
 def _shown_path(path: Path) -> str:
