@@ -115,6 +115,9 @@ class HostResult:
     rescued: int = 0
     ignored: int = 0
     failure: Failure | None = None
+    # Seconds of its task results, summed (ansible-runner's per-result "duration"): what the run
+    # measured of a host that never ran its own part (validate's report times it so).
+    seconds: float = 0.0
 
     @property
     def healthy(self) -> bool:
@@ -194,6 +197,7 @@ class RunnerSession:
         self.on_event = on_event
         self._cancel = threading.Event()
         self._last_failure: dict[str, Failure] = {}
+        self._seconds: dict[str, float] = {}
         self._errors: list[str] = []
         self._last_line = ""
         self._in_flight: dict[str, str] = {}
@@ -300,6 +304,10 @@ class RunnerSession:
             self._in_flight[str(data["host"])] = task_label(data)
         elif kind in _HOST_RESULT_EVENTS:
             self._in_flight.pop(str(data.get("host", "")), None)
+            took = data.get("duration")
+            if isinstance(took, int | float) and not isinstance(took, bool):
+                host = str(data.get("host", ""))
+                self._seconds[host] = self._seconds.get(host, 0.0) + float(took)
         if kind in ("runner_on_failed", "runner_on_unreachable"):
             if data.get("ignore_errors"):
                 return
@@ -440,6 +448,7 @@ class RunnerSession:
                 if attr:
                     setattr(hr, attr, int(count))
         for hr in hosts.values():
+            hr.seconds = round(self._seconds.get(hr.name, 0.0), 3)
             if not hr.healthy:
                 hr.failure = self._last_failure.get(hr.name)
         rc = int(runner.rc if runner.rc is not None else 1)

@@ -31,7 +31,7 @@ from typing import Any
 from rdmaprov import collection
 from rdmaprov.errors import UserError
 from rdmaprov.parsers.nccl_log import parse_nccl_log
-from rdmaprov.validate import nccl_settings, rendezvous
+from rdmaprov.validate import nccl_settings, rendezvous, run_times
 from rdmaprov.validate import rounds as R
 from rdmaprov.validate import verdict as V
 from rdmaprov.validate.nics import read_log
@@ -702,10 +702,12 @@ def judge_rails(rails_dir: Path, fabric: Run, rows: dict[str, HostResult],
 
 
 def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_FRACTION,
-          hosts: list[str] | None = None, failures: Mapping[str, str] | None = None) -> Report:
+          hosts: list[str] | None = None, failures: Mapping[str, str] | None = None,
+          ansible_s: Mapping[str, float] | None = None) -> Report:
     """The report of a results directory. ``hosts``: the inventory hosts that were asked to run
     (default: the fabric run's); ``failures``: hosts that failed before the run (unreachable,
-    preflight), with Ansible's reason.
+    preflight), with Ansible's reason; ``ansible_s``: Ansible's time on such a host's tasks
+    (run_times.measure).
 
     Every host is its inventory name: the document's ranks map to hosts by rank, never by the
     hostname a worker reports (fresh nodes all say localhost, containers share the host's)."""
@@ -718,8 +720,10 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
         why = (f"not launched: {len(failures)} of {len(rows)} hosts failed before the run "
                "(each host's line says why)" if failures
                else f"no fabric run in {results} (no fabric/run.json)")
-        return Report(None, None, None, V.Bar(None, "no fabric run"), [], list(rows.values()),
-                      error=why, source=str(results))
+        report = Report(None, None, None, V.Bar(None, "no fabric run"), [],
+                        list(rows.values()), error=why, source=str(results))
+        run_times.measure(report, [], results, ansible_s)
+        return report
     notes = []
     # A rendezvous that never completed: who never joined (or is cut off the fabric), from each
     # host's own worker record; the hosts that only waited are named so, never blamed.
@@ -855,9 +859,12 @@ def judge(results: Path, policy: V.Policy, pair_fraction: float = DEFAULT_PAIR_F
             for r in compare:
                 r.note = (r.note + "; " if r.note else "") + (
                     f"backend {(doc or {}).get('backend')}: both runs are TCP, no RDMA to compare")
-    return Report(
+    report = Report(
         backend=(doc or {}).get("backend") or fabric.meta.get("backend"),
         world_size=(doc or {}).get("world_size"), busbw_GBps=busbw, bar=bar, checks=checks,
         hosts=[rows[h] for h in rows], error=error, pairwise=pairwise,
         results=(doc or {}).get("results") if fabric.ok else None, compare=compare,
         source=str(results), notes=notes, stability=stability)
+    run_times.measure(report, [fabric] + ([socket] if socket is not None else []), results,
+                      ansible_s)
+    return report

@@ -14,6 +14,7 @@ import importlib.util
 import json
 import shutil
 import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -25,7 +26,7 @@ from rdmaprov.errors import UserError
 from rdmaprov.hostreason import host_reason
 from rdmaprov.resources import playbook as find_playbook
 from rdmaprov.validate import judge as J
-from rdmaprov.validate import record
+from rdmaprov.validate import record, run_times
 from rdmaprov.validate import verdict as V
 from rdmaprov.validate.report import Report, write_html, write_junit
 from rdmaprov.validate.request import Request
@@ -87,6 +88,7 @@ def execute(req: Request, human: TextIO) -> Report:
         raise UserError("\n".join(problems))
     run_options.check(req.run)
     pol = req.policy()
+    started = time.time()
     keep = req.results is not None
     results = (req.results.resolve() if req.results is not None
                else Path(tempfile.mkdtemp(prefix="rdmaprov-validate-")))
@@ -96,6 +98,7 @@ def execute(req: Request, human: TextIO) -> Report:
             for old in results.iterdir():  # runs of an earlier call would be judged again
                 if old.is_dir() and ((old / "run.json").is_file() or old.name == "rails"):
                     shutil.rmtree(old)
+            (results / run_times.RECORD).unlink(missing_ok=True)  # an earlier run's
         extra = {"nccl_validate_results_dir": str(results), **req.role_vars("run")}
         # First, so that a user's own -e nccl_validate_worker_src still wins.
         run = replace(req.run, extra_vars=(json.dumps(worker_source()), *req.run.extra_vars,
@@ -103,6 +106,9 @@ def execute(req: Request, human: TextIO) -> Report:
         inv = inventory_mod.load(req.inventory, limit=run.limit,
                                  extra_vars=list(run.extra_vars))
         report = _live(req, run, inv, pol, results, human)
+        run_times.controller(report, started, req.inventory)
+        if keep:
+            run_times.save_record(report, results)
         # The fleet record (what `status` shows) takes a completed validation only: a fabric
         # run that the judge read, or hosts that failed before it with their own reason.
         if (results / "fabric" / "run.json").is_file() or any(h.error for h in report.hosts):
@@ -157,11 +163,13 @@ def _live(req: Request, run: run_options.RunOptions, inv: Any, pol: V.Policy, re
     if fabric.error and not fabric.hosts:
         raise UserError(fabric.error)
     failures = _failed_before_run(fabric, [results / "fabric"])
-    report = J.judge(results, pol, req.pair_fraction, hosts, failures)
+    # A host that never launched has no steps.log: Ansible's time on its tasks is its figure.
+    seconds = {h: fabric.hosts[h].seconds for h in failures if h in fabric.hosts}
+    report = J.judge(results, pol, req.pair_fraction, hosts, failures, ansible_s=seconds)
     ran = [h for h in hosts if h not in failures]
     if req.compare_socket and ran and report.error is None:
         _play(run, inv, {"nccl_validate_run_label": "socket",
                          "nccl_validate_env_override": {"NCCL_IB_DISABLE": "1"},
                          "nccl_validate_rails": "never"}, human, ran)
-        report = J.judge(results, pol, req.pair_fraction, hosts, failures)
+        report = J.judge(results, pol, req.pair_fraction, hosts, failures, ansible_s=seconds)
     return report

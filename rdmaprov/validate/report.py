@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from rdmaprov import __version__
 from rdmaprov.errors import UserError
 from rdmaprov.textsafe import safe_text
 from rdmaprov.validate.verdict import FAIL, PASS, SKIP, Bar, Check, gbps
@@ -83,6 +84,10 @@ class HostResult:
     # The NCCL settings its worker applied, as NCCL takes them: {NAME: {value, from}} ("from":
     # environment or the file it was read from; nccl_settings.worker_applied)
     nccl_applied: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Seconds its part of the run took, measured (validate/run_times.py): its launches (steps.log:
+    # launch start to exit), or for a host that never launched, Ansible's time on its tasks;
+    # None when nothing measured it.
+    duration_s: float | None = None
 
     def fail(self, reason: str, error: bool = False) -> None:
         self.passed = False
@@ -142,6 +147,21 @@ class CompareRow:
 
 
 @dataclass
+class RunInfo:
+    """When and what: the run's start and duration as measured (validate/run_times.py), the
+    inventory it ran on, and the rdmaprov that made the report."""
+
+    started: str | None = None  # ISO 8601, UTC ("2026-12-08T00:03:01Z"); None: not measured
+    duration_s: float | None = None
+    clock: str = ""  # what measured both: "controller" (this run) or "steps.log" (the hosts')
+    inventory: str | None = None  # None: not recorded (a results directory of another run)
+    version: str = __version__
+    # Seconds each pair round took on the rendezvous host (steps.log), by round number.
+    rounds_s: dict[str, float] = field(default_factory=dict)
+    fabric_s: float | None = None  # the fabric launch: first launch start to last exit
+
+
+@dataclass
 class Report:
     backend: str | None
     world_size: int | None
@@ -156,6 +176,7 @@ class Report:
     source: str = ""  # the results directory judged
     notes: list[str] = field(default_factory=list)  # facts of the run worth a line (shared names)
     stability: Stability | None = None
+    run: RunInfo = field(default_factory=RunInfo)
 
     @property
     def passed(self) -> bool:
@@ -173,7 +194,8 @@ class Report:
                "busbw_GBps": self.busbw_GBps, "bar": self.bar, "checks": self.checks,
                "error": self.error, "hosts": self.hosts, "pairwise": self.pairwise,
                "results": self.results, "compare": self.compare or None,
-               "source": self.source, "notes": self.notes, "stability": self.stability}
+               "source": self.source, "notes": self.notes, "stability": self.stability,
+               "run": self.run}
         return _cleaned(doc)
 
 
@@ -219,8 +241,12 @@ def print_table(report: Report, out: TextIO) -> None:
             print(f"  slow pair, no single host to blame: {u}", file=out)
     st = d["stability"]
     if st and st["sizes"]:
-        print(f"iterations (UNSTABLE above p99/p50 {st['limit']:g} at the large sizes):",
-              file=out)
+        check = next((c for c in d["checks"] if c["name"] == "stability"), None)
+        if check is not None and check["status"] == SKIP:  # not judged: no alarm word
+            print(f"iterations (stability check skipped: {check['reason']}):", file=out)
+        else:
+            print(f"iterations (UNSTABLE above p99/p50 {st['limit']:g} at the large sizes):",
+                  file=out)
         print(f"  {'bytes':>12} {'p50':>11} {'p99':>11} {'max':>11} {'p99/p50':>8}", file=out)
         for z in st["sizes"]:
             ratio = z["p99_us"] / z["p50_us"] if z["p50_us"] else 0.0
@@ -268,21 +294,38 @@ def print_table(report: Report, out: TextIO) -> None:
 
 # ----- JUnit ----------------------------------------------------------------------------------
 
+def _seconds(value: Any) -> str | None:
+    """A measured duration as JUnit's ``time`` (seconds, a decimal), None when none was."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+        return None
+    return f"{value:.3f}"
+
+
 def junit_xml(report: Report, doc: dict[str, Any] | None = None) -> ET.Element:
     """<testsuites> with three suites: the fabric's checks, the hosts, the pairs. Failed checks
     and hosts are <failure>, hosts that never produced a result (unreachable, preflight, hung)
     <error>, skipped checks <skipped/> — the JUnit shape Jenkins' xunit schema and GitLab read.
+    Every suite has the run's start as its ``timestamp``; every ``time`` is one the run measured
+    (validate/run_times.py): a host's its launch (or Ansible's time on a host that never
+    launched), a pair's its round, a fabric check's the fabric launch it judges; a case with no
+    figure of its own has the run's, and without any the attribute is left out, never a 0.
     ``doc``: the report's to_dict() when the caller has it already (one pass at 10,000 hosts)."""
     d = doc if doc is not None else report.to_dict()
+    run = d.get("run") or {}
+    whole = run.get("duration_s")
+    fabric_s = run.get("fabric_s") if run.get("fabric_s") is not None else whole
     root = ET.Element("testsuites", name="rdmaprov validate")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
 
-    def suite(name: str, cases: list[tuple[str, str, str, str]]) -> None:
-        """cases: (name, status pass|fail|error|skip, message, text)."""
+    def suite(name: str, cases: list[tuple[str, str, str, str, Any]], took: Any) -> None:
+        """cases: (name, status pass|fail|error|skip, message, text, seconds)."""
         s = ET.SubElement(root, "testsuite", name=name)
         counts = {"tests": len(cases), "failures": 0, "errors": 0, "skipped": 0}
-        for case_name, status, message, text in cases:
-            c = ET.SubElement(s, "testcase", classname=name, name=case_name, time="0")
+        for case_name, status, message, text, seconds in cases:
+            c = ET.SubElement(s, "testcase", classname=name, name=case_name)
+            t = _seconds(seconds if seconds is not None else whole)
+            if t is not None:
+                c.set("time", t)
             if status == "fail":
                 counts["failures"] += 1
                 ET.SubElement(c, "failure", message=message, type="failure").text = text
@@ -297,41 +340,52 @@ def junit_xml(report: Report, doc: dict[str, Any] | None = None) -> ET.Element:
         for k, v in counts.items():
             s.set(k, str(v))
             totals[k] += v
-        s.set("time", "0")
+        t = _seconds(took)
+        if t is not None:
+            s.set("time", t)
+        if run.get("started"):
+            s.set("timestamp", run["started"])
 
     fabric = [(c["name"], {PASS: "pass", FAIL: "fail", SKIP: "skip"}[c["status"]], c["reason"],
-               c["reason"]) for c in d["checks"]]
+               c["reason"], fabric_s) for c in d["checks"]]
     if d["error"]:
-        fabric.append(("worker", "error", d["error"], d["error"]))
+        fabric.append(("worker", "error", d["error"], d["error"], fabric_s))
     bar = d["bar"]
     fabric.append(("bar", "pass", bar["source"],
                    f"bar {_bw(bar['GBps'])}: {bar['source']}" if bar["GBps"] is not None
-                   else f"no bar: {bar['source']}"))
-    suite("rdmaprov.validate.fabric", fabric)
+                   else f"no bar: {bar['source']}", fabric_s))
+    suite("rdmaprov.validate.fabric", fabric, fabric_s)
     hosts = []
     for h in d["hosts"]:
         first = h["reasons"][0] if h["reasons"] else "failed"
         status = "pass" if h["passed"] else ("error" if h["error"] else "fail")
-        hosts.append((h["host"], status, first, "\n".join(h["reasons"]) or h["transport"]))
-    suite("rdmaprov.validate.hosts", hosts)
+        hosts.append((h["host"], status, first, "\n".join(h["reasons"]) or h["transport"],
+                      h.get("duration_s")))
+    suite("rdmaprov.validate.hosts", hosts, whole)
     if d["pairwise"]:
+        rounds = run.get("rounds_s") or {}
         pairs = []
         for p in d["pairwise"]["pairs"]:
             name = "+".join(p["hosts"])
+            took = rounds.get(str(p["round"])) if p["round"] is not None else None
+            took = took if took is not None else fabric_s
             if p["error"]:
-                pairs.append((name, "error", p["error"], p["error"]))
+                pairs.append((name, "error", p["error"], p["error"], took))
             elif p["slow"]:
                 text = (f"busbw {_bw(p['busbw_GBps'])} below the bar "
                         f"{_bw(d['pairwise']['bar_GBps'])}")
-                pairs.append((name, "fail", text, text))
+                pairs.append((name, "fail", text, text, took))
             else:
-                pairs.append((name, "pass", "", f"busbw {_bw(p['busbw_GBps'])}"))
-        suite("rdmaprov.validate.pairs", pairs)
+                pairs.append((name, "pass", "", f"busbw {_bw(p['busbw_GBps'])}", took))
+        spent = sum(rounds.values()) if rounds else fabric_s
+        suite("rdmaprov.validate.pairs", pairs, spent)
     # <testsuites> carries tests/failures/errors only (Jenkins' junit-10.xsd has no "skipped"
     # there; each <testsuite> has its own).
     for k in ("tests", "failures", "errors"):
         root.set(k, str(totals[k]))
-    root.set("time", "0")
+    t = _seconds(whole)
+    if t is not None:
+        root.set("time", t)
     return root
 
 

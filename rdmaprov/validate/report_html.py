@@ -28,6 +28,8 @@ LEFT, RIGHT, TOP, BOTTOM = 64, 24, 20, 48
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22", "#17becf", "#d62728")
 
+NEUTRAL = "#888"  # what was not judged: neither the pass colour nor the alarm's
+
 # A fleet's page stays quick to open: failing hosts and slow pairs come first, in the open; the
 # rest sit in a <details> that is open only when it holds at most this many rows.
 OPEN_ROWS = 50
@@ -192,10 +194,11 @@ def _cell(value: Any, scale: float, fmt: str, unit: str) -> str:
     return f'<td class="num">{_e(text)}</td>'
 
 
-def iterations_svg(rows: list[dict[str, Any]], limit: float, width: int = 640,
+def iterations_svg(rows: list[dict[str, Any]], limit: float | None, width: int = 640,
                    height: int = 220) -> str:
     """Every iteration of each size as a dot at its time / the size's median: a flat fabric is
-    a line of dots at 1, a pausing or retransmitting one has dots far above the limit line."""
+    a line of dots at 1, a pausing or retransmitting one has dots far above the limit line.
+    ``limit`` None: not judged (a skipped check): no limit line, every dot one neutral colour."""
     series = []
     for r in rows:
         each = r.get("iters_us")
@@ -205,7 +208,7 @@ def iterations_svg(rows: list[dict[str, Any]], limit: float, width: int = 640,
                                              if isinstance(t, int | float)]))
     if not series:
         return ""
-    top = max([limit * 1.2] + [max(v) for _, v in series if v])
+    top = max([(limit or 1.0) * 1.2] + [max(v) for _, v in series if v])
     left, right, pad = 56, width - 12, 18
     lane = (right - left) / len(series)
 
@@ -214,15 +217,17 @@ def iterations_svg(rows: list[dict[str, Any]], limit: float, width: int = 640,
 
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            'role="img" aria-label="iteration time over the median, per size">',
-           f'<line x1="{left}" x2="{right}" y1="{py(limit):.1f}" y2="{py(limit):.1f}" '
-           'stroke="#c0392b" stroke-dasharray="4 3"/>',
-           f'<text x="4" y="{py(limit) + 4:.1f}" font-size="10">x{limit:g}</text>',
            f'<text x="4" y="{py(1.0) + 4:.1f}" font-size="10">x1</text>']
+    if limit is not None:
+        out += [f'<line class="limit" x1="{left}" x2="{right}" y1="{py(limit):.1f}" '
+                f'y2="{py(limit):.1f}" stroke="#c0392b" stroke-dasharray="4 3"/>',
+                f'<text x="4" y="{py(limit) + 4:.1f}" font-size="10">x{limit:g}</text>']
     for i, (size, ratios) in enumerate(series):
         x0 = left + i * lane
         step = lane * 0.8 / max(1, len(ratios))
         for k, ratio in enumerate(ratios):
-            color = "#c0392b" if ratio > limit else "#2471a3"
+            color = "#c0392b" if limit is not None and ratio > limit else (
+                "#2471a3" if limit is not None else NEUTRAL)
             out.append(f'<circle cx="{x0 + lane * 0.1 + k * step:.1f}" cy="{py(ratio):.1f}" '
                        f'r="2" fill="{color}"/>')
         label = human_bytes(size) if isinstance(size, int | float) else str(size)
@@ -232,13 +237,42 @@ def iterations_svg(rows: list[dict[str, Any]], limit: float, width: int = 640,
     return "\n".join(out)
 
 
+def _check(report: dict[str, Any], name: str) -> dict[str, Any]:
+    return next((c for c in report.get("checks") or [] if isinstance(c, dict)
+                 and c.get("name") == name), {})
+
+
 def _stability_html(report: dict[str, Any]) -> list[str]:
     st = report.get("stability") or {}
     if not st.get("sizes"):
         return []
     limit = float(st.get("limit") or 2.0)
-    parts = [f"<h2>Iterations (UNSTABLE above p99/p50 {_e(f'{limit:g}')} at the large "
-             "sizes)</h2>"]
+    check = _check(report, "stability")
+    if check.get("status") == "skip":
+        # Not judged (too few iterations to read a p99): the times as they are, no limit line,
+        # no alarm colour, no UNSTABLE: a skipped check is neither a pass nor a failure.
+        parts = [f"<h2>Iterations (stability check skipped: {_e(check.get('reason', ''))})</h2>"]
+        rows = []
+        for z in st["sizes"]:
+            p50, p99 = z.get("p50_us") or 0, z.get("p99_us") or 0
+            rows.append([f'<td class="num">{_e(human_bytes(z.get("bytes") or 0))}</td>',
+                         _cell(p50, 1e-3, ".3f", " ms"), _cell(p99, 1e-3, ".3f", " ms"),
+                         _cell(z.get("max_us"), 1e-3, ".3f", " ms"),
+                         _cell(p99 / p50 if p50 else 0.0, 1, ".2f", "")])
+        parts.append(_table(["size", "p50", "p99", "max", "p99/p50"], rows))
+        svg = iterations_svg([r for r in report.get("results") or [] if isinstance(r, dict)],
+                             None)
+        if svg:
+            parts.append(svg)
+            parts.append('<p class="note">Each dot is one iteration\'s time over its size\'s '
+                         "median; not judged (the check was skipped).</p>")
+        return parts
+    if check.get("status") == "pass":
+        parts = [f"<h2>Iterations (stable: p99/p50 within {_e(f'{limit:g}')} at the large "
+                 "sizes)</h2>"]
+    else:
+        parts = [f"<h2>Iterations (UNSTABLE above p99/p50 {_e(f'{limit:g}')} at the large "
+                 "sizes)</h2>"]
     rows = []
     for z in st["sizes"]:
         p50, p99 = z.get("p50_us") or 0, z.get("p99_us") or 0
@@ -267,6 +301,25 @@ def _stability_html(report: dict[str, Any]) -> list[str]:
     return parts
 
 
+def _started(run: dict[str, Any]) -> str:
+    if not run.get("started"):
+        return "not measured (no steps.log in the results, no record of the run)"
+    by = {"controller": "the controller's clock",
+          "steps.log": "the hosts' clocks (steps.log)"}.get(str(run.get("clock")), "")
+    return f"{run['started']}" + (f" ({by})" if by else "")
+
+
+def _duration(seconds: Any) -> str:
+    """6.827 -> '6.8 s'; 125 -> '2 min 5 s'; not a number -> 'not measured'."""
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool):
+        return "not measured"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    m, sec = divmod(round(seconds), 60)
+    h, m = divmod(m, 60)
+    return (f"{h} h " if h else "") + f"{m} min {sec} s"
+
+
 def render(report: dict[str, Any]) -> str:
     """The whole page, from the report's document (``Report.to_dict()``)."""
     verdict = "PASS" if report.get("passed") else "FAIL"
@@ -277,7 +330,14 @@ def render(report: dict[str, Any]) -> str:
              f"<title>rdmaprov validate: {verdict}</title>", f"<style>{CSS}</style>",
              "</head>", "<body>",
              f'<h1>rdmaprov validate: <span class="verdict {verdict}">{verdict}</span></h1>']
+    run = report.get("run") or {}
     facts = [
+        ("started (UTC)", _started(run)),
+        ("duration", _duration(run.get("duration_s"))),
+        ("inventory", run.get("inventory") or "not recorded (a results directory judged with "
+         "--judge DIR, its run not made by this rdmaprov with --results)"),
+        ("rdmaprov", run.get("version") or "-"),
+        ("results", report.get("source") or "-"),
         ("backend", report.get("backend") or "-"),
         ("ranks", report.get("world_size") or "-"),
         ("hosts", len(hosts)),

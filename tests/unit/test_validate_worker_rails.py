@@ -18,6 +18,7 @@ from rdmaprov.validate import judge as J
 from rdmaprov.validate import rounds as R
 from rdmaprov.validate import verdict as V
 from rdmaprov.validate import worker_rails as rails
+from rdmaprov.validate.report import RunInfo
 from rdmaprov.validate.slurm import worker_files
 
 FIX = Path(__file__).parent.parent / "fixtures" / "explain"
@@ -245,6 +246,7 @@ def test_a_live_run_judges_only_its_own_rails_and_the_socket_run_has_none(tmp_pa
 
     class Ran:
         hosts: tuple = ()
+        run = RunInfo()
 
     def live(req, run, inv, pol, res, human):
         seen["left"] = sorted(p.name for p in res.iterdir())

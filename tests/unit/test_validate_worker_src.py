@@ -14,11 +14,13 @@ import rdmaprov
 from rdmaprov import inventory
 from rdmaprov.run_options import RunOptions
 from rdmaprov.validate import pipeline, request
+from rdmaprov.validate.report import RunInfo
 
 
 class _Report:
-    """What _live returns: a report of hosts, none failed before the run."""
+    """What _live returns: a report of hosts, none failed before the run, and its times."""
     hosts: tuple = ()
+    run = RunInfo()
 
 
 REPORT = _Report()
