@@ -124,9 +124,9 @@ def measure(report: Report, runs: list[Any], results: Path,
     report.run = info
 
 
-def controller(report: Report, started: float, inventory: Path) -> None:
+def controller(report: Report, started: float, inventory: Path | str) -> None:
     """A run this rdmaprov made: its start and duration by the controller's clock (from
-    ``started`` to now) and its inventory."""
+    ``started`` to now) and its inventory (the Slurm launcher's: a line saying it has none)."""
     report.run.started = iso_utc(started)
     report.run.duration_s = round(time.time() - started, 3)
     report.run.clock = "controller"

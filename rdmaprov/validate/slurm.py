@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
@@ -48,7 +49,7 @@ import yaml
 from rdmaprov import collection
 from rdmaprov.errors import UserError
 from rdmaprov.resources import collection_root
-from rdmaprov.validate import request
+from rdmaprov.validate import request, run_times
 from rdmaprov.validate.report import Report
 from rdmaprov.validate.request import Request
 from rdmaprov.values import convert
@@ -186,6 +187,7 @@ def execute(req: Request, human: TextIO) -> Report:
     if nodes < 1:
         raise UserError(f"partition {req.partition}: no idle node (sinfo); give --nodes N")
     keep = req.results is not None
+    started = time.time()
     results = (req.results.resolve() if req.results is not None
                else Path(tempfile.mkdtemp(prefix="rdmaprov-validate-")))
     work = Path(tempfile.mkdtemp(prefix="rdmaprov-slurm-"))
@@ -195,6 +197,7 @@ def execute(req: Request, human: TextIO) -> Report:
             for old in results.iterdir():  # runs of an earlier call would be judged again
                 if old.is_dir() and (old / "run.json").is_file():
                     shutil.rmtree(old)
+            (results / run_times.RECORD).unlink(missing_ok=True)  # an earlier run's
         spec = spec_of(s, v, results, list(req.srun_arg))
         timeout = spec["timeout"]
         (work / "spec.json").write_text(json.dumps(spec))
@@ -216,6 +219,10 @@ def execute(req: Request, human: TextIO) -> Report:
             raise UserError(f"salloc ended with status {p.returncode} and no results "
                             "(its error is above)")
         report = J.judge(results, pol, req.pair_fraction)
+        # The whole validation by the controller's clock, queueing included; no inventory.
+        run_times.controller(report, started, f"none: Slurm partition {req.partition}")
+        if keep:
+            run_times.save_record(report, results)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if not keep:
