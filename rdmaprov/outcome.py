@@ -9,7 +9,8 @@ roles' reports, what changed, and the hosts in line.
   run's own results (rdmaprov.drift.DriftCollector's rows: what each task reported as changed,
   and from what to what where the task says), e.g.
   ``node1: net_mtu : Set the runtime MTU [eth1]: 1500 -> 9000``.
-- In line: ``in line: node[1-3]: nothing changed (27 report lines each; -v shows them)``.
+- In line: ``in line: node[1-3]: nothing changed (27 report lines each; -v shows them)``: all
+  a no-change re-run prints after its progress (the summary table only with -v, wants_table).
 
 ``-q``: no reports; the changes, the failures and the last line only. Host and report text
 reaches the terminal only through rdmaprov.progress.text (textsafe, never markup).
@@ -77,6 +78,12 @@ def shown_hosts(result: RunResult, reports: Reports, *, verbose: int) -> list[st
 def in_line(result: RunResult) -> list[str]:
     """The hosts the run found in line: no failure, nothing changed (or, --check, to change)."""
     return [name for name, h in result.hosts.items() if h.healthy and not h.changed]
+
+
+def wants_table(result: RunResult, *, verbose: int, quiet: bool) -> bool:
+    """Whether the summary table prints: not with -q, nor when every host is in line (the
+    in-line line says it all) unless -v."""
+    return not quiet and (bool(verbose) or len(in_line(result)) < len(result.hosts))
 
 
 def print_reports(reports: Reports, hosts: list[str], stream: TextIO, *,

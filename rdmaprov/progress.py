@@ -504,11 +504,11 @@ def summary_table(result: RunResult, *, verbose: int = 0) -> Table:
 
 
 def print_summary(result: RunResult, stream: TextIO, *, verbose: int = 0,
-                  quiet: bool = False) -> None:
-    """The per-host table (a fleet: per kind of host; -q: none), then the failing task and
-    message of each failed host."""
+                  table: bool = True) -> None:
+    """The per-host table (a fleet: per kind of host; unless ``table`` is false:
+    rdmaprov.outcome.wants_table), then the failing task and message of each failed host."""
     console = Console(file=stream, highlight=False, soft_wrap=True)
-    if result.hosts and not quiet:
+    if result.hosts and table:
         console.print(summary_table(result, verbose=verbose))
     for name, h in result.hosts.items():
         if h.healthy:

@@ -137,7 +137,8 @@ def run(args: argparse.Namespace, playbook: Path | None = None) -> int:
     code = exit_code(result)
     reports = view.state.reports
     outcome.print_host_reports(result, reports, human, verbose=args.verbose, quiet=quiet)
-    progress.print_summary(result, human, verbose=args.verbose, quiet=quiet)
+    progress.print_summary(result, human, verbose=args.verbose,
+                           table=outcome.wants_table(result, verbose=args.verbose, quiet=quiet))
     if args.diff:
         progress.print_drift(collector.rows, human, check=args.check)
     outcome.print_changes(result, reports, collector.rows, human, check=args.check,

@@ -132,7 +132,8 @@ def run(args: argparse.Namespace) -> int:
     total = merge(results)
     stopped = bool(not_run)
     outcome.print_host_reports(total, reports, human, verbose=args.verbose, quiet=quiet)
-    progress.print_summary(total, human, verbose=args.verbose, quiet=quiet)
+    progress.print_summary(total, human, verbose=args.verbose,
+                           table=outcome.wants_table(total, verbose=args.verbose, quiet=quiet))
     if args.diff:
         progress.print_drift(collector.rows, human, check=args.check)
     outcome.print_changes(total, reports, collector.rows, human, check=args.check,

@@ -85,7 +85,9 @@ def test_all_good_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
                                "--check", "-e", "marker=m1")
     assert code == 0
     assert "Say hello  ok=2\nReport check mode and an extra var  ok=2\n" in out  # per task
-    assert "Summary" in out
+    # Every host in line: that one line, no table (-v prints it).
+    assert "in line: bad,good: nothing to change (2 report lines each; -v shows them)" in out
+    assert "Summary" not in out
     code, out, _ = run_fixture(capsys, str(F / "hosts.ini"), "--skip-tags", "fail",
                                "--check", "-e", "marker=m1", "-v")
     assert code == 0

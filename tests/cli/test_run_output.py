@@ -47,7 +47,7 @@ def run(capsys: pytest.CaptureFixture[str], lab3: tuple[Path, Path], *argv: str,
 def test_a_first_run_groups_the_reports_and_lists_the_changes(capsys, lab3) -> None:
     code, lines, _ = run(capsys, lab3)
     assert code == 0
-    said = lines[lines.index("node[1-3]:"):lines.index("Summary")]
+    said = lines[lines.index("node[1-3]:"):lines.index("Summary")]  # hosts changed: the table
     assert said == ["node[1-3]:", "  Report what this host has", "    GPUs: none visible",
                     "    ib_core: not applicable: no /proc/modules",
                     *(x for i in (1, 2, 3) for x in (f"node{i}:", "  Report what this host has",
@@ -63,12 +63,14 @@ def test_a_no_change_rerun_prints_a_summary_only(capsys, lab3) -> None:
     assert lines[-1] == IN_LINE
     assert not any(line.endswith(":") and not line.startswith(" ") for line in lines), lines
     assert "changed:" not in lines and not any("GPUs" in line for line in lines)
+    assert "Summary" not in lines  # every host in line: the in-line line says it
     # -v: every host's report, host by host.
     code, lines, _ = run(capsys, lab3, "-v")
     assert code == 0 and lines[-1] == "in line: node[1-3]: nothing changed"
     heads = [line for line in lines if line.startswith("node") and line.endswith(":")]
     assert heads == ["node1:", "node2:", "node3:"]
     assert sum(line == "    GPUs: none visible" for line in lines) == 3
+    assert "Summary" in lines
     # -q: that one line.
     code, lines, _ = run(capsys, lab3, "-q")
     assert code == 0 and lines == [IN_LINE]

@@ -22,6 +22,7 @@ from rdmaprov.outcome import (
     in_line_line,
     print_changes,
     print_host_reports,
+    wants_table,
 )
 from rdmaprov.progress import ProgressState
 
@@ -126,6 +127,17 @@ def test_one_host_changed_and_one_failed() -> None:
                      "in line: node1: nothing changed (20 report lines each; -v shows them)"]
     assert lines[lines.index("changed:") + 1] == \
         "  node2: net_mtu : Set the runtime MTU [eth1]: 1500 -> 9000"
+
+
+def test_the_summary_table_prints_unless_every_host_is_in_line() -> None:
+    first, _, _ = replay("events-lab-first-run.json")
+    again, _, _ = replay("events-lab-no-change.json")
+    assert wants_table(first, verbose=0, quiet=False)
+    assert not wants_table(again, verbose=0, quiet=False)
+    assert wants_table(again, verbose=1, quiet=False)
+    assert not wants_table(first, verbose=0, quiet=True)
+    again.hosts["node2"].unreachable = 1
+    assert wants_table(again, verbose=0, quiet=False)
 
 
 def test_in_line_counts_differing_reports() -> None:
