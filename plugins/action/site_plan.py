@@ -30,7 +30,9 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         _valid, args = self.validate_argument_spec(argument_spec={
             "roles": {"type": "dict", "required": True},
+            "every": {"type": "bool", "default": False},
         })
+        every = args["every"]
         roles = {str(k): bool(v) for k, v in args["roles"].items()}
         unknown = site_plan.unknown_roles(list(roles))
         if unknown:
@@ -38,6 +40,8 @@ class ActionModule(ActionBase):
                                     % (", ".join(unknown), ", ".join(site_plan.PROBES)))
         result.update(changed=False, roles=roles, probes={}, differ={},
                       rdmaprov_reports=[])
+        if every:
+            return self._every(result, roles, task_vars)
         if site_plan.tags_limit(task_vars.get("ansible_run_tags"),
                                 task_vars.get("ansible_skip_tags")):
             result.update(drift=True, msg="tags choose the roles: each role reads the host itself")
@@ -69,8 +73,32 @@ class ActionModule(ActionBase):
             result["rdmaprov_reports"] = []  # the roles report for themselves
         return result
 
-    def _read(self, role, task_vars):
-        """(why the role has something to do or None, its probe's result)."""
+    def _every(self, result, roles, task_vars):
+        """`rdmaprov status`: every managed role read, none skipped after a first difference;
+        ``differ`` has each role that differs (site_plan.seen_drift), ``shown`` what status
+        shows of each probe, ``nccl_conf`` the template's answer."""
+        result.update(shown={}, nccl_conf=None)
+        try:
+            for role, managed in roles.items():
+                if not managed:
+                    continue
+                why, res = self._read(role, task_vars, result)
+                if res.get("unreachable"):
+                    return dict(res, changed=False)
+                why = site_plan.seen_drift(role, res) if why == "it differs" else why
+                if why:
+                    result["differ"][role] = why
+                result["shown"][role] = site_plan.shown(role, res)
+        finally:
+            self._remove_tmp_path(self._connection._shell.tmpdir)
+        result["drift"] = bool(result["differ"])
+        result["msg"] = ("; ".join("%s: %s" % kv for kv in result["differ"].items())
+                         if result["differ"] else "every role is in line")
+        return result
+
+    def _read(self, role, task_vars, status=None):
+        """(why the role has something to do or None, its probe's result); ``status`` (every
+        mode) gets the template's destination and whether it would change."""
         probe = site_plan.PROBES[role]
         res = self._step(probe.module, {"settings": {}}, probe.check_mode, task_vars)
         why = site_plan.judge(role, res)
@@ -85,6 +113,8 @@ class ActionModule(ActionBase):
                           dict(task_vars, **{register: res}))
         if tres.get("failed") or tres.get("unreachable"):
             return site_plan.judge(role, tres), tres
+        if status is not None:
+            status["nccl_conf"] = {"path": targs["dest"], "differs": bool(tres.get("changed"))}
         return ("%s would change" % targs["dest"] if tres.get("changed") else None), res
 
     def _step(self, name, args, check_mode, task_vars):

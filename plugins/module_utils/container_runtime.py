@@ -668,21 +668,25 @@ def plan(facts: dict, settings: dict) -> dict:
     # Anything to do. What is probed: the engine installed, the drop-ins, the images loaded. What
     # is not, and so goes through the tasks each run: docker's daemon.json, NVIDIA's toolkit and
     # CDI spec, a storage driver set in storage.conf, image files copied from the control host.
-    drift_why = []
+    # What the probe read to differ (differs), and what it cannot read (unprobed): both send the
+    # role through its tasks; `rdmaprov status` marks only the first.
+    missing_engine, unprobed = [], []
     if install_engine and not (engines.get(engine) or {}).get("usable"):
-        drift_why.append(f"{engine} is not installed (or does not answer)")
+        missing_engine.append(f"{engine} is not installed (or does not answer)")
     if engine == "docker":
-        drift_why.append("docker's daemon.json and daemon are not probed")
+        unprobed.append("docker's daemon.json and daemon are not probed")
     if gpu:
-        drift_why.append("NVIDIA's toolkit and CDI spec are not probed")
+        unprobed.append("NVIDIA's toolkit and CDI spec are not probed")
     if storage["driver"]:
-        drift_why.append(f"podman's storage driver {storage['driver']} is set in storage.conf")
+        unprobed.append(f"podman's storage driver {storage['driver']} is set in storage.conf")
     if images_to_copy:
-        drift_why.append("image files are copied from the control host")
-    drift_why += [f"image {name} is missing" for name in facts.get("images_missing") or []]
-    drift_why += state_drift.compare(facts.get("file_state") or {}, {},
-                                     dropins + systemd_dropin + files, [])
-    drift_why += list(rdma.get("drift") or [])
+        unprobed.append("image files are copied from the control host")
+    differs = missing_engine + [f"image {name} is missing"
+                                for name in facts.get("images_missing") or []]
+    differs += state_drift.compare(facts.get("file_state") or {}, {},
+                                   dropins + systemd_dropin + files, [])
+    differs += list(rdma.get("drift") or [])
+    drift_why = missing_engine + unprobed + differs[len(missing_engine):]
     drift = bool(drift_why)
 
     gpus = int(nvidia.get("gpus") or 0)
@@ -761,7 +765,8 @@ def plan(facts: dict, settings: dict) -> dict:
                            for i in images if i.get("name") in missing],
         "cdi": cdi,
         "verify": verify_plan(settings, facts, engine, cdi, memlock_note),
-        "drift": drift, "drift_why": drift_why, "errors": errors,
+        "drift": drift, "drift_why": drift_why, "differs": differs, "unprobed": unprobed,
+        "errors": errors,
         "refusal": "; ".join(errors),
         # Where something converges (and not under --check), podman info reports podman's
         # storage (configure.yml), so the plan's line for it goes.

@@ -199,6 +199,7 @@ def rdma_cdi(settings, found_engines):
         current = None
     facts = cdi_spec.read_facts(conf_path=settings.get("conf_path") or "")
     out = cdi_spec.plan(facts, {**settings, "path": path, "current": current})
+    out["present"] = current is not None
     out["engines"] = {}
     for name in ("podman", "docker"):
         version = (found_engines.get(name) or {}).get("version")

@@ -147,8 +147,10 @@ def kernel_modules(names: list, root: str = "/", release: str | None = None) -> 
                         for n in names]}
 
 
-def collect(run, modules: list, root: str = "/", release: str | None = None) -> dict:
-    """The status document of this node."""
+def collect(run, modules: list, root: str = "/", release: str | None = None,
+            nccl_conf: str = "") -> dict:
+    """The status document of this node; ``nccl_conf``: NCCL's settings file to report as
+    present or absent (whether its content is nccl_env's is the role's template's answer)."""
     sysfs = os.path.join(root, "sys")
     return {
         "drivers": drivers(run),
@@ -161,4 +163,7 @@ def collect(run, modules: list, root: str = "/", release: str | None = None) -> 
         "rdma_devices": rdma_sysfs.list_devices(sysfs),
         "validation": last_validation(root),
         "modules": kernel_modules(modules, root, release),
+        "nccl_conf": ({"path": nccl_conf,
+                       "exists": os.path.isfile(os.path.join(root, nccl_conf.lstrip("/")))}
+                      if nccl_conf else None),
     }

@@ -262,7 +262,7 @@ storage:
 rdma_cdi:
   description:
     - "The RDMA CDI plan: spec, content (the file's text, null for no spec), devices, problems,
-      report, drift, hcas, nccl_conf; engines (podman and docker: cdi, why, version) and
+      report, drift, hcas, nccl_conf, present (whether the spec file is on the host); engines (podman and docker: cdi, why, version) and
       docker_feature (whether daemon.json should enable CDI); enroot (path -> text of enroot's
       mounts.d/environ.d files, where enroot is installed)."
   returned: when O(rdma_cdi) is set
@@ -275,7 +275,9 @@ plan:
       pids_limit, pids_controller, memlock_why, storage, systemd, dirs, dropins,
       systemd_dropin, files, writes, rdma_cdi_content, remove, nvidia_cdi, nvidia_source,
       daemon_json, images_to_copy, image_dirs, images_to_load, cdi, verify, drift, drift_why,
-      errors, refusal, report, install_steps, configure_steps, image_steps."
+      differs, unprobed, errors, refusal, report, install_steps, configure_steps, image_steps."
+    - "C(differs) is what the probe read to differ, C(unprobed) what it cannot read (docker's
+      daemon.json, NVIDIA's toolkit): both are in C(drift_why) and make C(drift)."
     - "The three lists of steps are what the role's apply tasks run, one
       C(rdmaprov.cluster.container_runtime_apply) call each."
   returned: when O(settings) is given

@@ -21,6 +21,10 @@ options:
     type: list
     elements: str
     default: []
+  nccl_conf:
+    description: NCCL's settings file to report as present or absent (nccl_env_conf_path); empty reads none.
+    type: str
+    default: ""
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - rdmaprov.cluster.attributes
@@ -74,6 +78,10 @@ modules:
   description: C(can_load), C(reason) and, per name in O(modules), its C(state) (loaded, builtin or absent).
   returned: always
   type: dict
+nccl_conf:
+  description: O(nccl_conf) (C(path)) and whether it is there (C(exists)); null when O(nccl_conf) is empty.
+  returned: always
+  type: dict
 """
 
 import os
@@ -84,10 +92,12 @@ from ansible_collections.rdmaprov.cluster.plugins.module_utils import node_state
 
 def main() -> None:
     module = AnsibleModule(
-        argument_spec={"modules": {"type": "list", "elements": "str", "default": []}},
+        argument_spec={"modules": {"type": "list", "elements": "str", "default": []},
+                       "nccl_conf": {"type": "str", "default": ""}},
         supports_check_mode=True,
     )
-    state = node_state.collect(node_state.run, module.params["modules"], "/", os.uname().release)
+    state = node_state.collect(node_state.run, module.params["modules"], "/", os.uname().release,
+                               module.params["nccl_conf"])
     module.exit_json(changed=False, **state)
 
 

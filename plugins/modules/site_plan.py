@@ -29,6 +29,15 @@ options:
       it), in site.yml's order. A role that is not managed is not read.
     type: dict
     required: true
+  every:
+    description:
+      - Read every listed role, none left unread after a first difference (for C(rdmaprov status)).
+        RV(differ) then names each role whose probe saw a difference, and RV(shown) holds what
+        status shows of each probe. A role whose entry also runs for what its probe cannot read
+        (container_runtime, for docker's daemon.json and NVIDIA's toolkit) is named only for what
+        was read to differ. Tags are not looked at.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
@@ -53,7 +62,7 @@ drift:
   returned: always
   type: bool
 differ:
-  description: The first role with something to do, and why.
+  description: The first role with something to do, and why (with O(every), each such role).
   returned: always
   type: dict
 roles:
@@ -63,6 +72,16 @@ roles:
 probes:
   description: What other hosts' tasks read of a role's probe (net_mtu's plan).
   returned: always
+  type: dict
+shown:
+  description: With O(every), what C(rdmaprov status) shows of each role's probe (net_mtu's
+    runtime changes, container_runtime's differences and RDMA CDI spec).
+  returned: when O(every) is true
+  type: dict
+nccl_conf:
+  description: With O(every), nccl_env's file (C(path)) and whether the role's template would
+    change it (C(differs)); null where nccl_env was not read.
+  returned: when O(every) is true
   type: dict
 rdmaprov_reports:
   description: Each role's report (task label and lines) where every role is in line.
@@ -75,7 +94,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec={"roles": {"type": "dict", "required": True}},
+    module = AnsibleModule(argument_spec={"roles": {"type": "dict", "required": True},
+                                          "every": {"type": "bool", "default": False}},
                            supports_check_mode=True)
     module.fail_json(msg="site_plan runs on the control host as an action; it has no module body")
 

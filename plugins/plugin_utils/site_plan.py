@@ -49,6 +49,29 @@ class Probe:
     # Asked in check mode after the probe: a file that would change is drift.
     template: tuple[str, str, str, Mapping[str, Any]] | None = None
     report: Callable[[Mapping[str, Any]], list[str]] = lambda r: _lines(r.get("rdmaprov_report"))
+    # What `rdmaprov status` shows of the probe (``every``): the values it marks, as data.
+    shown: Callable[[Mapping[str, Any]], dict[str, Any]] = lambda r: {}
+    # Where the role's entry also runs for what its probe cannot read (container_runtime: docker's
+    # daemon.json, NVIDIA's toolkit), the part of ``drift`` that was seen to differ; status marks
+    # only that, never a difference it did not read.
+    seen: Callable[[Mapping[str, Any]], Any] | None = None
+
+
+def _mtu_shown(r: Mapping[str, Any]) -> dict[str, Any]:
+    plan = _plan(r)
+    return {"runtime": list(plan.get("runtime") or []),
+            "persist_drift": list(plan.get("persist_drift") or []),
+            "errors": list(plan.get("errors") or []), "ping_package": plan.get("ping_package")}
+
+
+def _runtime_shown(r: Mapping[str, Any]) -> dict[str, Any]:
+    plan, cdi = _plan(r), r.get("rdma_cdi")
+    return {"engine": plan.get("engine"), "differs": list(plan.get("differs") or []),
+            "unprobed": list(plan.get("unprobed") or []),
+            "errors": list(plan.get("errors") or []),
+            "cdi": None if not isinstance(cdi, Mapping) else {
+                "present": cdi.get("present"), "wanted": cdi.get("content") is not None,
+                "devices": list(cdi.get("devices") or []), "drift": list(cdi.get("drift") or [])}}
 
 
 # In site.yml's order; the condition is each role's tasks/site.yml `when` (or, for the two roles
@@ -57,7 +80,8 @@ PROBES: dict[str, Probe] = {
     "rdma_ofed": Probe("rdmaprov.cluster.rdma_ofed_probe", lambda r: r["drift"]),
     "rdma_modules": Probe("rdmaprov.cluster.kernel_modules", lambda r: r["changed"],
                           check_mode=True),
-    "net_mtu": Probe("rdmaprov.cluster.net_mtu_probe", lambda r: _plan(r)["host_drift"]),
+    "net_mtu": Probe("rdmaprov.cluster.net_mtu_probe", lambda r: _plan(r)["host_drift"],
+                     shown=_mtu_shown),
     "roce_qos": Probe("rdmaprov.cluster.roce_qos_probe", lambda r: _plan(r)["drift"]),
     "firewall": Probe("rdmaprov.cluster.firewall_probe", lambda r: _plan(r)["drift"]),
     # The probe; then /etc/nccl.conf as the role's template task (tasks/configure.yml) would
@@ -69,7 +93,8 @@ PROBES: dict[str, Probe] = {
     "container_runtime": Probe(
         "rdmaprov.cluster.container_runtime_probe",
         lambda r: _plan(r)["drift"] or _plan(r)["refusal"],
-        report=lambda r: _lines(_plan(r).get("report"))),
+        report=lambda r: _lines(_plan(r).get("report")), shown=_runtime_shown,
+        seen=lambda r: _plan(r)["differs"] or _plan(r)["refusal"]),
     # Acts in one call: asked in check mode, it changes nothing and says whether it would.
     "node_tool": Probe("rdmaprov.cluster.node_tool", lambda r: r["changed"], check_mode=True),
 }
@@ -93,6 +118,28 @@ def judge(role: str, result: Mapping[str, Any]) -> str | None:
     except (KeyError, TypeError, AttributeError) as exc:
         return "its probe's result is not readable (%s)" % exc
     return "it differs" if drift else None
+
+
+def seen_drift(role: str, result: Mapping[str, Any]) -> str | None:
+    """What `rdmaprov status` marks for ``role``: judge()'s answer, except that a role whose entry
+    also runs for what its probe cannot read (Probe.seen) differs only where the probe saw a
+    difference. None: in line (or nothing read differs)."""
+    why = judge(role, result)
+    probe = PROBES[role]
+    if why != "it differs" or probe.seen is None:
+        return why
+    try:
+        return "it differs" if probe.seen(result) else None
+    except (KeyError, TypeError, AttributeError) as exc:
+        return "its probe's result is not readable (%s)" % exc
+
+
+def shown(role: str, result: Mapping[str, Any]) -> dict[str, Any]:
+    """What status shows of ``role``'s probe (Probe.shown); {} where it cannot be read."""
+    try:
+        return PROBES[role].shown(result)
+    except (KeyError, TypeError, AttributeError):
+        return {}
 
 
 def kept(role: str, result: Mapping[str, Any]) -> dict[str, Any]:

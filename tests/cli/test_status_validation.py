@@ -40,11 +40,15 @@ def status(monkeypatch, capsys, states: dict[str, dict[str, Any]]) -> tuple[dict
     from rdmaprov.cli.status import PROBE_TASK as TASK
 
     assert TASK == PROBE_TASK
-    # The node_state module's answer, as the runner event carries it.
+    from rdmaprov.cli.status import ROLES_TASK
+
+    # The node_state module's answer and the site plan's (every role in line), as the runner
+    # events carry them.
     monkeypatch.setattr(FakeSession, "events", [
-        {"event": "runner_on_ok", "event_data": {"host": h, "task": TASK,
-                                                 "res": s}}
-        for h, s in states.items()])
+        ev for h, s in states.items() for ev in (
+            {"event": "runner_on_ok", "event_data": {"host": h, "task": TASK, "res": s}},
+            {"event": "runner_on_ok", "event_data": {"host": h, "task": ROLES_TASK,
+                                                     "res": {"differ": {}, "shown": {}}}})])
     monkeypatch.setattr("rdmaprov.cli.status.RunnerSession", FakeSession)
     assert main(["status", str(HOSTS_INI)]) == 0
     out = capsys.readouterr().out
