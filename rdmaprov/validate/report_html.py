@@ -345,7 +345,8 @@ def render(report: dict[str, Any]) -> str:
         ("bar", (f"{_gbps(thr)}: " if thr is not None else "none: ") + str(bar.get("source", ""))),
         ("exit code", report.get("exit_code", 0 if verdict == "PASS" else 2)),
     ]
-    parts.append(_table(["", ""], [[f"<strong>{_e(k)}</strong>", _e(v)] for k, v in facts]))
+    parts.append('<table class="facts">\n<tbody>\n' + "\n".join(
+        f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in facts) + "\n</tbody>\n</table>")
     failing = [h for h in hosts if not h.get("passed")]
     pw = report.get("pairwise")
     pairs = (pw or {}).get("pairs") or []
