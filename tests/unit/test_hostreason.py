@@ -46,6 +46,7 @@ ESC = "\x1b]0;owned\x07\x1b[31m"
 ])
 def test_an_unreachable_hosts_message_is_one_plain_line(message: str, line: str) -> None:
     assert connection_line(message) == line
+    assert connection_line(line) == line  # the engine's line, read again by a report
 
 
 def test_a_hosts_text_reaches_the_line_without_its_escapes() -> None:
