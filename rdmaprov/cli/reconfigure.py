@@ -25,8 +25,11 @@ from rdmaprov.textsafe import safe_line
 EPILOG = options.EXIT_CODES_EPILOG + """\
      (reconfigure: also when the rollout stopped at --max-fail; the hosts not reached are listed)
 
---set values outrank every inventory value (Ansible extra vars) for this run; put the new value
-in group_vars as well, or the next bootstrap puts the old one back.
+--set values outrank every inventory value (Ansible extra vars) for this run; --write FILE
+records them in the inventory's group_vars/ or host_vars/, or the next bootstrap puts the old
+value back. A --set that another variable wins over on every selected host (net_mtu_default
+where net_mtu_interfaces gives each interface its mtu) is refused, naming the winner; -e and
+--set take the same forms (name=value pairs, YAML/JSON, @file).
 """
 
 
@@ -39,8 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     options.add_inventory(p)
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="VAR=VALUE",
-                   help="a role variable and its new value (YAML), repeatable; decides which "
-                        "roles run (no --set: every role, or --tags)")
+                   help="a role variable and its new value, repeatable, in -e's forms "
+                        "(several a=1 b=2, YAML/JSON, @file); decides which roles run (no "
+                        "--set: every role, or --tags)")
     p.add_argument("--write", metavar="FILE", type=Path,
                    help="after a rollout that succeeded on every host (not --check), record "
                         "the --set values in FILE, a group_vars/ or host_vars/ YAML file of the "
