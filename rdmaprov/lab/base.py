@@ -41,8 +41,9 @@ REPO_PACKAGES = (
     "firewalld", "ufw", "isc-dhcp-client",
     # net_mtu's proof installs ping where a node lacks it (also in the base, so --reinstall)
     "iputils-ping",
-    # node_tool (and slurm_health on it) puts the node-side rdmaprov into a venv
-    "python3-venv",
+    # node_tool: what the node-side rdmaprov imports beyond the standard library; python3-venv
+    # for slurm_health's wheelhouse route (node_tool's venv is made --without-pip)
+    "python3-yaml", "python3-rich", "python3-venv",
     # the network stacks a node can run (lab up --netstack)
     *netstack.all_packages(),
 )
