@@ -62,9 +62,11 @@ class WritePlan:
         return self.after != self.before
 
 
-def _dump(name: str, value: Any) -> str:
-    return yaml.dump({name: value}, Dumper=_Dumper, default_flow_style=False, sort_keys=False,
-                     allow_unicode=True, width=100)
+def _dump(name: str, value: Any, indentless: bool = False) -> str:
+    """``name: value`` in block style; list items indented under their key unless
+    ``indentless`` (the style of the lines it replaces)."""
+    return yaml.dump({name: value}, Dumper=yaml.SafeDumper if indentless else _Dumper,
+                     default_flow_style=False, sort_keys=False, allow_unicode=True, width=100)
 
 
 def _load(text: str) -> Any:
@@ -88,6 +90,8 @@ def _replace(text: str, name: str, value: Any, old: Any) -> str:
             j += 1
         while j > i + 1 and (not lines[j - 1].strip() or lines[j - 1].startswith("#")):
             j -= 1
+        if any(line.startswith("-") for line in lines[i + 1:j]):
+            new = _dump(name, value, indentless=True)
         comment = _COMMENT.match(line.rstrip("\n"))
         if j == i + 1 and comment and new.count("\n") == 1:
             try:

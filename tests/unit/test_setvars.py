@@ -39,8 +39,11 @@ def plan(tmp_path: Path, text: str | None, settings: dict[str, Any],
     ("net_mtu_interfaces:\n  - name: eth1\n    mtu: 9000\n\n# safety\nnet_mtu_verify: true\n",
      {"net_mtu_interfaces": [{"name": "eth2"}]},
      "net_mtu_interfaces:\n  - name: eth2\n\n# safety\nnet_mtu_verify: true\n"),
+    # List items at the key's own column stay there.
     ("roce_qos_interfaces:\n- eth1\n- eth2\nroce_qos_dscp: 26\n",
-     {"roce_qos_interfaces": ["eth3"]}, "roce_qos_interfaces:\n  - eth3\nroce_qos_dscp: 26\n"),
+     {"roce_qos_interfaces": ["eth3"]}, "roce_qos_interfaces:\n- eth3\nroce_qos_dscp: 26\n"),
+    ("roce_qos_dscp: 26\n", {"roce_qos_interfaces": ["eth3"]},
+     "roce_qos_dscp: 26\nroce_qos_interfaces:\n  - eth3\n"),
     # A name the file lacks is added at its end; a file that lacks a last newline gets one.
     ("roce_qos_dscp: 26", {"net_mtu_default": 4000}, "roce_qos_dscp: 26\nnet_mtu_default: 4000\n"),
     (None, {"net_mtu_default": 4000}, "---\nnet_mtu_default: 4000\n"),
