@@ -22,7 +22,7 @@ from rdmaprov import __version__
 from rdmaprov.cli import main
 from rdmaprov.engine import Failure, HostResult, RunResult
 from rdmaprov.validate import run_times
-from tests.cli.test_validate_judge import HDR, IB_LOG, jittery, make_run, worker_doc
+from tests.cli.test_validate_judge import HDR, IB_LOG, jittery, make_run, with_pairs, worker_doc
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "validate"
@@ -66,8 +66,9 @@ def test_a_real_runs_junit_has_its_start_and_measured_time_and_is_valid_for_jenk
 def test_each_host_has_its_own_launch_time_and_the_pairs_their_rounds(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     hosts = {"n1": (HDR, IB_LOG), "n2": (HDR, IB_LOG), "n3": (HDR, IB_LOG)}
-    doc = worker_doc(list(hosts), 0.9 * 25.0)
-    doc["pairs"] = None
+    # rounds as the worker records them: n1+n2 and n3+n1 in round 1, n2+n3 in round 2
+    doc = with_pairs(worker_doc(list(hosts), 9.0), {("n1", "n2"): 23.5, ("n3", "n1"): 9.0,
+                                                    ("n2", "n3"): 9.1})
     run = make_run(tmp_path, "fabric", hosts, doc)
     # n1 is the rendezvous host: its rank 0 ran two pair rounds, 4 s and 2.5 s.
     steps(run / "n1", T0, [(T0 + 3, "all_reduce of 1048576 bytes"),
@@ -89,6 +90,11 @@ def test_each_host_has_its_own_launch_time_and_the_pairs_their_rounds(
     assert {s.get("timestamp") for s in root.iter("testsuite")} == {"2026-12-05T16:20:54Z"}
     assert run_times.round_spans((run / "n1" / "steps.log").read_text()) == {
         "1": 4.0, "2": 2.5}
+    pairs = {p: c.get("time") for p, c in cases(root, "rdmaprov.validate.pairs").items()}
+    assert pairs == {"n1+n2": "4.000", "n3+n1": "4.000", "n2+n3": "2.500"}
+    # a fabric check judges the fabric launch: the first launch start to the last exit
+    assert {c.get("time") for c in cases(root, "rdmaprov.validate.fabric").values()} == {
+        "18.000"}
 
 
 def test_a_launch_span_is_read_as_the_hosts_write_it() -> None:
