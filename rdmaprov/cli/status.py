@@ -1,5 +1,7 @@
 """`rdmaprov status INVENTORY`: a read-only table of the fleet (drivers, modules, MTU, QoS,
-firewall, container runtime, GPUs, last validation), one row per host."""
+firewall, container runtime, RDMA CDI spec, /etc/nccl.conf, GPUs, last validation), one row per
+host, each value that differs from what the roles want marked: the roles' own verdicts (the site
+plan's, every role read), placed in their columns here. Exit 2 on drift."""
 
 from __future__ import annotations
 
@@ -37,15 +39,22 @@ ROLE_OF = {"drivers": "rdma_ofed", "modules": "rdma_modules", "mtu": "net_mtu",
            "qos": "roce_qos", "firewall": "firewall", "runtime": "container_runtime",
            "cdi": "container_runtime", "nccl.conf": "nccl_env"}
 MARK = "!"
-LEGEND = (f"{MARK} differs from what the roles want ('rdmaprov bootstrap --check --diff' shows "
-          "the changes)")
+EXIT_CODES = """\
+exit codes:
+  0  every host answered and every value is as the roles want
+  1  usage or input error: bad flag, inventory, variable or missing file; no host contacted
+  2  a value differs from what the roles want (marked '!', one line each under the table), or a
+     host did not answer (unreachable or failed: its row says why)
+"""
+LEGEND = (f"'{MARK}' differs from what the roles want (bootstrap --check --diff: the changes)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "status", help="read-only fleet table: drivers, modules, MTU, QoS, firewall, runtime",
         description="Read every node's state over SSH (nothing is changed) and print one row "
-        "per host.", epilog=options.EXIT_CODES_EPILOG,
+        "per host, each value that differs from what the roles want marked '!'.",
+        epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     options.add_inventory(p)
     p.add_argument("-l", "--limit", metavar="PATTERN", help="only these hosts/groups")
