@@ -58,6 +58,16 @@ def test_unreachable_host_in_a_loop_keeps_the_items_reason() -> None:
     assert result.hosts["good"].healthy
 
 
+def test_an_unreachable_host_under_mitogen_is_ssh_s_line_not_the_stream_s() -> None:
+    # mitogen's own message here: "Task failed: EOF on stream; last 100 lines received:\nssh:
+    # connect to host 127.0.0.1 port 1: Connection refused" (mitogen 0.3, ansible-core 2.19).
+    pytest.importorskip("ansible_mitogen")
+    result, _ = run("play.yml", "unreachable.ini", strategy="mitogen")
+    dead = result.hosts["dead"]
+    assert dead.unreachable == 1 and dead.failure is not None and dead.failure.unreachable
+    assert dead.failure.message == "ssh to 127.0.0.1:1: Connection refused"
+
+
 def test_tags_extravars_and_check_mode_pass_through(tmp_path: Path) -> None:
     result, events = run("play.yml", tags=["report"], check=True,
                          extravars={"marker": "from-test"})

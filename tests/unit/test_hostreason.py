@@ -40,6 +40,9 @@ ESC = "\x1b]0;owned\x07\x1b[31m"
     ("EOF on stream; last 100 lines received:\n", "the connection closed without a message"),
     ("EOF on stream; last 100 lines received:\nbash: python3: command not found",
      "bash: python3: command not found"),
+    # mitogen under ansible-core 2.19, as a real run against a closed port printed it
+    ("Task failed: EOF on stream; last 100 lines received:\nssh: connect to host 127.0.0.1 "
+     "port 1: Connection refused", "ssh to 127.0.0.1:1: Connection refused"),
     ("Task failed: Failed to connect to the host via ssh: ssh: connect to host 127.0.0.1 port "
      "1: Connection refused", "ssh to 127.0.0.1:1: Connection refused"),  # ansible-core 2.19
     ("Connection timed out.", "Connection timed out."),  # mitogen's own connect timeout
