@@ -11,6 +11,7 @@ runs again with the files that differ sent as one tar. A node in line costs one 
 from __future__ import annotations
 
 import io
+import os
 import tarfile
 
 from ansible.errors import AnsibleActionFail
@@ -23,19 +24,29 @@ MODULE = "rdmaprov.cluster.node_tool"
 _SOURCE: dict = {}
 
 
+def controller_source():
+    """(package dir, collection root) of the node-side rdmaprov: the package that carries the
+    collection this action runs from, else the controller Python's rdmaprov (a collection
+    installed alone beside an installed rdmaprov); None where neither is there."""
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    package = node_tool.package_beside(here)
+    if package:
+        return package, here
+    try:
+        import rdmaprov
+        from rdmaprov.resources import collection_root
+    except ImportError:
+        return None
+    return rdmaprov.__path__[0], str(collection_root())
+
+
 def controller_files():
-    """{path in site-packages: bytes} of the controller's installed rdmaprov; {} where this
-    controller has no rdmaprov package (the collection installed alone)."""
+    """{path in site-packages: bytes} of the node-side rdmaprov (controller_source()); {} where
+    this controller has none."""
     if "files" not in _SOURCE:
-        try:
-            import rdmaprov
-            from rdmaprov.resources import collection_root
-        except ImportError:
-            _SOURCE["files"] = {}
-            return _SOURCE["files"]
+        source = controller_source()
         files = {}
-        for rel, path in node_tool.source_files(rdmaprov.__path__[0],
-                                                str(collection_root())).items():
+        for rel, path in (node_tool.source_files(*source).items() if source else ()):
             with open(path, "rb") as handle:
                 files[rel] = handle.read()
         _SOURCE["files"] = files

@@ -54,6 +54,18 @@ def _walk(top, skip=()):
     return sorted(found)
 
 
+def package_beside(collection_root):
+    """The rdmaprov package that carries the collection at ``collection_root``: its parent in a
+    wheel (``rdmaprov/_collection``), its ``rdmaprov/`` in a source checkout; None for a
+    collection installed alone (its tarball has no Python package)."""
+    for package in (os.path.dirname(collection_root), os.path.join(collection_root, PACKAGE)):
+        if (os.path.basename(package) == PACKAGE
+                and os.path.isfile(os.path.join(package, "__init__.py"))
+                and os.path.isfile(os.path.join(collection_root, "galaxy.yml"))):
+            return package
+    return None
+
+
 def source_files(package_dir, collection_root):
     """{path in site-packages: path on the controller} of the node-side rdmaprov: the package
     (less a bundled collection: its parts are taken below) and the collection's galaxy.yml and

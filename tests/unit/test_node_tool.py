@@ -51,6 +51,21 @@ def test_a_wheel_layout_takes_the_bundled_collection_once(tmp_path: Path) -> Non
                              "rdmaprov/_collection/plugins/module_utils/ranges.py"]
 
 
+def test_the_package_beside_the_collection(tmp_path: Path) -> None:
+    """A wheel's rdmaprov/_collection, a checkout's top with rdmaprov/ in it; a collection
+    installed alone has no package."""
+    assert node_tool.package_beside(str(collection_root())) == rdmaprov.__path__[0]
+    wheel = tmp_path / "site/rdmaprov"
+    (wheel / "_collection").mkdir(parents=True)
+    (wheel / "__init__.py").write_text("")
+    (wheel / "_collection/galaxy.yml").write_text("")
+    assert node_tool.package_beside(str(wheel / "_collection")) == str(wheel)
+    alone = tmp_path / "ansible_collections/rdmaprov/cluster"
+    alone.mkdir(parents=True)
+    (alone / "galaxy.yml").write_text("")
+    assert node_tool.package_beside(str(alone)) is None
+
+
 def test_a_node_in_line_has_nothing_to_do() -> None:
     plan = node_tool.plan(SETTINGS, in_line(), MANIFEST)
     assert plan["drift"] is False and plan["not_applicable"] == ""
