@@ -14,7 +14,9 @@ A run of roles/nccl_validate leaves, on the control host::
 
 with labels ``fabric`` (every host; its document also carries the pair rounds the workers ran
 in the same processes) and ``socket`` (the same with NCCL_IB_DISABLE=1, for
-``--compare-socket``). ``rdmaprov validate`` judges the
+``--compare-socket``); a directory kept with ``--results DIR`` also holds
+``DIR/rdmaprov-run.json``, the controller's record of the run (its start, duration and
+inventory: validate/run_times.py). ``rdmaprov validate`` judges the
 directory its run just wrote; ``rdmaprov validate --judge DIR`` judges one copied from a cluster,
 with any policy flags, running nothing.
 """
