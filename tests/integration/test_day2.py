@@ -146,3 +146,33 @@ def test_firewall_drift_is_read_from_the_live_table(lab, converged) -> None:
     rc, doc, err = rdmaprov("bootstrap", inv, "--check", "--diff", "--limit", node)
     assert rc == 0 and doc["drift"] == [], doc.get("drift")
     assert doc["hosts"][node]["changed"] == 0, doc["hosts"]
+
+
+def test_write_keeps_a_reconfigured_value_through_the_next_bootstrap(lab) -> None:
+    """The user's path (issue 39, item 4): net_mtu_default is refused where the lab's own
+    net_mtu_interfaces gives eth1 its MTU, naming it; the change given there with --write
+    goes into the lab's group_vars/lab.yml, and the next bootstrap keeps it (in line, eth1
+    still at 4000). Only the net_mtu role runs; the lab's MTU is put back after."""
+    inv = str(lab.inventory)
+    lab_yml = lab.dir / "group_vars" / "lab.yml"
+    original = lab_yml.read_text()
+    logins = {n: lab.ssh_logins(n) for n in lab.nodes}
+    rc, _doc, err = rdmaprov("reconfigure", inv, "--set", "net_mtu_default=4000")
+    assert rc == 1 and "--set net_mtu_default=4000 has no effect on eth1 of " in err, err
+    assert f"net_mtu_interfaces sets its mtu ({lab_yml})" in err, err
+    assert {n: lab.ssh_logins(n) for n in lab.nodes} == logins, "a refused --set reached a node"
+    try:
+        rc, doc, err = rdmaprov("reconfigure", inv, "--set",
+                                "net_mtu_interfaces=[{name: eth1, mtu: 4000}]",
+                                "--write", str(lab_yml))
+        assert rc == 0 and doc["written"] == str(lab_yml), err[-2000:]
+        old_mtu = next(line for line in original.splitlines() if line.strip().startswith("mtu:"))
+        assert lab_yml.read_text() == original.replace(old_mtu, old_mtu.split(":")[0] + ": 4000")
+        rc, doc, err = rdmaprov("bootstrap", inv, "--tags", "net_mtu", "--no-validate")
+        assert rc == 0, err[-2000:]
+        assert {h: r["changed"] for h, r in doc["hosts"].items()} == {n: 0 for n in lab.nodes}
+        for n in lab.nodes:
+            assert " mtu 4000 " in lab.exec(n, ["ip", "-o", "link", "show", "eth1"]).stdout
+    finally:
+        lab_yml.write_text(original)
+        rdmaprov("bootstrap", inv, "--tags", "net_mtu", "--no-validate")
