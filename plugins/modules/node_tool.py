@@ -13,7 +13,7 @@ description:
     checksum of every file of O(manifest) in the venv's site-packages, files there the manifest
     lacks, the launcher) and plans what it lacks (module_utils/node_tool.py C(plan)).
   - With O(apply) (and not in check mode) it makes the venv with the node's own python3
-    (C(--without-pip --system-site-packages): no pip, no index), writes the files that differ from
+    (C(--without-pip --system-site-packages), so no pip and no index), writes the files that differ from
     O(archive), removes stale ones and writes the launcher O(settings.launcher).
   - Then proves the install as it is now, in check mode too, by importing check, probe and
     explain with the venv's python (and, after a change, running the launcher's C(--version)).
@@ -24,11 +24,11 @@ version_added: "0.2.0"
 author: rdmaprov developers (!UNKNOWN)
 options:
   settings:
-    description: C(install), C(venv) and C(launcher), as the role's node_tool_* variables.
+    description: "C(install), C(venv) and C(launcher), as the role's node_tool_* variables."
     type: dict
     required: true
   manifest:
-    description: The files, C({path in site-packages: sha256}); empty where the controller has no rdmaprov.
+    description: "The files, C({path in site-packages: sha256}); empty where the controller has no rdmaprov."
     type: dict
     default: {}
   archive:
@@ -40,12 +40,10 @@ options:
     type: bool
     default: false
 extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
   - rdmaprov.cluster.attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+  - rdmaprov.cluster.attributes.action
 """
 
 EXAMPLES = r"""
