@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from rdmaprov import hostlist, shadows
+from rdmaprov import hostlist, shadows, values
 from rdmaprov.errors import UserError
 from rdmaprov.inventory import Inventory, VarSource
 
@@ -223,9 +223,16 @@ def _outranked(full: Path, kind: str, name: str, settings: dict[str, Any], inv: 
             above = [s for s in chain if _rank(s, order) > rank]
         for var, value in settings.items():
             setters = [s for s in above if not s.extra and var in s.data]
-            if setters and setters[-1].data[var] != value:
-                key = (var, shadows.shown(setters[-1].data[var]), setters[-1].where)
-                problems.setdefault(key, []).append(host)
+            if not setters:
+                continue
+            there = setters[-1].data[var]
+            if values.templated(there):  # never compared, never decrypted: it outranks
+                key = (var, "(a Jinja or vault value)", setters[-1].where)
+            elif there != value:
+                key = (var, shadows.shown(there), setters[-1].where)
+            else:
+                continue
+            problems.setdefault(key, []).append(host)
     if problems:
         (var, value, where), hosts = next(iter(problems.items()))
         raise UserError(f"--write {shown}: {hostlist.fold(hosts)} would still get {var}={value} "
@@ -234,13 +241,13 @@ def _outranked(full: Path, kind: str, name: str, settings: dict[str, Any], inv: 
 
 def apply_write(plan: WritePlan) -> str:
     """Write the file (atomically, its mode kept); the line that says what was done."""
-    values = ", ".join(plan.names)
+    names = ", ".join(plan.names)
     if not plan.changes:
         return f"--write {plan.shown}: already holds these values; unchanged"
     current = plan.path.read_text() if plan.path.exists() else None
     if current != plan.before:
         raise UserError(f"--write {plan.shown}: changed during the run; not written (set "
-                        f"{values} there by hand)")
+                        f"{names} there by hand)")
     plan.path.parent.mkdir(parents=True, exist_ok=True)
     mode = plan.path.stat().st_mode & 0o7777 if plan.path.exists() else 0o644
     fd, tmp = tempfile.mkstemp(dir=plan.path.parent, prefix=f".{plan.path.name}.")
@@ -252,4 +259,4 @@ def apply_write(plan: WritePlan) -> str:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return f"--write {plan.shown}: recorded {values}"
+    return f"--write {plan.shown}: recorded {names}"

@@ -88,6 +88,12 @@ def test_a_group_that_outranks_the_file_is_named(tmp_path: Path) -> None:
                                                   "from group_vars/lab.yml, which outranks it")):
         setvars.plan_write(tmp_path / "group_vars" / "all.yml", {"net_mtu_default": 4000},
                            inv(tmp_path, {"node1": ["all", "lab"]}, {"node1": chain}))
+    jinja = [VarSource("host_vars/node1.yml", {"net_mtu_default": "{{ mtu }}"},
+                       path=tmp_path / "host_vars" / "node1.yml")]
+    with pytest.raises(UserError, match=re.escape("node1 would still get net_mtu_default=(a "
+                                                  "Jinja or vault value) from host_vars/node1")):
+        setvars.plan_write(tmp_path / "group_vars" / "all.yml", {"net_mtu_default": 4000},
+                           inv(tmp_path, {"node1": ["all", "lab"]}, {"node1": jinja}))
     # The same value above it, or -e: nothing to fear from the next bootstrap.
     same = [VarSource("group_vars/lab.yml", {"net_mtu_default": 4000}, path=lab, group="lab"),
             VarSource("-e", {"net_mtu_default": 1}, extra=True)]
