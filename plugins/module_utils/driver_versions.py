@@ -299,7 +299,8 @@ def plan(s: dict, state: dict) -> dict:
     argv, its sha256 and get_url's checksum, and what --check would do (the rdma_ofed_bundle
     action's argument, bundle_steps()); setting_errors: what to refuse, and refusal, those lines
     joined ("" for none); drift: whether the install path runs (something differs, a DOCA
-    repository, which is not probed, or a setting to refuse); install_packages and
+    repository, which is not probed, or a setting to refuse); differs: whether something was
+    read to differ; install_packages and
     package_tasks: whether packages are installed, and the OS family's task file that does it;
     install_bundle: whether an MLNX_OFED bundle is installed; doca_key: whether the DOCA
     repository's signing key is installed (not for a trusted mirror); doca_repo: the DOCA
@@ -319,6 +320,8 @@ def plan(s: dict, state: dict) -> dict:
                        "would": mlnx["would"]},
             "setting_errors": errors, "refusal": "; ".join(errors),
             "drift": differs or s["source"] == "doca" or bool(errors),
+            # What was read to differ (a DOCA repository is not probed: drift, not differs).
+            "differs": bool(differs),
             "install_packages": s["source"] != "mlnx_ofed",
             "package_tasks": f"setup-{s['os_family']}.yml",
             "install_bundle": s["source"] == "mlnx_ofed" and mlnx["install"],

@@ -64,6 +64,33 @@ def _mtu_shown(r: Mapping[str, Any]) -> dict[str, Any]:
             "errors": list(plan.get("errors") or []), "ping_package": plan.get("ping_package")}
 
 
+def _ofed_shown(r: Mapping[str, Any]) -> dict[str, Any]:
+    pkg, mlnx = r.get("plan") or {}, r.get("mlnx_plan") or {}
+    lines = []
+    if pkg.get("missing"):
+        lines.append("not installed: " + " ".join(str(n) for n in pkg["missing"]))
+    lines += ["%s %s, wanted %s" % (w.get("name"), w.get("installed"), w.get("wanted"))
+              for w in pkg.get("wrong_version") or []]
+    if mlnx.get("install") and mlnx.get("would"):
+        lines.append(str(mlnx["would"]))
+    return {"lines": lines + [str(e) for e in r.get("setting_errors") or []]}
+
+
+def _qos_shown(r: Mapping[str, Any]) -> dict[str, Any]:
+    plan = _plan(r)
+    lines = ["%s: %s" % (p.get("name"), ", ".join(p["drift"]))
+             for p in plan.get("plans") or [] if p.get("drift")]
+    return {"lines": lines + [str(x) for x in (plan.get("file_drift") or [])
+                              + (plan.get("errors") or [])]}
+
+
+def _firewall_shown(r: Mapping[str, Any]) -> dict[str, Any]:
+    plan = _plan(r)
+    live = ["live table: %s" % d for d in plan.get("nft_differences") or []]
+    return {"lines": live + [str(x) for x in (plan.get("file_drift") or [])
+                             + (plan.get("errors") or [])]}
+
+
 def _runtime_shown(r: Mapping[str, Any]) -> dict[str, Any]:
     plan, cdi = _plan(r), r.get("rdma_cdi")
     return {"engine": plan.get("engine"), "differs": list(plan.get("differs") or []),
@@ -77,13 +104,17 @@ def _runtime_shown(r: Mapping[str, Any]) -> dict[str, Any]:
 # In site.yml's order; the condition is each role's tasks/site.yml `when` (or, for the two roles
 # that act in one call, the module's own `changed` in check mode).
 PROBES: dict[str, Probe] = {
-    "rdma_ofed": Probe("rdmaprov.cluster.rdma_ofed_probe", lambda r: r["drift"]),
+    # A DOCA repository is not probed (drift, so the role runs); status marks what was read.
+    "rdma_ofed": Probe("rdmaprov.cluster.rdma_ofed_probe", lambda r: r["drift"],
+                       shown=_ofed_shown, seen=lambda r: r["differs"] or r["setting_errors"]),
     "rdma_modules": Probe("rdmaprov.cluster.kernel_modules", lambda r: r["changed"],
                           check_mode=True),
     "net_mtu": Probe("rdmaprov.cluster.net_mtu_probe", lambda r: _plan(r)["host_drift"],
                      shown=_mtu_shown),
-    "roce_qos": Probe("rdmaprov.cluster.roce_qos_probe", lambda r: _plan(r)["drift"]),
-    "firewall": Probe("rdmaprov.cluster.firewall_probe", lambda r: _plan(r)["drift"]),
+    "roce_qos": Probe("rdmaprov.cluster.roce_qos_probe", lambda r: _plan(r)["drift"],
+                      shown=_qos_shown),
+    "firewall": Probe("rdmaprov.cluster.firewall_probe", lambda r: _plan(r)["drift"],
+                      shown=_firewall_shown),
     # The probe; then /etc/nccl.conf as the role's template task (tasks/configure.yml) would
     # write it: a file that would change is drift.
     "nccl_env": Probe("rdmaprov.cluster.rdma_facts", lambda r: False, template=(

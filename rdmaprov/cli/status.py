@@ -178,9 +178,12 @@ def verdict(state: Mapping[str, Any], roles: Mapping[str, Any] | None,
         if not out.get("cdi") and not out.get("runtime"):
             add("runtime", f"container_runtime: {why}")
     for column in ("drivers", "modules", "qos", "firewall"):
-        why = differ.pop(ROLE_OF[column], None)
+        role = ROLE_OF[column]
+        why = differ.pop(role, None)
         if why:
-            add(column, f"{ROLE_OF[column]}: {why}")
+            lines = [str(x) for x in (shown.get(role) or {}).get("lines") or []]
+            for line in lines or [f"{role}: {why}"]:
+                add(column, line)
     for role, why in differ.items():  # a role with no column of its own: a line under its name
         add(role, str(why))
     return out

@@ -277,3 +277,43 @@ def test_a_pipe_gets_one_line_per_host(monkeypatch, capsys, inventory) -> None:
     assert re.match(r"host\s+drivers\s+modules\s+mtu\s+qos\s+firewall\s+runtime\s+cdi\s+"
                     r"nccl\.conf\s+gpus\s+validation", table[0])
     assert [line.split()[0] for line in table[1:4]] == list(HOSTS)
+
+
+def test_a_firewall_qos_or_driver_difference_is_named_in_its_column(monkeypatch, capsys,
+                                                                   inventory) -> None:
+    """What each role's probe read to differ, as the site plan keeps it (Probe.shown), under
+    the column of the value: the live table's missing rule, the NIC's PFC, the package."""
+    import importlib
+
+    from rdmaprov.collection import input_check  # noqa: F401  (mounts the collection)
+
+    sp = importlib.import_module(
+        "ansible_collections.rdmaprov.cluster.plugins.plugin_utils.site_plan")
+    rec = in_line()
+    fw = {"plan": {"drift": True, "nft_differences": ["lacks: udp dport 4791 accept"],
+                   "file_drift": [], "errors": []}}
+    qos = {"plan": {"drift": True, "file_drift": ["rdmaprov-roce-qos.service: disabled, wanted "
+                                                  "enabled"], "errors": [],
+                    "plans": [{"name": "eth1",
+                               "drift": ["pfc 0,0,0,0,0,0,0,0 -> 0,0,0,1,0,0,0,0"]}]}}
+    ofed = {"drift": True, "differs": True, "setting_errors": [], "mlnx_plan": {},
+            "plan": {"missing": ["perftest"], "wrong_version": [], "install": ["perftest"]}}
+    rec["node1"]["site_plan"]["differ"] = {"firewall": sp.seen_drift("firewall", fw)}
+    rec["node1"]["site_plan"]["shown"]["firewall"] = sp.shown("firewall", fw)
+    rec["node2"]["site_plan"]["differ"] = {"roce_qos": sp.seen_drift("roce_qos", qos)}
+    rec["node2"]["site_plan"]["shown"]["roce_qos"] = sp.shown("roce_qos", qos)
+    rec["node3"]["site_plan"]["differ"] = {"rdma_ofed": sp.seen_drift("rdma_ofed", ofed)}
+    rec["node3"]["site_plan"]["shown"]["rdma_ofed"] = sp.shown("rdma_ofed", ofed)
+    code, out = status(monkeypatch, capsys, inventory, rec)
+    assert code == 2
+    assert " !nft 8 rules, accept " in rows(out)["node1"]
+    assert " !eth1 not capable " in rows(out)["node2"]
+    assert rows(out)["node3"].startswith("node3 !rdma-core 44.0 ")
+    assert [line for line in out.splitlines() if line.startswith("! ")] == [
+        "! node1 firewall: live table: lacks: udp dport 4791 accept",
+        "! node2 qos: eth1: pfc 0,0,0,0,0,0,0,0 -> 0,0,0,1,0,0,0,0",
+        "! node2 qos: rdmaprov-roce-qos.service: disabled, wanted enabled",
+        "! node3 drivers: not installed: perftest"]
+    # A DOCA repository is not probed: the role runs for it, status calls nothing different.
+    doca = {"drift": True, "differs": False, "setting_errors": [], "plan": {}, "mlnx_plan": {}}
+    assert sp.judge("rdma_ofed", doca) == "it differs" and sp.seen_drift("rdma_ofed", doca) is None
