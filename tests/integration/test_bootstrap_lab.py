@@ -81,6 +81,32 @@ def test_check_mode_changes_nothing_on_the_nodes(lab, converged):
     assert rc == 0, err[-2000:]
 
 
+def test_the_node_side_rdmaprov_is_on_path_after_bootstrap(lab, converged):
+    """site.yml's node_tool role: `rdmaprov` runs on every node from PATH (root's login PATH),
+    the controller's version, with the check's own verdict on a lab node (no RDMA: exit 2,
+    a config finding), and the host's report says where it is."""
+    from rdmaprov import __version__
+
+    rc, doc, err = converged
+    assert rc == 0, err[-2000:]
+    for node in lab.nodes:
+        assert lab.exec(node, ["rdmaprov", "--version"]).stdout.strip() == f"rdmaprov {__version__}"
+        lines = [line for item in doc["reports"][node] for line in item["lines"]]
+        assert (f"/usr/local/bin/rdmaprov: rdmaprov {__version__} (venv /opt/rdmaprov/venv)"
+                in lines), lines
+    node = lab.nodes[0]
+    assert lab.exec(node, ["rdmaprov", "check", "--help"]).returncode == 0
+    check = lab.exec(node, ["rdmaprov", "check"], check=False)
+    assert check.returncode == 2, check.stderr
+    assert check.stdout.splitlines()[-1].startswith("UNHEALTHY: [config] no RDMA devices"), \
+        check.stdout
+    # probe and explain run there too (rich and PyYAML are the distribution's).
+    assert "No RDMA devices" in lab.exec(node, ["rdmaprov", "probe"]).stdout
+    explained = lab.exec(node, ["rdmaprov", "explain", "-"],
+                         input="NCCL WARN NET/IB : No device found.\n")
+    assert "NCCL warning" in explained.stdout
+
+
 def _plant_drift(lab, node: str) -> None:
     """Drift in three roles' files on one node: rdma_modules, nccl_env, container_runtime."""
     lab.exec(node, ["sh", "-c", "rm -f /etc/modules-load.d/rdmaprov.conf; "
@@ -118,6 +144,7 @@ EVERY_ROLE_DRIFT = [
     ("container_runtime",
      "echo '# edited by hand' >> /etc/containers/containers.conf.d/90-rdmaprov.conf"),
     ("nccl_env", "echo NCCL_DEBUG=TRACE >> /etc/nccl.conf"),
+    ("node_tool", "rm /opt/rdmaprov/venv/lib/python3*/site-packages/rdmaprov/cli/check.py"),
 ]
 
 
