@@ -34,8 +34,9 @@ REPO_PACKAGES = (
     # rdma_ofed, inbox source (Debian names)
     "rdma-core", "ibverbs-providers", "ibverbs-utils", "infiniband-diags", "rdmacm-utils",
     "perftest", "python3-pyverbs",
-    # container_runtime: podman, with runc as the OCI runtime the lab nodes were seen to run
-    "podman", "runc", "conmon", "uidmap", "catatonit",
+    # container_runtime: podman, with runc as the OCI runtime the lab nodes were seen to run;
+    # docker for container_runtime_engine=docker (Debian 13 on: its client is docker-cli)
+    "podman", "runc", "conmon", "uidmap", "catatonit", "docker.io", "docker-cli",
     # firewall: the firewalld and ufw backends, and a real DHCP client socket (68/udp) for the
     # test that the firewall never cuts a listening service
     "firewalld", "ufw", "isc-dhcp-client",
@@ -47,6 +48,9 @@ REPO_PACKAGES = (
     # the network stacks a node can run (lab up --netstack)
     *netstack.all_packages(),
 )
+
+# Served where the suite's archive has them (docker-cli: Debian 13 on).
+OPTIONAL = frozenset({"docker-cli"}) | netstack.OPTIONAL
 
 # Units that make no sense in a node, or that would reach outside the lab.
 MASKED_UNITS = (
@@ -230,7 +234,7 @@ def _available(root: Path, packages: tuple[str, ...]) -> list[str]:
     """`packages` less the optional ones this suite's archive does not have."""
     keep = []
     for pkg in packages:
-        if pkg in netstack.OPTIONAL:
+        if pkg in OPTIONAL:
             proc = subprocess.run(["chroot", str(root), "apt-cache", "show", "--no-all-versions",
                                    pkg], capture_output=True, text=True, check=False)
             if proc.returncode != 0 or not proc.stdout.strip():

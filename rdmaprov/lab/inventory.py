@@ -40,6 +40,23 @@ def write_inventory(state: LabState, lab_dir: Path, nodes_dir: Path) -> None:
     write_group_vars(state, lab_dir)
 
 
+# docker's default capabilities (moby's oci/caps defaults) less MKNOD.
+DOCKER_CAPS_BUT_MKNOD = ("CHOWN", "DAC_OVERRIDE", "FSETID", "FOWNER", "NET_RAW", "SETGID", "SETUID",
+                         "SETFCAP", "SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "KILL",
+                         "AUDIT_WRITE")
+
+
+def verify_args(suite: str) -> list[str]:
+    """The check container's capabilities on a lab node, for docker and podman alike: docker
+    20.10 (Debian 12) takes `--cap-drop MKNOD`; docker 26 (Debian 13) refuses to drop a
+    capability it cannot give ("not available in the current environment"), so there its
+    defaults less MKNOD."""
+    if suite == "bookworm":
+        return ["--cap-drop", "MKNOD"]
+    return ["--cap-drop", "ALL"] + [arg for cap in DOCKER_CAPS_BUT_MKNOD
+                                    for arg in ("--cap-add", cap)]
+
+
 def write_group_vars(state: LabState, lab_dir: Path) -> None:
     """What a user would write for this cluster: the data-path roles act on the fabric
     network (eth1), never on eth0, which carries SSH."""
@@ -67,6 +84,9 @@ def write_group_vars(state: LabState, lab_dir: Path) -> None:
                                       "archive": lab_base.WORKER_IMAGE_TAR,
                                       "format": "rootfs"}],
         "container_runtime_verify_image": LAB_WORKER_IMAGE,
+        # A lab node cannot give a container CAP_MKNOD, one of docker's default capabilities
+        # (podman's defaults lack it): the check container goes without it.
+        "container_runtime_verify_args": verify_args(state.suite),
         # Validation: gloo on the CPUs (no GPUs here) over the fabric, in the lab's image
         # with torch mounted in from the host's cache. Its NCCL settings are nccl.conf's, as a
         # job's: gloo's interface is not one of them.

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -348,57 +347,24 @@ def test_cdi_spec_gives_a_users_container_the_hosts_nccl_settings(lab, tmp_path:
     assert fixed.ok and lab.exec(node, ["cat", CDI_SPEC]).stdout == spec
 
 
-# docker's default capabilities (moby's oci/caps defaults) less MKNOD.
-DOCKER_CAPS_BUT_MKNOD = ("CHOWN", "DAC_OVERRIDE", "FSETID", "FOWNER", "NET_RAW", "SETGID", "SETUID",
-                         "SETFCAP", "SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "KILL",
-                         "AUDIT_WRITE")
-
-
-def docker_repo(lab) -> str:
-    """Debian's docker.io (and docker-cli, its client apart from Debian 13 on; absent before) as
-    a flat repository the nodes see (built once on the host, like the Slurm one); returns its apt
-    source line for a node."""
-    from rdmaprov.lab import base as lab_base
-    from rdmaprov.lab import slurm
-
-    distro, base = slurm._distro(lab.lab)
-    docker_packages = ("docker.io",) if distro.suite == "bookworm" else ("docker.io", "docker-cli")
-    repo = lab_base.ensure_repo(distro, base, lab.dir / "build.log", packages=docker_packages)
-    shared = next(host for host, node in lab_base.shared_dirs().items()
-                  if node == lab_base.EXTRA_REPOS_NODE_DIR)
-    if not (shared / repo.name / "Packages").is_file():
-        shutil.copytree(repo, shared / repo.name, copy_function=os.link)
-    return f"deb [trusted=yes] file:{lab_base.EXTRA_REPOS_NODE_DIR}/{repo.name} ./\n"
-
-
 def test_docker_node_beside_podman(lab, tmp_path: Path) -> None:
-    """docker on one node (Debian's docker.io), podman on the others: both converge, a re-run
-    changes nothing, and docker older than 25 is told it cannot read the spec."""
+    """docker on one node (Debian's docker.io, from the lab's own repository, as
+    `reconfigure --set container_runtime_engine=docker` would install it), podman on the others:
+    both converge, a re-run changes nothing, and docker older than 25 is told it cannot read the
+    spec. The check container's capabilities are the lab's (group_vars: lab_inventory
+    verify_args, a lab node cannot give CAP_MKNOD)."""
     node = lab.nodes[-1]
-    lab.exec(node, ["sh", "-c", "cat > /etc/apt/sources.list.d/rdmaprov-docker.list"],
-             input=docker_repo(lab))
     fresh = lab.exec(node, ["sh", "-c", "command -v docker"], check=False).returncode != 0
-    # A lab node's container cannot be given CAP_MKNOD, one of docker's default capabilities:
-    # docker 20.10 takes `--cap-drop MKNOD`; docker 26 refuses to drop a capability it cannot
-    # give ("not available in the current environment"), so there its defaults less MKNOD.
-    from rdmaprov.lab import slurm
-
-    if slurm._distro(lab.lab)[0].suite == "bookworm":
-        caps = ["--cap-drop", "MKNOD"]
-    else:
-        caps = ["--cap-drop", "ALL"] + [arg for cap in DOCKER_CAPS_BUT_MKNOD
-                                        for arg in ("--cap-add", cap)]
-    docker = {**LAB_VARS, "container_runtime_engine": "docker",
-              "container_runtime_verify_args": caps}
+    docker = {**LAB_VARS, "container_runtime_engine": "docker"}
     try:
         _docker_node(lab, tmp_path, node, docker, fresh)
     finally:
         # The lab is shared by the whole session: later tests' roles pick the engine a node
-        # has, and docker's default caps cannot start on a lab node. (Two purges: Debian 12 has
-        # no docker-cli package, and one unknown name makes apt-get purge nothing.)
+        # has. (Two purges: Debian 12 has no docker-cli package, and one unknown name makes
+        # apt-get purge nothing.)
         lab.exec(node, ["sh", "-c", "export DEBIAN_FRONTEND=noninteractive; for p in docker.io "
                         "docker-cli; do apt-get purge -y -q $p >/dev/null 2>&1; done; rm -rf "
-                        "/etc/docker /etc/apt/sources.list.d/rdmaprov-docker.list"], check=False)
+                        "/etc/docker"], check=False)
 
 
 def _docker_node(lab, tmp_path: Path, node: str, docker: dict, fresh: bool) -> None:

@@ -65,3 +65,22 @@ def test_the_inventory_names_the_labs_key_and_its_nodes_host_keys(tmp_path) -> N
     assert (tmp_path / "known_hosts").read_text() == (
         "10.9.250.11 ssh-ed25519 AAAAHOSTKEY1\n10.9.250.12 ssh-ed25519 AAAAHOSTKEY2\n")
     assert not (tmp_path / "group_vars" / "uinv.yml").exists()  # no fabric: no data-path vars
+
+
+def test_the_check_container_goes_without_mknod_on_every_suite(tmp_path) -> None:
+    """A lab node cannot give CAP_MKNOD: the lab's group_vars give the check container docker's
+    defaults less MKNOD in the form each docker takes (20.10 drops it; 26 refuses to drop a
+    capability it cannot give, so there ALL is dropped and the rest added)."""
+    import yaml
+
+    from rdmaprov.lab import LabState
+    from rdmaprov.lab import inventory as lab_inventory
+
+    for suite, want in (("bookworm", ["--cap-drop", "MKNOD"]),
+                        ("trixie", ["--cap-drop", "ALL", "--cap-add", "CHOWN"])):
+        state = LabState(name="ucap", subnet="10.9.251.0/24", bridge="rdp-ucap", nodes=[],
+                         fabric_bridge="rdf-ucap", fabric_subnet="10.8.251.0/24", suite=suite)
+        lab_inventory.write_group_vars(state, tmp_path)
+        doc = yaml.safe_load((tmp_path / "group_vars/lab.yml").read_text())
+        args = doc["container_runtime_verify_args"]
+        assert args[:len(want)] == want and "MKNOD" not in args[2:], args
