@@ -99,7 +99,8 @@ def main() -> None:
         print(json.dumps(out, indent=1))
         return
     for r in out["parts"]:
-        print(f"{r['median_ms']:9.2f} ms median {r['max_ms']:9.2f} max  x{r['calls']:<3} {r['part']}")
+        print(f"{r['median_ms']:9.2f} ms median {r['max_ms']:9.2f} max  "
+              f"x{r['calls']:<3} {r['part']}")
     if out["whole"]:
         print(f"whole check: {json.dumps(out['whole'])}")
 

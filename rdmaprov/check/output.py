@@ -95,13 +95,15 @@ def prometheus_text(doc: dict[str, Any]) -> str:
             lines.append(f"rdmaprov_rdma_port_active{{{labels}}} {int(p.get('state') == 'ACTIVE')}")
             if p.get("rate_gbps") is not None:
                 rates.append((labels, p["rate_gbps"]))
-    # Base units, as Prometheus' naming guide asks; the Gb/s name stays one release, deprecated.
-    lines += ["# HELP rdmaprov_rdma_port_rate_bits_per_second Link rate of the RDMA port.",
-              "# TYPE rdmaprov_rdma_port_rate_bits_per_second gauge",
-              *(f"rdmaprov_rdma_port_rate_bits_per_second{{{labels}}} {round(gbps * 1e9)}"
+    # Base units, as Prometheus' naming guide asks: bytes, not bits (promtool check metrics
+    # flags a "bits" name); the Gb/s name stays one release, deprecated.
+    lines += ["# HELP rdmaprov_rdma_port_rate_bytes_per_second Link rate of the RDMA port "
+              "(the port's Gb/s x 1e9 / 8).",
+              "# TYPE rdmaprov_rdma_port_rate_bytes_per_second gauge",
+              *(f"rdmaprov_rdma_port_rate_bytes_per_second{{{labels}}} {round(gbps * 1e9 / 8)}"
                 for labels, gbps in rates),
               "# HELP rdmaprov_rdma_port_rate_gbps Deprecated (removed in the next release): "
-              "rdmaprov_rdma_port_rate_bits_per_second / 1e9.",
+              "rdmaprov_rdma_port_rate_bytes_per_second x 8 / 1e9.",
               "# TYPE rdmaprov_rdma_port_rate_gbps gauge",
               *(f"rdmaprov_rdma_port_rate_gbps{{{labels}}} {gbps}" for labels, gbps in rates),
               "# HELP rdmaprov_gpus_visible NVIDIA GPUs the driver shows.",

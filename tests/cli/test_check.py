@@ -72,10 +72,12 @@ def test_prometheus_file(tmp_path: Path) -> None:
     assert p.returncode == 0
     text = (out / "rdmaprov_check.prom").read_text()
     assert "rdmaprov_check_healthy 1\n" in text
-    # Base units (bits per second); the old Gb/s gauge stays one release, marked deprecated.
-    rates = re.findall(r'^rdmaprov_rdma_port_rate_bits_per_second\{device="(\w+)",port="1",'
+    # Base units (bytes per second: 400 Gb/s is 50e9 B/s); the old Gb/s gauge stays one
+    # release, marked deprecated.
+    rates = re.findall(r'^rdmaprov_rdma_port_rate_bytes_per_second\{device="(\w+)",port="1",'
                        r'link_layer="InfiniBand"\} (\d+)$', text, re.M)
-    assert rates and all(int(bps) == 400_000_000_000 for _dev, bps in rates), text
+    assert rates and all(int(bps) == 50_000_000_000 for _dev, bps in rates), text
+    assert "bits_per_second" not in text
     assert "# HELP rdmaprov_rdma_port_rate_gbps Deprecated" in text
     # The exposition format: every sample's metric has its HELP and TYPE lines before it.
     declared: set[str] = set()
