@@ -153,6 +153,8 @@ FORMS = {
     "slurm_health_nhc_dir": "absolute_path",
     "slurm_health_slurm_conf": "absolute_path",
     "slurm_health_textfile_dir": "absolute_path_or_empty",
+    "node_tool_venv": "absolute_path",
+    "node_tool_launcher": "absolute_path",
     # Written into modprobe.d, whose `install` lines run a shell: no line breaks.
     "rdma_modules_extra": "kernel_module",
     "rdma_modules_group_extra": "kernel_module",
