@@ -130,6 +130,7 @@ def test_the_labs_own_group_vars_are_the_jobs_path(tmp_path: Path) -> None:
     class State:
         fabric_bridge, fabric_mtu, netstack = "br", 9000, "none"
         fabric_subnet, subnet = "10.198.1.0/24", "10.199.1.0/24"
+        suite = "bookworm"
 
     lab_inventory.write_group_vars(State(), tmp_path)  # type: ignore[arg-type]
     doc = yaml.safe_load((tmp_path / "group_vars/lab.yml").read_text())
