@@ -100,7 +100,7 @@ def family(os_release):
     """'debian', 'rhel' or '' from /etc/os-release's text (ID and ID_LIKE)."""
     words = []
     for line in os_release.splitlines():
-        key, _, value = line.partition("=")
+        key, _sep, value = line.partition("=")
         if key.strip() in ("ID", "ID_LIKE"):
             words += value.strip().strip("\"'").split()
     if any(w in ("debian", "ubuntu") for w in words):

@@ -14,7 +14,7 @@ description:
     lacks, the launcher) and plans what it lacks (module_utils/node_tool.py C(plan)).
   - With O(apply) (and not in check mode) it makes the venv with the node's own python3
     (C(--without-pip --system-site-packages), so no pip and no index), writes the files that differ from
-    O(archive), removes stale ones and writes the launcher O(settings.launcher).
+    O(archive), removes stale ones and writes the launcher (C(launcher) of O(settings)).
   - Then proves the install as it is now, in check mode too, by importing check, probe and
     explain with the venv's python (and, after a change, running the launcher's C(--version)).
   - The action plugin of the same name fills O(settings) from the node_tool role's variables,
@@ -96,7 +96,7 @@ def _venv_version(venv):
     if not os.path.exists(os.path.join(venv, "bin", "python")):
         return None
     for line in (_read(os.path.join(venv, "pyvenv.cfg")) or "").splitlines():
-        key, _, value = line.partition("=")
+        key, _sep, value = line.partition("=")
         if key.strip() in ("version", "version_info"):
             parts = value.strip().split(".")
             if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
