@@ -2,16 +2,18 @@
 
 Runs rdmaprov `--runs` times inside the node, each a fresh process timed from inside the node
 (no nsenter or SSH in the figure), and reports the median and spread, the CPU time, and whether
-the start-up imported Ansible. The node's installed rdmaprov (the slurm_health role's venv,
-/opt/rdmaprov) runs `check --nhc` as the prolog calls it. With `--before REF`, the same venv's
-python also runs `-m rdmaprov check --nhc` from two source trees copied into the node, REF's and
+the start-up imported Ansible. The node's installed rdmaprov (the node_tool role's launcher,
+/usr/local/bin/rdmaprov, over its venv /opt/rdmaprov/venv) runs `check --nhc` as the prolog
+calls it; `--with-parts` also runs bench/check_parts_time.py in the node with the venv's
+python. With `--before REF`, the same venv's python also runs `-m rdmaprov check --nhc` from two source trees copied into the node, REF's and
 `--after` (default HEAD), interleaved run by run, and the ratio of their medians is printed.
 
     sudo .venv/bin/python bench/check_time.py --lab NAME [--node node1] [--runs 20]
                                               [--before REF [--after REF]]
 
-The lab must have rdmaprov installed on the node: `rdmaprov lab up --name NAME --slurm`, then
-the slurm_health role (tests/integration/test_slurm_lab.py with RDMAPROV_KEEP_LAB=1 does both).
+The lab must have rdmaprov installed on the node: `rdmaprov lab up --name NAME`, then
+`rdmaprov bootstrap` (site.yml installs it with the node_tool role) or
+`ansible-playbook playbooks/node_tool.yml` on the lab's inventory.
 """
 
 from __future__ import annotations
@@ -78,15 +80,18 @@ def main() -> int:
     ap.add_argument("--lab", default="vslurm")
     ap.add_argument("--node", default="node1")
     ap.add_argument("--runs", type=int, default=20)
-    ap.add_argument("--venv", default="/opt/rdmaprov")
+    ap.add_argument("--venv", default="/opt/rdmaprov/venv")
+    ap.add_argument("--launcher", default="/usr/local/bin/rdmaprov")
+    ap.add_argument("--with-parts", action="store_true",
+                    help="also time each part of one check in the node (check_parts_time.py)")
     ap.add_argument("--before", metavar="REF", help="also time this commit's check")
     ap.add_argument("--after", metavar="REF", default="HEAD",
                     help="the commit --before is compared with (default HEAD)")
     args = ap.parse_args()
     lab = Lab(args.lab)
     py = f"{args.venv}/bin/python"
-    variants = [["installed", [f"{args.venv}/bin/rdmaprov", "check", "--nhc"], ""]]
-    labels = {"installed": f"{args.venv}/bin/rdmaprov check --nhc"}
+    variants = [["installed", [args.launcher, "check", "--nhc"], ""]]
+    labels = {"installed": f"{args.launcher} check --nhc"}
     if args.before:
         for name, ref in (("before", args.before), ("after", args.after)):
             commit = _copy_tree(lab, args.node, ref, f"{TREES}/{name}")
@@ -107,6 +112,10 @@ def main() -> int:
               f"{d['modules']} modules imported, Ansible ones: "
               f"{', '.join(d['ansible']) or 'none'}")
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    if args.with_parts:
+        parts = (ROOT / "bench" / "check_parts_time.py").read_text()
+        print(lab.exec(args.node, [py, "-c", parts, "--runs", str(args.runs), "--whole",
+                                   str(args.runs)], timeout=900).stdout, end="")
     if args.before:
         cpu_b = statistics.median(doc["before"]["cpu"])
         cpu_a = statistics.median(doc["after"]["cpu"])
