@@ -5,8 +5,9 @@ Runs rdmaprov `--runs` times inside the node, each a fresh process timed from in
 the start-up imported Ansible. The node's installed rdmaprov (the node_tool role's launcher,
 /usr/local/bin/rdmaprov, over its venv /opt/rdmaprov/venv) runs `check --nhc` as the prolog
 calls it; `--with-parts` also runs bench/check_parts_time.py in the node with the venv's
-python. With `--before REF`, the same venv's python also runs `-m rdmaprov check --nhc` from two source trees copied into the node, REF's and
-`--after` (default HEAD), interleaved run by run, and the ratio of their medians is printed.
+python. With `--before REF`, the same venv's python also runs `-m rdmaprov check --nhc` from
+two source trees copied into the node, REF's and `--after` (default HEAD), interleaved run by
+run, and the ratio of their medians is printed.
 
     sudo .venv/bin/python bench/check_time.py --lab NAME [--node node1] [--runs 20]
                                               [--before REF [--after REF]]
