@@ -48,7 +48,9 @@ def explain_error(e: NcclError, env: dict[str, str], consequence: bool = False) 
     hit = rules.match(e.line, "nccl")
     if hit is not None:  # the rules table states this cause
         d = rules.diagnosis(*hit, e.line)
-        says = f"; NCCL says: {e.detail}" if e.detail and e.kind == "nvls_failure" else ""
+        # NCCL's own NVLS text blames the Fabric Manager; not when the slots ran out.
+        says = (f"; NCCL says: {e.detail}" if e.detail and e.kind == "nvls_failure"
+                and "exhausted" not in d.cause else "")
         return Finding(d.severity, d.cause + times + says, d.action, d.code, d.remedy)
     ifname = env.get("NCCL_SOCKET_IFNAME")
     if e.kind == "no_interface":

@@ -129,6 +129,30 @@ RULES: tuple[Rule, ...] = (
     # NVLink SHARP: NCCL 2.29 prints its own three-line explanation (kept by the parser);
     # nvls.cc CUDA failures before 2.29: a Fabric Manager restarted without a GPU reset
     # (NVIDIA/nccl#976, nccl-tests#276, nccl#1488).
+    # CUDA error 2 'out of memory' from NVLS setup is not GPU memory: the NVSwitches have a
+    # fixed number of multicast objects (128) and NCCL 2.29 takes one per NVLS communicator,
+    # crashing instead of falling back once they are used up (NVIDIA/nccl#2077: Fabric Manager
+    # healthy, 2.28.9 fell back). Before the Fabric Manager rule below: it is not FM's fault.
+    _r("nvls_failure", "nccl", r"Failed to bind NVLink SHARP \(NVLS\) Multicast memory.*?"
+       r"CUDA error 2 'out of memory'",
+       "error", "NVLink SHARP (NVLS) multicast objects exhausted (CUDA error 2 'out of "
+       "memory' while binding NVLS multicast memory): every NVLS communicator takes one of the "
+       "NVSwitches' fixed multicast slots, and too many communicators (e.g. FSDP/TP "
+       "sub-groups) used them up; not GPU memory and not the Fabric Manager",
+       "Set NCCL_NVLS_ENABLE=0 (or NCCL_ALGO=^NVLS) for the job, or create fewer "
+       "communicators that use NVLS (destroy unused process groups; fewer sub-groups); "
+       "NCCL 2.28 fell back to other algorithms instead of failing. The Fabric Manager is not "
+       "at fault here: `nvidia-smi -q | grep -A3 Fabric` shows State Completed.", C,
+       "https://github.com/NVIDIA/nccl/issues/2077", needle="nvls"),
+    # Without the bind message the log cannot tell GPU memory from multicast slots.
+    _r("nvls_failure", "nccl", r"nvls\.cc:\d+ (?:NCCL )?WARN Cuda failure (?:2 )?'out of memory'",
+       "error", "NCCL's NVLink SHARP (NVLS) setup ran out of memory (CUDA 'out of memory' in "
+       "nvls.cc): GPU memory for NVLS buffers, or the NVSwitches' multicast objects used up "
+       "by many NVLS communicators; not the Fabric Manager",
+       "NCCL_NVLS_ENABLE=0 avoids both. `nvidia-smi --query-gpu=memory.used,memory.total "
+       "--format=csv` at the failure tells which: a full GPU is GPU memory (leave NCCL "
+       "headroom), free memory means the multicast slots (fewer communicators using NVLS).",
+       C, "https://github.com/NVIDIA/nccl/issues/2077", needle="nvls"),
     _r("nvls_failure", "nccl", r"Failed to bind NVLink SHARP \(NVLS\) Multicast memory.*?"
        r"CUDA error (\d+) '([^']*)'",
        "error", "NVLink SHARP (NVLS) multicast memory could not be bound: CUDA error {0} "
