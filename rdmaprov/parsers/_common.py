@@ -50,14 +50,16 @@ class Port:
 
 
 # Launchers and log collectors put these in front of every line; each pattern is anchored.
-# In order below: mpirun/Horovod tags, srun --label, a rank tag, CloudWatch, ISO timestamps,
-# syslog/journalctl ("Dec  4 17:21:16 host kernel: "), dmesg -T, dmesg, kubectl --prefix,
-# docker compose/stern ("pod-name | "), a markdown quote.
+# In order below: mpirun/Horovod tags, srun --label, rank tags (torchrun), Ray, CloudWatch,
+# ISO timestamps, syslog/journalctl ("Dec  4 17:21:16 host kernel: "), dmesg -T, dmesg,
+# kubectl --prefix, docker compose/stern ("pod-name | "), a markdown quote.
 _PREFIXES = re.compile(
     r"""^(?:
         \s*\[\d+(?:,\d+)?\]<\w+>:\s?        # mpirun [1,0]<stdout>:, Horovod [0]<stderr>:
       | \s*\d+:\s                          # srun --label: "3: "
       | \s*\[\d+\]\s                        # torchrun/launcher rank tag: [155]
+      | \s*\[rank\d+\]:\s?                  # torchrun 2.2+ per-rank prefix: [rank0]:
+      | \s*\(\w+\s+pid=\d+(?:,\s*ip=[\d.]+)?\)\s   # Ray worker: (RayWorkerWrapper pid=9, ip=..)
       | \s*\|\s*\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d)?\s*\|?\s*   # CloudWatch | ts |
       | \s*\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\s+(?:\|\s+)?  # ISO timestamp
       | \s*\[\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\]\s*     # [2025-10-16 22:16:08]

@@ -179,6 +179,16 @@ RULES: tuple[Rule, ...] = (
        "there and in the container, /dev/infiniband mapped, NCCL_IB_HCA); NCCL_IB_DISABLE=1 "
        "on every host runs all of them over sockets instead (much slower).", C,
        "https://github.com/NVIDIA/nccl-tests/issues/188", needle="wrong type"),
+    # A connection that is not NCCL's own reached a NCCL listening socket: socket.cc reads the
+    # first 8 bytes as the magic ("wrong magic %lx != %lx" WARN up to 2.26; from 2.27 an INFO
+    # "socket magic mismatch (peer 0x...)"), drops the connection and accepts again; NCCL can
+    # then hang in bootstrap (NVIDIA/nccl#1871: another service on the same interface and
+    # port; #1612: a security scan). What the 8 bytes spell names the intruder (magic_text).
+    _r("stray_connection", "nccl", r"wrong magic ([0-9a-f]{1,16}) != |(?:from (\S+?):? )?"
+       r"socket magic mismatch \(peer 0x([0-9a-f]{1,16}) ",
+       "warning", "a connection that is not from this NCCL job reached NCCL's listening "
+       "socket (wrong magic 0x{0}{3}): {1}",
+       "{2}", V, "https://github.com/NVIDIA/nccl/issues/1871", needle="magic"),
     # bootstrap.cc: the root collects one hello per rank and each says how many ranks it
     # expects (pytorch/pytorch#46248: WORLD_SIZE 3 while 6 processes joined).
     _r("rank_count_mismatch", "nccl", r"Bootstrap Root ?: mismatch in rank count from procs "
@@ -549,8 +559,71 @@ def match(line: str, scope: str | None = None) -> tuple[Rule, re.Match[str]] | N
     return None
 
 
+# The first bytes an HTTP client, a TLS client or SSH send, as they start NCCL's 8-byte magic.
+_PROTOCOLS = (
+    (("GET ", "HEAD", "POST", "PUT ", "OPTI", "DELE", "PATC", "CONN"),
+     "the bytes spell an HTTP request ({text!r}): an HTTP client (a health or liveness probe, "
+     "a Prometheus scrape, a load balancer check) is connecting to NCCL's port",
+     "Find the prober and point it at the service's own port only: `ss -tnp | grep <port>` on "
+     "this host while it runs, or the peer address in NCCL's line; a Kubernetes "
+     "liveness/readiness probe or a PodMonitor/ServiceMonitor scraping every container port "
+     "(and prometheus.io/port annotations missing) are the usual ones. NCCL drops such "
+     "connections and accepts again, but a bootstrap can hang on them (NVIDIA/nccl#1871)."),
+    (("SSH-",),
+     "the bytes spell an SSH greeting ({text!r}): an SSH client or scanner connected to NCCL's "
+     "port",
+     "Find it with `ss -tnp` on this host (or the peer address in NCCL's line) and keep it off "
+     "the ports the job listens on."),
+)
+
+
+def magic_text(hexval: str) -> str:
+    """NCCL's magic as printed (%lx of the first 8 bytes read, little-endian) back to bytes."""
+    try:
+        raw = int(hexval, 16).to_bytes(8, "little")
+    except (ValueError, OverflowError):
+        return ""
+    return "".join(chr(b) if 32 <= b < 127 else "." for b in raw)
+
+
+def _stray_groups(g: tuple[str | None, ...]) -> tuple[str | None, ...]:
+    """(magic, cause, action, " from PEER") for the stray_connection rule's text."""
+    hexval = g[0] or g[2] or ""
+    peer = f"; from {g[1]}" if g[1] else ""
+    text = magic_text(hexval)
+    if raw_tls(hexval):
+        return (hexval, "the bytes are a TLS handshake: an HTTPS client or a TLS health check "
+                "is connecting to NCCL's port",
+                "Find it with `ss -tnp` on this host (or the peer address in NCCL's line) and "
+                "keep it off the ports the job listens on.", peer)
+    for starts, cause, action in _PROTOCOLS:
+        if text.startswith(starts):
+            return (hexval, cause.format(text=text), action, peer)
+    return (hexval, "another NCCL job or communicator on the same address and port (a shared "
+            "NCCL_COMM_ID or MASTER_ADDR:MASTER_PORT, two containers of one host), or a port "
+            "scanner",
+            "Give each job its own rendezvous (NCCL_COMM_ID, MASTER_PORT) and check what "
+            "connects to this host's NCCL ports (`ss -tnp` while it runs); NCCL drops the "
+            "connection and accepts again, so this is harmless unless the job then hangs in "
+            "bootstrap (NVIDIA/nccl#1871).", peer)
+
+
+def raw_tls(hexval: str) -> bool:
+    """A TLS record header (0x16 0x03 ...) as the first bytes."""
+    try:
+        raw = int(hexval, 16).to_bytes(8, "little")
+    except (ValueError, OverflowError):
+        return False
+    return raw[:2] == b"\x16\x03"
+
+
+_GROUPS = {"stray_connection": _stray_groups}
+
+
 def diagnosis(rule: Rule, m: re.Match[str], line: str, line_no: int = 0) -> Diagnosis:
     g = m.groups()
+    if rule.code in _GROUPS:
+        g = _GROUPS[rule.code](g)
     return Diagnosis(rule.code, rule.severity, _fmt(rule.cause, g), _fmt(rule.action, g),
                      rule.remedy.value, rule.source, line.strip()[:400], 1, line_no,
                      rule.consequence)

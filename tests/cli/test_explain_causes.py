@@ -69,3 +69,39 @@ def test_nvls_bind_out_of_memory_is_multicast_exhaustion_not_fabric_manager() ->
 def test_nvls_bind_other_cuda_error_still_points_at_fabric_manager() -> None:
     [r] = explain(FIX / "pytorch177472_nvls_v2.29_bind_401.log")
     assert "Fabric Manager" in text(r) and "exhausted" not in text(r)
+
+
+def _magic(data: bytes) -> str:
+    """NCCL's "%lx" of the first 8 bytes it read (socket.cc: a uint64_t, little-endian)."""
+    return f"{int.from_bytes(data[:8], 'little'):x}"
+
+
+def test_wrong_magic_names_what_connected(tmp_path: Path) -> None:
+    # No public paste with an HTTP peer was found: these lines are NCCL's own format strings
+    # (socket.cc "wrong magic %lx != %lx" 2.16-2.26, "socket magic mismatch (peer 0x%016llx
+    # != expected 0x%016llx)" 2.27+) filled with the first bytes each client sends.
+    expected = "134eccad5a34ad33"
+    old = "h1:367:372 [0] misc/socket.cc:432 NCCL WARN socketFinalizeAccept: wrong magic {} != {}"
+    new = ("h1:367:372 [0] NCCL INFO socketFinalizeAccept from 10.1.2.3<51234>: socket magic "
+           "mismatch (peer 0x{:0>16} != expected 0x{:0>16}), discarding peer connection")
+    cases = {
+        "get_old": (old.format(_magic(b"GET /metrics HTTP/1.1"), expected), "HTTP request"),
+        "head_new": (new.format(_magic(b"HEAD / HTTP/1.1"), expected), "HTTP request"),
+        "post_ray": ("(RayWorkerWrapper pid=9, ip=10.0.0.2) "
+                     + old.format(_magic(b"POST /api"), expected), "HTTP request"),
+        "tls": (old.format(_magic(b"\x16\x03\x01\x02\x00\x01\x00\x01"), expected), "TLS"),
+        "nccl": (old.format("ba8657f4d3a5a02a", expected), "another NCCL job"),
+    }
+    files = []
+    for name, (line, _) in cases.items():
+        f = tmp_path / f"{name}.log"
+        f.write_text(line + "\n")
+        files.append(f)
+    for (name, (_, want)), r in zip(cases.items(), explain(*files), strict=True):
+        stray = [f for f in r["findings"] if f.get("code") == "stray_connection"]
+        assert len(stray) == 1, name
+        assert want in stray[0]["message"], name
+        if want != "HTTP request":
+            assert "HTTP request" not in stray[0]["message"], name
+    assert "10.1.2.3<51234>" in explain(files[1])[0]["findings"][0]["message"]
+    assert "'GET /met'" in explain(files[0])[0]["findings"][0]["message"]
