@@ -109,7 +109,8 @@ CONTEXT_CODES = frozenset({
     "env_deprecated", "env_unknown", "env_nccl_says", "version_from_env",
     "dmabuf_unsupported", "nvls_failure", "collnet_fallback", "cuda_oom",
     "shm_create", "shm_attach", "network_mismatch",
-    "rank_count_mismatch", "invalid_usage", "ras_report", "stray_connection"})
+    "rank_count_mismatch", "invalid_usage", "ras_report", "stray_connection",
+    "nccl_known_bug", "userbuff_register_harmless"})
 
 # Causes in the rules table that end the process reporting them (its peers then lose it).
 _FATAL_CAUSES = frozenset({"cuda_oom", "nvls_failure", "async_event", "dmabuf_unsupported",
@@ -363,6 +364,9 @@ class NcclLogParser:
                 if n > self.nranks:
                     self.nranks = n
         elif "Got completion" in msg:
+            self._warn(msg, msg)
+        elif w == "ncclMaxSharedMem" and "exceeds device/fn" in msg:
+            # 2.25's INFO line: NCCL cannot run on this GPU (a bug fixed in 2.26.2).
             self._warn(msg, msg)
         elif w == "socketFinalizeAccept" and "magic mismatch" in msg:
             # 2.27+ logs a stray connection at INFO: a cause whatever its level.

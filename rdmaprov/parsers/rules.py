@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rdmaprov.parsers._common import Finding, clean
+from rdmaprov.parsers.nccl_releases import FIXES, fixed_text
 from rdmaprov.remediation import Remedy
 
 # ibv_wc_status values (verbs.h) as NCCL ("status=N", "with error N") and perftest ("Failed
@@ -189,6 +190,22 @@ RULES: tuple[Rule, ...] = (
        "warning", "a connection that is not from this NCCL job reached NCCL's listening "
        "socket (wrong magic 0x{0}{3}): {1}",
        "{2}", V, "https://github.com/NVIDIA/nccl/issues/1871", needle="magic"),
+    # Known NCCL bugs whose fix a release note states (rdmaprov/parsers/nccl_releases.py).
+    # 2.25.1's INFO line (enqueue.cc); 2.26.2+ words it "cudaArch N ncclMaxSharedMem ..." as a
+    # WARN, which this anchored pattern leaves alone.
+    _r("nccl_known_bug", "nccl", r"^ncclMaxSharedMem (\d+) exceeds device/fn maxSharedMem (\d+)",
+       "error", "NCCL 2.25 needs {0} bytes of shared memory per block and this GPU offers {1} "
+       "(a recent Blackwell GPU such as the RTX 50xx): NCCL's kernels cannot launch on it",
+       fixed_text("blackwell_shared_mem") + " Not a driver, P2P or network fault; "
+       "NCCL_P2P_DISABLE does not help.", F, FIXES["blackwell_shared_mem"].source,
+       needle="maxsharedmem"),
+    _r("userbuff_register_harmless", "nccl", r"failed to (?:IPC|NET) register userbuff",
+       "info", "NCCL could not register a user buffer for zero-copy (a WARN NCCL 2.23-2.25 "
+       "print for an optional optimisation): harmless, NCCL copies through its own buffers",
+       "Not the cause of a hang or failure: look for the other errors. NCCL "
+       + FIXES["userbuff_register_warn"].fixed_in + " made it an INFO (release notes: \""
+       + FIXES["userbuff_register_warn"].note + "\"); upgrading silences it.", V,
+       "https://github.com/NVIDIA/nccl/issues/1684", needle="register userbuff"),
     # bootstrap.cc: the root collects one hello per rank and each says how many ranks it
     # expects (pytorch/pytorch#46248: WORLD_SIZE 3 while 6 processes joined).
     _r("rank_count_mismatch", "nccl", r"Bootstrap Root ?: mismatch in rank count from procs "
@@ -559,6 +576,11 @@ def match(line: str, scope: str | None = None) -> tuple[Rule, re.Match[str]] | N
     return None
 
 
+# A client that closes before sending 8 bytes failed the bootstrap before 2.27.3.
+_SHORT_MAGIC = ("Before NCCL " + FIXES["bootstrap_short_magic"].fixed_in + " such a client "
+                "closing before sending 8 bytes failed the bootstrap itself (NVIDIA/nccl#1612; "
+                "release notes: \"" + FIXES["bootstrap_short_magic"].note + "\").")
+
 # The first bytes an HTTP client, a TLS client or SSH send, as they start NCCL's 8-byte magic.
 _PROTOCOLS = (
     (("GET ", "HEAD", "POST", "PUT ", "OPTI", "DELE", "PATC", "CONN"),
@@ -568,7 +590,8 @@ _PROTOCOLS = (
      "this host while it runs, or the peer address in NCCL's line; a Kubernetes "
      "liveness/readiness probe or a PodMonitor/ServiceMonitor scraping every container port "
      "(and prometheus.io/port annotations missing) are the usual ones. NCCL drops such "
-     "connections and accepts again, but a bootstrap can hang on them (NVIDIA/nccl#1871)."),
+     "connections and accepts again, but a bootstrap can hang on them (NVIDIA/nccl#1871). "
+     + _SHORT_MAGIC),
     (("SSH-",),
      "the bytes spell an SSH greeting ({text!r}): an SSH client or scanner connected to NCCL's "
      "port",
@@ -605,7 +628,7 @@ def _stray_groups(g: tuple[str | None, ...]) -> tuple[str | None, ...]:
             "Give each job its own rendezvous (NCCL_COMM_ID, MASTER_PORT) and check what "
             "connects to this host's NCCL ports (`ss -tnp` while it runs); NCCL drops the "
             "connection and accepts again, so this is harmless unless the job then hangs in "
-            "bootstrap (NVIDIA/nccl#1871).", peer)
+            "bootstrap (NVIDIA/nccl#1871). " + _SHORT_MAGIC, peer)
 
 
 def raw_tls(hexval: str) -> bool:

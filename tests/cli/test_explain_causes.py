@@ -105,3 +105,16 @@ def test_wrong_magic_names_what_connected(tmp_path: Path) -> None:
             assert "HTTP request" not in stray[0]["message"], name
     assert "10.1.2.3<51234>" in explain(files[1])[0]["findings"][0]["message"]
     assert "'GET /met'" in explain(files[0])[0]["findings"][0]["message"]
+
+
+def test_known_nccl_bug_says_fixed_in_and_harmless_warn_is_not_a_cause() -> None:
+    smem, userbuff = explain(FIX / "nccl_tinygrad29_v2.25.1_rtx5090_smem.log",
+                             FIX / "nccl_1684_v2.25.1_ipc_userbuff_harmless.log")
+    [bug] = [f for f in smem["findings"] if f.get("code") == "nccl_known_bug"]
+    assert bug["severity"] == "error" and "82240" in bug["message"]
+    assert "fixed in NCCL 2.26.2" in bug["hint"] and "upgrade" in bug["hint"]
+    [ub] = [f for f in userbuff["findings"] if f.get("code") == "userbuff_register_harmless"]
+    assert ub["severity"] == "info" and "harmless" in ub["message"]
+    # The stuck watchdog stays the error; the registration WARN is not made its cause.
+    assert {f["code"] for f in userbuff["findings"] if f["severity"] == "error"} == {
+        "watchdog_stuck"}
