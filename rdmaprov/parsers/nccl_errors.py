@@ -274,6 +274,10 @@ NCCL_RESULT = {1: "ncclUnhandledCudaError", 2: "ncclSystemError", 3: "ncclIntern
                4: "ncclInvalidArgument", 5: "ncclInvalidUsage", 6: "ncclRemoteError"}
 
 
+def _ranks(ks: list[int]) -> str:
+    return ", ".join(str(k) for k in ks[:16]) + (" ..." if len(ks) > 16 else "")
+
+
 def watchdog_findings(wd: dict[str, Any]) -> list[Finding]:
     f: list[Finding] = []
     if wd["watchdog_stuck"]:
@@ -298,6 +302,20 @@ def watchdog_findings(wd: dict[str, Any]) -> list[Finding]:
         "the one that did not reach the collective (crashed, stuck in data loading, or on a "
         "different code path) or the first one with a network error. Look for a rank that "
         "is missing from these reports or is behind.", "watchdog"))
+    if wd.get("desync"):
+        ds = wd["desync"]
+        parts = [f"rank{'s' if len(ks) > 1 else ''} {_ranks(ks)} ran {what}"
+                 for what, ks in ds["by"].items()]
+        f.append(Finding(
+            "error", "collective desync: " + ", ".join(parts) + f" at SeqNum {ds['seq']}"
+            + (f" (process group {ds['pg']})" if ds["pg"] is not None else ""),
+            "The ranks called different collectives (or different sizes) at the same point, so "
+            "each waits for a partner that never comes: a code path that differs per rank (a "
+            "rank-dependent branch, an extra step or evaluation on some ranks, uneven data at "
+            "an epoch end). Not a network fault. Rerun with TORCH_NCCL_DESYNC_DEBUG=1, or "
+            "PyTorch's flight recorder (TORCH_NCCL_TRACE_BUFFER_SIZE=2000 "
+            "TORCH_NCCL_DUMP_ON_TIMEOUT=1), to see the call each rank made.",
+            "watchdog_desync"))
     if wd["silent_ranks"]:
         f.append(Finding(
             "warning", "ranks seen in this text but with no timeout report: "

@@ -75,8 +75,15 @@ _INFO_SKIP = frozenset({
 # host:pid:tid [dev] in front of a WARN; pastes replace the pid with placeholders ("XXXXXX").
 _ERR_HEAD = re.compile(r"([\w.-]+):\w+(?::\w+)? \[\d+\]")
 _RANK_TAG = re.compile(r"\[[Rr]ank ?(\d+)\]")
-_WATCHDOG = re.compile(r"\[Rank (\d+)\] Watchdog caught collective operation timeout: "
-                       r"WorkNCCL\(SeqNum=(\d+)(?:, OpType=(\w+))?")
+_WATCHDOG = re.compile(r"(?:\[PG (?:ID )?(\d+)[^\]]*? )?\[?Rank (\d+)\] Watchdog caught collective "
+                       r"operation timeout: WorkNCCL\(SeqNum=(\d+)(?:, OpType=(\w+))?"
+                       r"(?:, NumelIn=(\d+), NumelOut=(\d+))?")
+# "[PG 0 (default_pg) Rank 7] Exception ... detected by watchdog at work: 80078": the rank's PG.
+_WD_PG = re.compile(r"\[PG (?:ID )?(\d+)[^\]]*? Rank (\d+)\] Exception")
+# Collectives every rank of a group calls alike (same op, same count); point-to-point, all-to-all,
+# gather/scatter and coalesced ops legitimately differ between ranks at one sequence number.
+_SAME_ON_ALL = frozenset({"ALLREDUCE", "BROADCAST", "REDUCE", "ALLGATHER", "_ALLGATHER_BASE",
+                          "REDUCE_SCATTER", "_REDUCE_SCATTER_BASE", "BARRIER"})
 _WD_STUCK = re.compile(r"Rank (\d+)\] ProcessGroupNCCL's watchdog got stuck")
 _TORCH_TS = re.compile(r"\[[EWI](\d{3,4}) (\d\d:\d\d:\d\d\.\d+)")
 _LAST_DONE = re.compile(r"Rank (\d+)\] Exception .*last completed NCCL work: (\d+)")
@@ -105,7 +112,8 @@ CONTEXT_CODES = frozenset({
     "remote_error", "qp_link_local_gid", "qp_unreachable", "qp_timeout", "qp_no_device",
     "verbs_open_device", "plugin_no_device", "plugin_network", "bridge_interface",
     "docker_bridge", "link_local_address", "first_failure", "watchdog", "watchdog_silent",
-    "watchdog_behind", "watchdog_stuck", "verbs_provider", "verbs_provider_abi", "env_removed",
+    "watchdog_behind", "watchdog_stuck", "watchdog_desync", "verbs_provider", "verbs_provider_abi",
+    "env_removed",
     "env_deprecated", "env_unknown", "env_nccl_says", "version_from_env",
     "dmabuf_unsupported", "nvls_failure", "collnet_fallback", "cuda_oom",
     "shm_create", "shm_attach", "network_mismatch",
@@ -219,6 +227,8 @@ class NcclLogParser:
         self.env_nccl_says: dict[str, str] = {}  # NCCL 2.30 "Warning: ENV X is deprecated"
         self.rank_tags: set[int] = set()
         self.wd: dict[int, tuple[int, str, str, str]] = {}  # rank -> (seq, op, time, MMDD)
+        self.wd_numel: dict[int, tuple[int, int]] = {}  # rank -> (NumelIn, NumelOut)
+        self.wd_pg: dict[int, int] = {}  # rank -> process group id, where a line names it
         self.wd_done: dict[int, int] = {}  # rank -> last completed work
         self.wd_stuck: set[int] = set()  # ranks whose watchdog itself hung (heartbeat monitor)
         self._last_error_for: NcclError | None = None
@@ -648,14 +658,23 @@ class NcclLogParser:
             w = _WATCHDOG.search(line)
             if w and len(self.wd) < _MAX_SET:
                 ts = _TORCH_TS.search(line)
-                self.wd.setdefault(int(w.group(1)), (
-                    int(w.group(2)), w.group(3) or "?", ts.group(2) if ts else "",
-                    ts.group(1).zfill(4) if ts else ""))
+                rank = int(w.group(2))
+                if rank not in self.wd:
+                    self.wd[rank] = (int(w.group(3)), w.group(4) or "?",
+                                     ts.group(2) if ts else "",
+                                     ts.group(1).zfill(4) if ts else "")
+                    if w.group(5):
+                        self.wd_numel[rank] = (int(w.group(5)), int(w.group(6)))
+                    if w.group(1):
+                        self.wd_pg.setdefault(rank, int(w.group(1)))
         elif "watchdog got stuck" in line:
             st = _WD_STUCK.search(line)
             if st and len(self.wd_stuck) < _MAX_SET:
                 self.wd_stuck.add(int(st.group(1)))
         elif "last completed NCCL work" in line:
+            g = _WD_PG.search(line)
+            if g and len(self.wd_pg) < _MAX_SET:
+                self.wd_pg.setdefault(int(g.group(2)), int(g.group(1)))
             d = _LAST_DONE.search(line)
             if d and len(self.wd_done) < _MAX_SET:
                 self.wd_done[int(d.group(1))] = int(d.group(2))
@@ -762,11 +781,47 @@ class NcclLogParser:
             first = min(ranks, key=lambda k: (self.wd[k][3] or "~", self.wd[k][2] or "~", k))
             d["seq"], d["op"] = self.wd[first][0], self.wd[first][1]
             d["first"] = {"rank": first, "time": self.wd[first][2] or None}
+        desync = self._desync()
+        if desync:
+            d["desync"] = desync
         if self.wd_done and len(set(self.wd_done.values())) > 1:
             low = min(self.wd_done.values())
             d["behind"] = sorted(k for k, v in self.wd_done.items() if v == low)[:64]
             d["behind_last_completed"] = low
         return d
+
+    def _desync(self) -> dict[str, Any] | None:
+        """Ranks of one process group that timed out at the same SeqNum in different
+        collectives (or the same one with different counts): the ranks diverged."""
+        by_seq: dict[int, list[int]] = {}
+        for rank, (seq, _op, _t, _d) in self.wd.items():
+            by_seq.setdefault(seq, []).append(rank)
+        groups: dict[tuple[int | None, int], list[int]] = {}
+        for seq, members in by_seq.items():
+            pgs = {self.wd_pg[k] for k in members if k in self.wd_pg}
+            for k in members:
+                # A rank whose group no line names joins the one group the others name; with
+                # several groups named, it is compared with none (their numbers are separate).
+                pg = self.wd_pg.get(k, next(iter(pgs)) if len(pgs) == 1 else None)
+                if pg is None and pgs:
+                    continue
+                groups.setdefault((pg, seq), []).append(k)
+        for (pg, seq), ranks in sorted(groups.items(), key=lambda kv: kv[0][1]):
+            ops = {self.wd[k][1] for k in ranks}
+            if len(ranks) < 2 or "?" in ops or not ops <= _SAME_ON_ALL:
+                continue
+            if len(ops) > 1:
+                by = {op: sorted(k for k in ranks if self.wd[k][1] == op) for op in ops}
+                return {"seq": seq, "pg": pg, "what": "op", "by": dict(sorted(
+                    by.items(), key=lambda kv: (-len(kv[1]), kv[0])))}
+            sizes = {self.wd_numel[k] for k in ranks if k in self.wd_numel}
+            if len(sizes) > 1:
+                op = next(iter(ops))
+                by_n = {f"{op} of {n[0]} elements":
+                        sorted(k for k in ranks if self.wd_numel.get(k) == n) for n in sizes}
+                return {"seq": seq, "pg": pg, "what": "size", "by": dict(sorted(
+                    by_n.items(), key=lambda kv: (-len(kv[1]), kv[0])))}
+        return None
 
     def _findings(self, r: NcclLogReport) -> list[Finding]:
         f: list[Finding] = []

@@ -539,6 +539,7 @@ CODE_REMEDY: dict[str, Remedy] = {
     "verbs_provider_abi": C, "env_removed": C, "env_deprecated": C, "env_unknown": C,
     "env_nccl_says": C, "peer_lost": V, "remote_error": V, "completion": V, "timeout": V,
     "watchdog": V, "watchdog_silent": V, "watchdog_behind": V, "watchdog_stuck": V,
+    "watchdog_desync": V,
     "system_error": V, "cuda_error": V, "nccl_error": V, "socket": C, "consequence": V,
     "proxy": V, "comm_abort": V, "first_failure": V, "version_from_env": C,
 }

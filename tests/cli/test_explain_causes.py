@@ -118,3 +118,11 @@ def test_known_nccl_bug_says_fixed_in_and_harmless_warn_is_not_a_cause() -> None
     # The stuck watchdog stays the error; the registration WARN is not made its cause.
     assert {f["code"] for f in userbuff["findings"] if f["severity"] == "error"} == {
         "watchdog_stuck"}
+
+
+def test_watchdog_desync_names_the_ranks_and_ops() -> None:
+    [r] = explain(FIX / "nccl_1409_torch_watchdog_desync.log")
+    [d] = [f for f in r["findings"] if f.get("code") == "watchdog_desync"]
+    assert d["severity"] == "error"
+    assert "rank 3 ran ALLREDUCE, rank 7 ran BROADCAST at SeqNum 80078" in d["message"]
+    assert "TORCH_NCCL_DESYNC_DEBUG=1" in d["hint"]
