@@ -32,6 +32,10 @@ _FW = re.compile(r"(mlx5_core|mlx4_core|bnxt_en|ice|irdma) ([0-9a-f]{4}:[0-9a-f]
 _DEV = re.compile(r"(mlx5_core|mlx4_core|bnxt_en|irdma) ([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d)"
                   r"(?: ([\w.@-]+))?:")
 _MAX = 1024
+# Where a line says which host and second it is from: syslog/journalctl ("Mar 27 15:37:34 cc1
+# kernel: "), journalctl -o short-iso and rsyslog ("2025-03-27T15:37:34+0000 cc1 kernel: ").
+_SYSLOG_HOST = re.compile(r"^\s*([A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d|\d{4}-\d\d-\d\d[T ]\d\d:"
+                          r"\d\d:\d\d)\S*\s+([\w.-]+)\s+kernel:")
 
 
 @dataclass
@@ -54,9 +58,13 @@ class KernelLogParser:
         self.diag = rules.Diagnoser("kernel")
         self.devices: dict[str, dict[str, Any]] = {}
         self.links: dict[str, dict[str, Any]] = {}
+        self.host_links: dict[str, dict[str, Any]] = {}  # "host iface" -> counts
+        self.downs: dict[str, dict[str, set[str]]] = {}  # second -> host -> ifaces down
+        self.hosts: set[str] = set()
 
     def feed(self, raw: str) -> None:
         self.lines += 1
+        h = _SYSLOG_HOST.match(raw) if "kernel:" in raw else None
         line = clean(raw)
         if not line.strip():
             return
@@ -75,6 +83,16 @@ class KernelLogParser:
             s = self.links.setdefault(name, {"down": 0, "up": 0, "last": None})
             s["up" if up else "down"] += 1
             s["last"] = "up" if up else "down"
+            if h and len(self.host_links) < _MAX:
+                host = h.group(2)
+                self.hosts.add(host)
+                hs = self.host_links.setdefault(f"{host} {name}",
+                                                {"down": 0, "up": 0, "last": None})
+                hs["up" if up else "down"] += 1
+                hs["last"] = "up" if up else "down"
+                if not up and len(self.downs) < _MAX:
+                    sec = " ".join(h.group(1).replace("T", " ").split())
+                    self.downs.setdefault(sec, {}).setdefault(host, set()).add(name)
         self.diag.feed(line)
 
     def finish(self) -> KernelLogReport:
@@ -84,7 +102,30 @@ class KernelLogParser:
         r.diagnoses = [d.to_dict() for d in found]
         f = r.findings
         f.extend(d.finding() for d in found)
-        for name, s in sorted(self.links.items()):
+        # Several hosts: each host's ports are its own (one iface name on three hosts is three
+        # links), and downs of several hosts in one second point at the part they share.
+        links = self.links
+        if len(self.hosts) > 1:
+            links = r.links = self.host_links
+        shared: set[str] = set()
+        for sec, by_host in sorted(self.downs.items()):
+            if len(by_host) < 2:
+                continue
+            hosts = sorted(by_host)
+            names = sorted({f"{hh} {i}" for hh in hosts for i in by_host[hh]})
+            shared.update(names)
+            f.append(Finding(
+                "error", f"links went down on {len(hosts)} hosts in the same second ({sec}): "
+                + ", ".join(names[:16]) + (" ..." if len(names) > 16 else "")
+                + ": the part they share failed or restarted (a switch reboot or power loss, "
+                "on InfiniBand the subnet manager), not each host's cable",
+                "Read the switch's log and uptime for that second (on the switch: show log, "
+                "show version); on InfiniBand `sminfo` and the SM's log. Do not replace the "
+                "hosts' cables or NICs for this; only a link still down or flapping after the "
+                "switch is back is a cable.", "link_down_shared", "investigate"))
+        for name, s in sorted(links.items()):
+            if name in shared and s["last"] == "up" and max(s["down"], s["up"] - 1) <= 1:
+                continue  # went down with the others and came back: the shared event above
             # A "Link up" after another one means the link went down in between, logged or not.
             drops = max(s["down"], s["up"] - 1)
             if drops >= 2:

@@ -126,3 +126,31 @@ def test_watchdog_desync_names_the_ranks_and_ops() -> None:
     assert d["severity"] == "error"
     assert "rank 3 ran ALLREDUCE, rank 7 ran BROADCAST at SeqNum 80078" in d["message"]
     assert "TORCH_NCCL_DESYNC_DEBUG=1" in d["hint"]
+
+
+def _journal(host: str, when: str, state: str) -> str:
+    """The real cubecos#733 journal line (mlx5 'Link up'), for another host, second and state."""
+    real = (FIX / "kernel_cubecos733_journal_link_flap.txt").read_text().splitlines()[1]
+    assert real.startswith("Mar 27 15:37:34 cc1 kernel: mlx5_core") and real.endswith("Link up")
+    return real.replace(" cc1 ", f" {host} ").replace("15:37:34", when).replace(
+        "Link up", f"Link {state}")
+
+
+def test_link_down_on_several_hosts_in_one_second_is_the_shared_part(tmp_path: Path) -> None:
+    # No public paste of a multi-host journal was found: the real line, for three hosts.
+    hosts = ("cc1", "cc2", "cc3")
+    shared = tmp_path / "shared.txt"
+    shared.write_text("\n".join([_journal(h, "15:37:34", "down") for h in hosts]
+                                + [_journal(h, "15:39:02", "up") for h in hosts]) + "\n")
+    apart = tmp_path / "apart.txt"
+    apart.write_text("\n".join([_journal("cc1", "15:37:34", "down"),
+                                _journal("cc2", "15:52:10", "down")]) + "\n")
+    r, a = explain(shared, apart)
+    [s] = [f for f in r["findings"] if f.get("code") == "link_down_shared"]
+    assert "3 hosts in the same second (Mar 27 15:37:34)" in s["message"]
+    assert "switch" in s["message"] and "not each host's cable" in s["message"]
+    assert not any(f.get("code") in ("link_flap", "link_down") for f in r["findings"])
+    assert set(r["links"]) == {"cc1 eth1", "cc2 eth1", "cc3 eth1"}
+    # Different seconds: each host's own link, never the shared part.
+    assert not any(f.get("code") == "link_down_shared" for f in a["findings"])
+    assert {f["code"] for f in a["findings"] if f.get("code")} == {"link_down"}
