@@ -78,7 +78,9 @@ _SIGNS: list[tuple[str, re.Pattern[str]]] = [
                             r"^\s*(?:RDMA_Write|RDMA_Read|Send|Atomic\w*)\s+(?:Bidirectional\s+)?"
                             r"(?:BW|Lat\w*) Test|"
                             r"Couldn't connect to \S+:\d+|Unable to init the socket connection|"
-                            r"Failed to modify QP|Failed status \d+: wr_id|Waiting for client to "
+                            r"Failed to modify QP|Failed status \d+: wr_id|Couldn't create IB "
+                            r"resources|Couldn't allocate MR|Failed to allocate hugepages\. "
+                            r"Please configure|Waiting for client to "
                             r"connect|^\s*(?:Dual-port|Number of qps|Data ex\. method|"
                             r"Connection type|TX depth|CQ Moderation)\s*:")),
     ("kernel_log", re.compile(r"\bmlx[45]_core\b|\bmlx5_ib\b|PCIe Bus Error|NETDEV WATCHDOG|"

@@ -293,6 +293,19 @@ def abort_finding(fl: dict[str, str]) -> Finding:
                 "host x -g (GPUs per process) exceeds the GPUs visible there "
                 "(CUDA_VISIBLE_DEVICES); with mpirun use -g 1 and one process per GPU, or "
                 "fewer processes per host.")
+    elif "busy or unavailable" in err:
+        # cudaErrorDevicesUnavailable (46): the GPU is in Exclusive Process (or Prohibited)
+        # compute mode and another process holds it; several ranks or threads of one job
+        # sharing a GPU, or a leftover process (NVIDIA/nccl-tests#369: GH200 in E. Process).
+        hint = ("The GPUs refuse a second CUDA context: they are in Exclusive Process compute "
+                "mode (or Prohibited) and another process holds them, often another rank of "
+                "the same job on that GPU or a leftover process. `nvidia-smi -q -d COMPUTE` "
+                "shows the mode; `nvidia-smi -c DEFAULT` (as root, per GPU with -i) puts it "
+                "back to shared, or keep Exclusive Process and give each rank its own GPU "
+                "(one process per GPU, -g 1, no other process on it: nvidia-smi).")
+        return Finding("error", f"the test aborted{where}: CUDA failure at {fl['where']} "
+                       f"'{err}': the GPU is held by another process (Exclusive Process "
+                       "compute mode)", hint, "tests_gpu_busy", "config")
     elif fl["what"] == "NCCL":
         hint = ("NCCL failed inside the test: rerun with NCCL_DEBUG=INFO and `rdmaprov "
                 "explain` the log; the NCCL WARN before the failure names the cause.")

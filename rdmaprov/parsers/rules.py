@@ -461,8 +461,40 @@ RULES: tuple[Rule, ...] = (
        "The status line with it says why.", V,
        "https://github.com/linux-rdma/perftest/blob/master/src/perftest_resources.c",
        consequence=True, needle=""),
+    # host_memory.c: --use_hugepages found no free huge pages (or, with --mr_per_qp, ran out
+    # of SysV segments: kernel.shmmni; linux-rdma/perftest#395).
+    _r("perftest_hugepages", "perftest", r"Failed to allocate hugepages|Failed to allocate "
+       r"hugepage region",
+       "error", "perftest was asked for huge pages (--use_hugepages) and could not get them",
+       "Reserve huge pages for the buffer: `grep Huge /proc/meminfo` (HugePages_Free), then "
+       "`sysctl -w vm.nr_hugepages=N` with N x Hugepagesize at least the buffer size; with "
+       "--mr_per_qp each QP takes one SysV segment, so raise kernel.shmmni too; or run "
+       "without --use_hugepages.", C, "https://github.com/linux-rdma/perftest/issues/395",
+       needle="hugepage"),
+    # "Couldn't allocate MR" is ibv_reg_mr failing on perftest's buffer: the locked-memory
+    # limit above all (tarickb/the-geek-in-the-corner#6; NVIDIA/nccl-tests#206: ulimit -l 8192).
     _r("perftest_mr", "perftest", r"Couldn't allocate MR|Couldn't register MR|"
-       r"ibv_reg_mr failed|Couldn't create (?:CQ|QP)",
+       r"ibv_reg_mr failed",
+       "error", "the NIC could not register perftest's buffer (memory region): usually the "
+       "locked-memory limit",
+       "`ulimit -l` in the shell (or container, or job) that ran perftest tells: it must be "
+       "unlimited or larger than the buffer (limits.conf memlock, docker --ulimit "
+       "memlock=-1, systemd LimitMEMLOCK, srun --propagate); with --use_cuda, GPU memory the "
+       "NIC cannot map (nvidia_peermem not loaded, no DMA-BUF: --use_cuda_dmabuf).", C,
+       "https://github.com/NVIDIA/nccl-tests/issues/206", needle=""),
+    # "Unable to create QP." is ibv_create_qp refusing perftest's sizes; the default inline
+    # size (220 bytes for writes) is more than Intel E810/irdma (under 102) or QLogic qedr
+    # (128) accept (linux-rdma/perftest#139, #110).
+    _r("perftest_qp_inline", "perftest", r"Unable to create QP",
+       "error", "the NIC refused perftest's queue pair (ibv_create_qp): most often the inline "
+       "data size perftest asks for by default is larger than the device allows (Intel "
+       "E810/irdma allows under 102 bytes, QLogic qedr 128)",
+       "Rerun with -I 0 (or a small -I such as 64): if it then runs, it was the inline size. "
+       "If not, lower the queue sizes (-t tx depth, -r rx depth, -q QPs) to the device's "
+       "limits (ibv_devinfo -v: max_qp_wr); `dmesg | tail` may name the rejected "
+       "attribute.", C, "https://github.com/linux-rdma/perftest/issues/139",
+       needle="create qp"),
+    _r("perftest_mr", "perftest", r"Couldn't create (?:CQ|QP)",
        "error", "perftest could not register its buffer or create a queue with the NIC",
        "Usually the locked-memory limit (ulimit -l unlimited) or, with --use_cuda, GPU "
        "memory the NIC cannot map (nvidia_peermem not loaded, no DMA-BUF).", C,

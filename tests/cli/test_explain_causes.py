@@ -154,3 +154,42 @@ def test_link_down_on_several_hosts_in_one_second_is_the_shared_part(tmp_path: P
     # Different seconds: each host's own link, never the shared part.
     assert not any(f.get("code") == "link_down_shared" for f in a["findings"])
     assert {f["code"] for f in a["findings"] if f.get("code")} == {"link_down"}
+
+
+def test_perftest_resource_failures_name_their_cause(tmp_path: Path) -> None:
+    qp, huge = explain(FIX / "perftest139_irdma_inline_create_qp.txt",
+                       FIX / "perftest395_hugepages_mr_per_qp.txt")
+    [q] = [f for f in qp["findings"] if f.get("code") == "perftest_qp_inline"]
+    assert "E810/irdma" in q["message"] and "-I 0" in q["hint"]
+    [h] = [f for f in huge["findings"] if f.get("code") == "perftest_hugepages"]
+    assert "vm.nr_hugepages" in h["hint"] and "kernel.shmmni" in h["hint"]
+    # Without the hugepage lines, "Couldn't allocate MR" is the locked-memory limit, with the
+    # command that tells (lines of zrlio/softiwarp#23's paste).
+    mr = tmp_path / "mr.txt"
+    mr.write_text("Couldn't allocate MR\nfailed to create mr\nFailed to create MR\n")
+    [r] = explain(mr)
+    [m] = [f for f in r["findings"] if f.get("code") == "perftest_mr"]
+    assert "locked-memory limit" in m["message"] and "`ulimit -l`" in m["hint"]
+
+
+def test_nccl_tests_gpu_busy_is_exclusive_process_mode(tmp_path: Path) -> None:
+    # NVIDIA/nccl-tests#369 (GH200 in Exclusive Process mode); the paste's last line is cut in
+    # the thread after "'CUDA-capable": completed with CUDA's own text for error 46.
+    text = "\n".join([
+        "# nccl-tests version 2.17.8 nccl-headers=22606 nccl-library=22606",
+        "# Collective test starting: all_reduce_perf",
+        "# nThread 1 nGpus 1 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 1 "
+        "iters: 20 agg iters: 1 validation: 1 graph: 0",
+        "#",
+        "# Using devices",
+        "#  Rank  0 Group  0 Pid 3617715 on    gpu-1-1 device  0 [0009:01:00] NVIDIA GH200 120GB",
+        "#  Rank  1 Group  0 Pid 3617716 on    gpu-1-1 device  1 [0019:01:00] NVIDIA GH200 120GB",
+        "gpu-1-1: Test CUDA failure common.cu:1304 'CUDA-capable device(s) is/are busy or "
+        "unavailable'"]) + "\n"
+    f = tmp_path / "busy.txt"
+    f.write_text(text)
+    [r] = explain(f)
+    assert r["kind"] == "nccl_tests"
+    [b] = [x for x in r["findings"] if x.get("code") == "tests_gpu_busy"]
+    assert "on gpu-1-1" in b["message"] and "Exclusive Process" in b["message"]
+    assert "nvidia-smi -c DEFAULT" in b["hint"]
