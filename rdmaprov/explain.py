@@ -14,6 +14,7 @@ from typing import Any
 
 from rdmaprov.parsers import (
     ethtool_stats,
+    ib_counters,
     ibdev2netdev,
     ibstat,
     ibstatus,
@@ -46,6 +47,7 @@ KNOWN_FORMATS = {
     "kernel_log": "kernel log (dmesg, dmesg -T, journalctl -k, grep'd lines)",
     "ethtool_stats": "ethtool -S IFACE",
     "nvidia_topo": "nvidia-smi topo -m",
+    "ib_counters": "perfquery / ibqueryerrors port counters",
 }
 
 # Lines that identify each kind; counted over the first lines of the input.
@@ -94,6 +96,11 @@ _SIGNS: list[tuple[str, re.Pattern[str]]] = [
                                r"PIX|PXB|PHB|NODE|SYS|SOC)\s|^\s*X\s+= Self|NIC Legend:|"
                                r"CPU Affinity")),
 ]
+_SIGNS.append(("ib_counters", re.compile(
+    r"^\s*(?:SymbolErrorCounter|LinkDownedCounter|PortXmitWait|PortRcvErrors|PortXmitDiscards|"
+    r"LinkErrorRecoveryCounter|PortSelect|CounterSelect):\.{2,}|#\s*Port (?:extended )?"
+    r"counters: Lid|\[(?:SymbolErrorCounter|LinkDownedCounter|PortXmitWait|PortRcvErrors|"
+    r"PortXmitDiscards) == \d+")))
 _DETECT_LINES = 400
 
 
@@ -133,6 +140,7 @@ def _parser(kind: str) -> Any:
         "mlnx_qos": mlnx_qos.MlnxQosParser, "perftest": perftest.PerftestParser,
         "kernel_log": kernel_log.KernelLogParser,
         "ethtool_stats": ethtool_stats.EthtoolStatsParser, "nvidia_topo": nvidia_topo.TopoParser,
+        "ib_counters": ib_counters.IbCountersParser,
     }[kind]()
 
 
@@ -312,6 +320,9 @@ def render_text(name: str, report: dict[str, Any]) -> str:
                    f"  pause on priorities: {report['pause_priorities'] or 'none'}")
     elif kind == "nvidia_topo":
         out.append(f"   GPUs: {len(report['gpus'])}  NICs: {len(report['nics'])}")
+    elif kind == "ib_counters":
+        out.append(f"   ports: {len(report['counters'])}  extended: "
+                   f"{'yes' if report['extended'] else 'no'}")
     for f in report.get("findings", []):
         out.append(f"   {_SEV_MARK.get(f['severity'], f['severity'])} {f['message']}")
         if f.get("hint"):

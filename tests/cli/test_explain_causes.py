@@ -193,3 +193,18 @@ def test_nccl_tests_gpu_busy_is_exclusive_process_mode(tmp_path: Path) -> None:
     [b] = [x for x in r["findings"] if x.get("code") == "tests_gpu_busy"]
     assert "on gpu-1-1" in b["message"] and "Exclusive Process" in b["message"]
     assert "nvidia-smi -c DEFAULT" in b["hint"]
+
+
+def test_ib_counters_saturated_and_errors() -> None:
+    sat, quiet, one = explain(FIX / "ibqueryerrors_linuxrdma2021_saturated.txt",
+                              FIX / "perfquery_diags16_extended_zero.txt",
+                              FIX / "ibqueryerrors_ucx9590_port_all.txt")
+    assert sat["kind"] == quiet["kind"] == one["kind"] == "ib_counters"
+    [s] = [f for f in sat["findings"] if f.get("code") == "ib_counter_saturated"]
+    assert '"MF0;ys23ib4:SX6036/U1" 0x2c903006e29b0 port 5 SymbolErrorCounter = 65535' in (
+        s["message"])
+    assert "perfquery -x -R" in s["hint"] and "read it again" in s["hint"]
+    # 16-bit counters below their maximum and 64-bit sums are counts, never "saturated".
+    assert "PortXmitDiscards = 649" not in s["message"]
+    assert not any(f.get("code") == "ib_counter_saturated" for f in one["findings"])
+    assert [f["severity"] for f in quiet["findings"]] == ["info"]
