@@ -7,7 +7,6 @@ which is then the package's parent directory and holds ``galaxy.yml``.
 
 from __future__ import annotations
 
-from importlib.resources import as_file, files
 from pathlib import Path
 
 COLLECTION_NAMESPACE = "rdmaprov"
@@ -17,13 +16,14 @@ COLLECTION_FQCN = f"{COLLECTION_NAMESPACE}.{COLLECTION_NAME}"
 
 def collection_root() -> Path:
     """The directory holding galaxy.yml, roles/, plugins/ and playbooks/."""
-    pkg = files("rdmaprov")
+    # The package's own directory (rdmaprov runs from files, never from a zip: Ansible reads the
+    # collection's files by path), so not importlib.resources, whose import (zipfile, tempfile)
+    # `rdmaprov check` would pay at every job start.
+    pkg = Path(__file__).resolve().parent
     bundled = pkg / "_collection"
     if bundled.is_dir():
-        with as_file(bundled) as path:
-            return Path(path)
-    with as_file(pkg) as path:
-        checkout = Path(path).parent
+        return bundled
+    checkout = pkg.parent
     if (checkout / "galaxy.yml").is_file():
         return checkout
     raise RuntimeError("rdmaprov's Ansible collection is missing from this installation")

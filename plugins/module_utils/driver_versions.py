@@ -8,7 +8,6 @@ output and settings."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import posixpath
 import re
@@ -398,6 +397,8 @@ def bundle_check(path: str, sha256: str) -> str:
     when it matches, else the line that stops the run."""
     if not os.path.isfile(path):
         return f"rdma_ofed: no such file on the control host: {path}; nothing was installed"
+    import hashlib  # here: `rdmaprov check` imports this module at every job start
+
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):

@@ -21,7 +21,7 @@ IB PMA counters saturate at their width (symbol_error 16 bits, link_downed 8 bit
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from typing import NamedTuple
 
 # Remedy values of rdmaprov/remediation.py (this module ships in the collection and cannot
 # import the package; tests/unit/test_link_counters.py holds the two together).
@@ -99,8 +99,9 @@ WINDOW_S = 3600
 COUNTER_CLASS = {name: cls for cls, spec in CLASSES.items() for name in spec["counters"]}
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(NamedTuple):
+    """One counter's finding (a NamedTuple: no ``dataclasses``, whose import is a tenth of
+    ``rdmaprov check``'s start-up on a GPU host)."""
     device: str
     port: int
     counter: str  # a counter name, or "state" for a port that left ACTIVE
@@ -111,7 +112,7 @@ class Finding:
     text: str
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return dict(self._asdict())
 
 
 def thresholds(overrides: dict | None = None) -> dict[str, int]:

@@ -7,10 +7,8 @@ unknown keys with a did-you-mean) and a bad one is a UserError: one line, exit 1
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,36 +26,88 @@ DEFAULT_MODULES: tuple[str, ...] = tuple(collection.kernel_caps.VERBS_STACK)
 PEERMEM_MODULES: tuple[str, ...] = tuple(collection.rdma_sysfs.PEERMEM_MODULES)
 
 
-@dataclass
 class Expectations:
-    ports: int | None = None  # ACTIVE ports wanted; None: at least one
-    rate: int | None = None  # Gb/s each ACTIVE port must reach; None: any
-    link_layer: str | None = None  # InfiniBand or Ethernet; None: either
-    hcas: list[str] = field(default_factory=list)  # only these devices; []: all
-    hca_pci: list[str] = field(default_factory=list)  # PCI addresses of HCAs that must be there
-    gpu_nic: dict[str, str] = field(default_factory=dict)  # GPU PCI address -> nearest NIC
-    firmware: dict[str, str] = field(default_factory=dict)  # board_id (PSID) -> fw_ver wanted
-    mtu: int | None = None  # wanted MTU of the RDMA netdevs and `interfaces`
-    interfaces: list[str] = field(default_factory=list)  # netdevs checked besides the ports'
-    modules: list[str] = field(default_factory=lambda: list(DEFAULT_MODULES))
-    pfc_priority: int | None = None  # RoCE: the one lossless priority; None: QoS not checked
-    gpus: int | None = None  # None: at least one; 0: not a GPU node
-    peermem: bool = True  # GPUDirect RDMA (peermem or DMA-BUF) required on GPU nodes
-    memlock: str = "unlimited"  # or a minimum in KiB, e.g. "65536"
-    nccl: bool = False  # run the single-node NCCL loopback (slower: starts torch)
-    nccl_min_busbw: float | None = None  # GB/s the loopback must reach
-    nccl_python: str | None = None  # the Python (with torch) the loopback runs in; None: ours
+    """What this node must have. A plain class, not a dataclass: ``dataclasses`` imports
+    ``inspect`` (and ``ast``, ``dis``), about a tenth of the check's start-up on a GPU host
+    (bench/RESULTS.md); every field's default is in DEFAULTS below, copied for each instance."""
+
+    ports: int | None  # ACTIVE ports wanted; None: at least one
+    rate: int | None  # Gb/s each ACTIVE port must reach; None: any
+    link_layer: str | None  # InfiniBand or Ethernet; None: either
+    hcas: list[str]  # only these devices; []: all
+    hca_pci: list[str]  # PCI addresses of HCAs that must be there
+    gpu_nic: dict[str, str]  # GPU PCI address -> nearest NIC
+    firmware: dict[str, str]  # board_id (PSID) -> fw_ver wanted
+    mtu: int | None  # wanted MTU of the RDMA netdevs and `interfaces`
+    interfaces: list[str]  # netdevs checked besides the ports'
+    modules: list[str]  # kernel modules that must be loaded (default: the verbs stack)
+    pfc_priority: int | None  # RoCE: the one lossless priority; None: QoS not checked
+    gpus: int | None  # None: at least one; 0: not a GPU node
+    peermem: bool  # GPUDirect RDMA (peermem or DMA-BUF) required on GPU nodes
+    memlock: str  # or a minimum in KiB, e.g. "65536"
+    nccl: bool  # run the single-node NCCL loopback (slower: starts torch)
+    nccl_min_busbw: float | None  # GB/s the loopback must reach
+    nccl_python: str | None  # the Python (with torch) the loopback runs in; None: ours
     # Link health over time (plugins/module_utils/link_counters.py): the per-node state file
     # ("" keeps none: only this run's snapshot is judged), thresholds per counter class, the
     # stable time that clears a flap and the window counter growth is summed over.
-    link_state: str = str(DEFAULT_LINK_STATE)
-    kernel_log: bool = False  # read the kernel's messages since the last check (check/kernel.py)
-    link_thresholds: dict[str, int] = field(default_factory=dict)
-    link_stable_s: int = int(collection.link_counters.STABLE_S)
-    link_window_s: int = int(collection.link_counters.WINDOW_S)
+    link_state: str
+    kernel_log: bool  # read the kernel's messages since the last check (check/kernel.py)
+    link_thresholds: dict[str, int]
+    link_stable_s: int
+    link_window_s: int
+
+    def __init__(self, **values: Any) -> None:
+        unknown = sorted(set(values) - set(DEFAULTS))
+        if unknown:
+            raise TypeError(f"Expectations: no field {', '.join(unknown)}")
+        for name, default in DEFAULTS.items():
+            value = values.get(name, default)
+            setattr(self, name, type(value)(value) if isinstance(value, (list, dict)) else value)
 
     def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {name: _copy(getattr(self, name)) for name in DEFAULTS}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Expectations) and self.as_dict() == other.as_dict()
+
+    def __repr__(self) -> str:
+        return "Expectations(" + ", ".join(f"{k}={v!r}" for k, v in self.as_dict().items()) + ")"
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+# Each field's default (lists and dicts are copied for each instance).
+DEFAULTS: dict[str, Any] = {
+    "ports": None,
+    "rate": None,
+    "link_layer": None,
+    "hcas": [],
+    "hca_pci": [],
+    "gpu_nic": {},
+    "firmware": {},
+    "mtu": None,
+    "interfaces": [],
+    "modules": list(DEFAULT_MODULES),
+    "pfc_priority": None,
+    "gpus": None,
+    "peermem": True,
+    "memlock": "unlimited",
+    "nccl": False,
+    "nccl_min_busbw": None,
+    "nccl_python": None,
+    "link_state": str(DEFAULT_LINK_STATE),
+    "kernel_log": False,
+    "link_thresholds": {},
+    "link_stable_s": int(collection.link_counters.STABLE_S),
+    "link_window_s": int(collection.link_counters.WINDOW_S),
+}
 
 
 # name → (argument-spec type, elements, choices): the value rule the inventory uses too

@@ -4,8 +4,6 @@ textfile-collector file (written atomically: node_exporter must never read half 
 from __future__ import annotations
 
 import os
-import socket
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, TextIO
@@ -21,7 +19,7 @@ def document(items: list[Item], reason: str | None, state: dict[str, Any],
              expectations: dict[str, Any], elapsed: float) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
-        "host": socket.gethostname(),
+        "host": os.uname().nodename,  # what socket.gethostname() returns, without its import
         "healthy": reason is None,
         "reason": reason,
         "checks": [i.as_dict() for i in items],
@@ -121,6 +119,8 @@ def prometheus_text(doc: dict[str, Any]) -> str:
 def write_prometheus(doc: dict[str, Any], target: Path) -> Path:
     """Write into ``target`` (a directory: rdmaprov_check.prom in it) via a temp file + rename."""
     path = target / PROM_FILE if target.is_dir() else target
+    import tempfile  # only with --prometheus
+
     fd, tmp = tempfile.mkstemp(prefix=".rdmaprov_check.", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as fh:

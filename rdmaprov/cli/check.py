@@ -14,7 +14,6 @@ import argparse
 import contextlib
 import json
 import os
-import socket
 import sys
 import time
 from pathlib import Path
@@ -182,7 +181,7 @@ def _config_error(target: Path | None, message: str, elapsed: float) -> None:
 
 def _node_name(args: argparse.Namespace) -> str:
     return (args.node_name or os.environ.get("SLURMD_NODENAME")
-            or socket.gethostname().split(".")[0])
+            or os.uname().nodename.split(".")[0])  # gethostname(2) is uname's nodename
 
 
 MARKER = "drained-by-rdmaprov"
