@@ -47,7 +47,7 @@ KNOWN_FORMATS = {
     "kernel_log": "kernel log (dmesg, dmesg -T, journalctl -k, grep'd lines)",
     "ethtool_stats": "ethtool -S IFACE",
     "nvidia_topo": "nvidia-smi topo -m",
-    "ib_counters": "perfquery / ibqueryerrors port counters",
+    "ib_counters": "perfquery / ibqueryerrors port counters, ibportstate link width/speed",
 }
 
 # Lines that identify each kind; counted over the first lines of the input.
@@ -100,7 +100,7 @@ _SIGNS.append(("ib_counters", re.compile(
     r"^\s*(?:SymbolErrorCounter|LinkDownedCounter|PortXmitWait|PortRcvErrors|PortXmitDiscards|"
     r"LinkErrorRecoveryCounter|PortSelect|CounterSelect):\.{2,}|#\s*Port (?:extended )?"
     r"counters: Lid|\[(?:SymbolErrorCounter|LinkDownedCounter|PortXmitWait|PortRcvErrors|"
-    r"PortXmitDiscards) == \d+")))
+    r"PortXmitDiscards) == \d+|^\s*Link(?:Width|Speed)Active:\.{2,}")))
 _DETECT_LINES = 400
 
 

@@ -47,6 +47,11 @@ _GUID = re.compile(r"GUID (0x[0-9a-fA-F]+) port (\w+):")
 # ibqueryerrors: 'Errors for "dl380g7 mlx4_0"' or 'Errors for 0x2c903006e29b0 "MF0;sw:SX6036/U1"'
 _NODE = re.compile(r'^\s*Errors for (?:0x[0-9a-fA-F]+ )?"([^"]{1,80})"')
 _MAX = 4096
+# ibportstate/smpquery portinfo: "LinkWidthActive:.................4X",
+# "LinkSpeedEnabled:................2.5 Gbps or 5.0 Gbps or 10.0 Gbps"; "Peer PortInfo:" starts
+# the other end of the link.
+_LINKATTR = re.compile(r"^\s*Link(Width|Speed)(Enabled|Active):\.{2,}\s*(.+?)\s*$")
+_NUM = re.compile(r"(\d+(?:\.\d+)?)\s*(?:X|Gbps)")
 
 
 @dataclass
@@ -54,10 +59,11 @@ class IbCountersReport:
     ports: dict[str, dict[str, int]] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     extended: bool = False
+    link: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "ib_counters", "findings": [f.to_dict() for f in self.findings],
-                "counters": self.ports, "extended": self.extended}
+                "counters": self.ports, "extended": self.extended, "link": self.link}
 
 
 class IbCountersParser:
@@ -65,6 +71,8 @@ class IbCountersParser:
         self.r = IbCountersReport()
         self.cur = "port"
         self.node = ""
+        self.link: dict[str, dict[str, float]] = {}  # end ("local"/"peer") -> attr -> value
+        self.end = "local"
 
     def feed(self, raw: str) -> None:
         line = clean(raw)
@@ -77,6 +85,16 @@ class IbCountersParser:
         if line.lstrip().startswith("Errors for"):
             n = _NODE.match(line)
             self.node = n.group(1) if n else ""
+            return
+        if line.lstrip().startswith("Peer PortInfo"):
+            self.end = "peer"
+            return
+        a = _LINKATTR.match(line) if line.lstrip().startswith("Link") else None
+        if a:
+            vals = [float(x) for x in _NUM.findall(a.group(3))]
+            if vals:
+                # Enabled lists what the port may use: its best; Active is one value.
+                self.link.setdefault(self.end, {})[a.group(1) + a.group(2)] = max(vals)
             return
         m = _DOTS.match(line)
         if m:
@@ -124,9 +142,25 @@ class IbCountersParser:
                 "only the rate after the reset says whether the port is bad. PortXmitWait at "
                 "its maximum is congestion history, not an error.",
                 "ib_counter_saturated", "investigate"))
-        if not r.ports:
+        loc, peer = self.link.get("local", {}), self.link.get("peer", {})
+        for what, unit in (("Width", "X"), ("Speed", " Gbps")):
+            act, en = loc.get(what + "Active"), loc.get(what + "Enabled")
+            if act is None or en is None:
+                continue
+            best = min(en, peer.get(what + "Enabled", en))  # what both ends allow
+            if act < best:
+                f.append(Finding(
+                    "error", f"link {what.lower()} down: active {act:g}{unit}, both ends "
+                    f"enabled for {best:g}{unit}",
+                    "A link that trained below what both ports allow has a bad lane or a "
+                    "marginal cable/optic: reseat it, then replace it; `mlxlink -d DEV -p "
+                    "PORT` (or ibdiagnet) shows the lanes and the error rate.",
+                    f"ib_link_{what.lower()}_down", "reset-link"))
+        r.link = self.link
+        if not r.ports and not self.link:
             f.append(Finding("warning", "no port counters found in this text", None))
         elif not f:
             f.append(Finding("info", f"no error counters above zero on {len(r.ports)} "
-                             "port(s)", None))
+                             "port(s)" if r.ports else "the link runs at the width and speed "
+                             "both ends allow", None))
         return r

@@ -208,3 +208,16 @@ def test_ib_counters_saturated_and_errors() -> None:
     assert "PortXmitDiscards = 649" not in s["message"]
     assert not any(f.get("code") == "ib_counter_saturated" for f in one["findings"])
     assert [f["severity"] for f in quiet["findings"]] == ["info"]
+
+
+def test_ibportstate_width_down(tmp_path: Path) -> None:
+    real = (FIX / "ibportstate_exadata2_4x_qdr.txt").read_text()
+    # The real paste with the local port trained at 1X (the first LinkWidthActive line).
+    down = tmp_path / "down.txt"
+    down.write_text(real.replace("LinkWidthActive:.................4X",
+                                 "LinkWidthActive:.................1X", 1))
+    ok, bad = explain(FIX / "ibportstate_exadata2_4x_qdr.txt", down)
+    assert not any(f["severity"] == "error" for f in ok["findings"])
+    [w] = [f for f in bad["findings"] if f.get("code") == "ib_link_width_down"]
+    assert "active 1X, both ends enabled for 4X" in w["message"] and "mlxlink" in w["hint"]
+    assert not any(f.get("code") == "ib_link_speed_down" for f in bad["findings"])
