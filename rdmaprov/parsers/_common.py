@@ -59,7 +59,7 @@ _PREFIXES = re.compile(
       | \s*\d+:\s                          # srun --label: "3: "
       | \s*\[\d+\]\s                        # torchrun/launcher rank tag: [155]
       | \s*\[rank\d+\]:\s?                  # torchrun 2.2+ per-rank prefix: [rank0]:
-      | \s*\(\w+\s+pid=\d+(?:,\s*ip=[\d.]+)?\)\s   # Ray worker: (RayWorkerWrapper pid=9, ip=..)
+      | \s*\((?:\w+\s+)?pid=\d+(?:,\s*ip=[\d.]+)?\)\s   # Ray: (RayWorkerWrapper pid=9, ip=..)
       | \s*\|\s*\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d)?\s*\|?\s*   # CloudWatch | ts |
       | \s*\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\s+(?:\|\s+)?  # ISO timestamp
       | \s*\[\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\]\s*     # [2025-10-16 22:16:08]

@@ -32,7 +32,8 @@ PREFIXES = {
     "srun": "0: ",
     "mpirun": "[1,0]<stdout>:",
     "k8s": "2025-07-21T19:05:29.123456789Z ",
-    "ray": "(RayWorkerWrapper pid=27907) ",
+    "ray": "(RayWorkerWrapper pid=27907, ip=10.0.0.2) ",
+    "ray_task": "(pid=4242) ",
     "timestamp": "[2025-07-21 19:05:29] ",
 }
 
