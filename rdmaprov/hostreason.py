@@ -78,12 +78,15 @@ def connection_line(message: str) -> str:
     return line if len(line) <= LIMIT else line[:LIMIT - 3] + "..."
 
 
-def host_reason(h: HostResult | None, fallback: str = "no answer") -> str:
+def host_reason(h: HostResult | None, fallback: str = "no answer", *,
+                failed_word: bool = True) -> str:
     """One line for a host that gave no answer: ``unreachable: ssh to H:P: why`` or
     ``failed: <the failed task's message>``; ``fallback`` when Ansible said nothing of it (the
-    run's own error)."""
+    run's own error). ``failed_word=False`` leaves a failed task's message without its
+    ``failed:`` (a validation report's row says FAIL already, and its reasons are the causes)."""
     kind = "unreachable" if h is not None and h.unreachable else "failed"
     why = h.failure.message if h is not None and h.failure is not None else fallback
     if kind == "unreachable":
         why = connection_line(why)
-    return f"{kind}: {' '.join(safe_line(why).split())}"
+    line = " ".join(safe_line(why).split())
+    return line if kind == "failed" and not failed_word else f"{kind}: {line}"

@@ -146,7 +146,7 @@ def _failed_before_run(result: RunResult, run_dirs: list[Path]) -> dict[str, str
     out = {}
     for name, hr in result.hosts.items():
         if not hr.healthy and not any((d / name / "rc").is_file() for d in run_dirs):
-            out[name] = host_reason(hr, "failed")
+            out[name] = host_reason(hr, "failed", failed_word=False)
     return out
 
 

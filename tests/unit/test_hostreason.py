@@ -77,3 +77,14 @@ def test_host_reason_names_the_kind() -> None:
     bad = HostResult("node2", failed=1, failure=Failure("Probe", "no container engine"))
     assert host_reason(bad) == "failed: no container engine"
     assert host_reason(None, "the run was interrupted") == "failed: the run was interrupted"
+
+
+def test_a_validation_reason_is_the_failed_tasks_message_without_the_failed_word() -> None:
+    h = HostResult(name="node1", failure=Failure(task="t", message="the port 29500 is in use"))
+    assert host_reason(h, "failed") == "failed: the port 29500 is in use"
+    assert host_reason(h, "failed", failed_word=False) == "the port 29500 is in use"
+    gone = HostResult(name="node2", unreachable=1, failure=Failure(
+        task="t", message="Failed to connect to the host via ssh: ssh: connect to host 10.0.0.5 "
+                          "port 22: Connection refused"))
+    assert host_reason(gone, failed_word=False) == (
+        "unreachable: ssh to 10.0.0.5:22: Connection refused")
