@@ -885,15 +885,7 @@ def steps_summary(text):
     not run) after every rank exited 0 is said first: the worker's result then stands whole."""
     start = launch_exit = None
     last, exits = {}, {}
-    for line in (text or "").splitlines():
-        parts = line.strip().split(" ", 2)
-        if len(parts) < 3:
-            continue
-        try:
-            at = float(parts[0])
-        except ValueError:
-            continue
-        who, what = parts[1], parts[2].strip()
+    for at, who, what in steps_lines(text):
         code = what[5:].strip() if what.startswith("exit ") else None
         if who == "launch":
             if what == "start" and start is None:
@@ -1024,3 +1016,19 @@ def part_failure(label, rc, log, steps, timeout):
     host adds."""
     why = part_outcome(rc, log, steps, timeout=timeout)
     return f"{label}: {why}" if why else ""
+
+
+def steps_lines(text):
+    """(time, who, what) of each well-formed steps.log line, in file order: the one reader of
+    steps.log (rdmaprov/validate/run_times.py uses it too)."""
+    out = []
+    for line in (text or "").splitlines():
+        parts = line.strip().split(" ", 2)
+        if len(parts) < 3:
+            continue
+        try:
+            at = float(parts[0])
+        except ValueError:
+            continue
+        out.append((at, parts[1], parts[2].strip()))
+    return out

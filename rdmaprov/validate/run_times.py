@@ -39,17 +39,9 @@ def iso_utc(t: float) -> str:
 
 def _lines(steps: str | None) -> list[tuple[float, str, str]]:
     """(time, who, what) of each well-formed steps.log line, in file order."""
-    out = []
-    for line in (steps or "").splitlines():
-        parts = line.strip().split(" ", 2)
-        if len(parts) < 3:
-            continue
-        try:
-            at = float(parts[0])
-        except ValueError:
-            continue
-        out.append((at, parts[1], parts[2].strip()))
-    return out
+    from rdmaprov import collection
+
+    return list(collection.validate_launch.steps_lines(steps))
 
 
 def launch_span(steps: str | None) -> tuple[float, float] | None:
